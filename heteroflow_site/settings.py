@@ -1,0 +1,161 @@
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+
+from heteroflow_site.local_services import ensure_local_services
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+ensure_local_services(Path(env.str("HETEROFLOW_DATA_DIR", default=str(BASE_DIR / ".data"))))
+
+SECRET_KEY = env.str("SECRET_KEY", default="heteroflow-development-only-secret-key-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
+
+# Shared secret with which a new node agent may register itself (SPEC §14); empty disables it.
+HETEROFLOW_JOIN_TOKEN = env.str("HETEROFLOW_JOIN_TOKEN", default="")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "channels",
+    "tenants",
+    "nodes",
+    "scheduling",
+    "plugins_admin",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "heteroflow_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "heteroflow_site.wsgi.application"
+ASGI_APPLICATION = "heteroflow_site.asgi.application"
+
+DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"]["HOST"]))
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+
+REDIS_URL = env.str("REDIS_URL")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "heteroflow_site.api_errors.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HeteroFlow API",
+    "DESCRIPTION": "Control plane of a heterogeneous GPU cluster.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
+    "node-liveness": {"task": "nodes.tasks.mark_silent_nodes_offline", "schedule": 10.0},
+}
+
+# SPEC §13. Every figure can be overridden from the environment.
+SCHEDULER = {
+    "default_task_timeout": env.int("HETEROFLOW_DEFAULT_TASK_TIMEOUT", default=7200),
+    "gpu_reserve_fixed_mb": env.int("HETEROFLOW_GPU_RESERVE_FIXED_MB", default=500),
+    "gpu_reserve_percent": env.int("HETEROFLOW_GPU_RESERVE_PERCENT", default=10),
+    "port_range_start": env.int("HETEROFLOW_PORT_RANGE_START", default=8000),
+    "port_range_end": env.int("HETEROFLOW_PORT_RANGE_END", default=8999),
+    "inference_max_per_node": env.int("HETEROFLOW_INFERENCE_MAX_PER_NODE", default=16),
+    "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
+    "load_thresholds": {
+        "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
+        "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),
+        "cpu_percent": env.int("HETEROFLOW_CPU_PERCENT", default=90),
+        "memory_percent": env.int("HETEROFLOW_MEMORY_PERCENT", default=90),
+        "gpu_temperature_threshold": env.int("HETEROFLOW_GPU_TEMPERATURE_THRESHOLD", default=79),
+    },
+}
+
+# Dotted paths of extra scheduling plugin factories (see docs/custom-plugins.md).
+HETEROFLOW_EXTRA_PLUGINS = env.list("HETEROFLOW_EXTRA_PLUGINS", default=[])
+
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

@@ -1,0 +1,26 @@
+from django.contrib import admin
+
+from nodes.models import GPU, Node
+
+
+class GPUInline(admin.TabularInline):
+    model = GPU
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "status", "schedulable", "gpu_type", "gpu_used", "gpu_total", "region", "zone", "rack",
+                    "last_heartbeat_at"]
+    list_filter = ["status", "schedulable", "gpu_type", "region", "zone"]
+    search_fields = ["name", "internal_ip"]
+    exclude = ["agent_token_hash"]
+    inlines = [GPUInline]
+
+
+@admin.register(GPU)
+class GPUAdmin(admin.ModelAdmin):
+    list_display = ["node", "index", "type", "model", "memory_used_mb", "memory_total_mb", "utilization",
+                    "temperature", "numa"]
+    list_filter = ["type", "model"]
+    search_fields = ["node__name", "uuid"]

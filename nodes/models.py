@@ -1,0 +1,68 @@
+from django.db import models
+from django.db.models import Q
+
+GPU_TYPES = ("nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun")
+GPU_TYPE_CHOICES = [(gpu_type, gpu_type) for gpu_type in GPU_TYPES]
+
+
+class Node(models.Model):
+    class Status(models.TextChoices):
+        ONLINE = "online"
+        BUSY = "busy"
+        OFFLINE = "offline"
+
+    name = models.CharField(max_length=200, unique=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OFFLINE, db_index=True)
+    schedulable = models.BooleanField(default=True)
+    dedicated_tenant = models.ForeignKey(
+        "tenants.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="dedicated_nodes"
+    )
+    region = models.CharField(max_length=100, blank=True, default="")
+    zone = models.CharField(max_length=100, blank=True, default="")
+    rack = models.CharField(max_length=100, blank=True, default="")
+    labels = models.JSONField(default=dict, blank=True)
+    # Interface notation, address and prefix length: "10.0.3.7/24".
+    internal_ip = models.CharField(max_length=64, blank=True, default="")
+    public_ip = models.GenericIPAddressField(null=True, blank=True)
+    cpu_cores = models.PositiveIntegerField(default=0)
+    memory_gb = models.PositiveIntegerField(default=0)
+    cpu_percent = models.FloatField(default=0)
+    memory_used_mb = models.PositiveIntegerField(default=0)
+    gpu_total = models.PositiveIntegerField(default=0)
+    gpu_used = models.IntegerField(default=0)
+    gpu_type = models.CharField(max_length=32, blank=True, default="", choices=GPU_TYPE_CHOICES)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # sha256 of the node agent's token; the token itself is shown once, at registration.
+    agent_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpu_used__gte=0), name="node_gpu_used_non_negative"),
+            models.CheckConstraint(condition=Q(cpu_percent__gte=0), name="node_cpu_percent_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GPU(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveIntegerField()
+    uuid = models.CharField(max_length=128, blank=True, default="")
+    type = models.CharField(max_length=32, choices=GPU_TYPE_CHOICES)
+    model = models.CharField(max_length=100, blank=True, default="")
+    memory_total_mb = models.PositiveIntegerField(default=0)
+    memory_used_mb = models.PositiveIntegerField(default=0)
+    utilization = models.FloatField(default=0)
+    temperature = models.FloatField(default=0)
+    numa = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node")]
+        verbose_name = "GPU"
+
+    def __str__(self) -> str:
+        return f"{self.node.name}#{self.index}"

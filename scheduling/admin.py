@@ -1,0 +1,42 @@
+from django.contrib import admin
+
+from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskEvent, TaskGroup
+
+
+class TaskEventInline(admin.TabularInline):
+    model = TaskEvent
+    extra = 0
+    readonly_fields = ["from_status", "to_status", "reason", "at"]
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "tenant", "type", "status", "priority", "gpu_type", "gpu_required", "gpu_memory_mb",
+                    "node", "created_at"]
+    list_filter = ["status", "type", "gpu_type", "tenant", "preemptible"]
+    search_fields = ["name"]
+    # Status moves only through the state machine's CAS (SPEC §2), never by editing a form.
+    readonly_fields = ["status", "node", "gpus", "port", "shard", "preempt_count"]
+    inlines = [TaskEventInline]
+
+
+@admin.register(TaskGroup)
+class TaskGroupAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "type", "world_size", "gpus_per_worker", "parallelism", "replicas", "status"]
+    list_filter = ["type", "parallelism", "status"]
+
+
+@admin.register(SchedulingAttempt)
+class SchedulingAttemptAdmin(admin.ModelAdmin):
+    list_display = ["task", "code", "message", "at"]
+    list_filter = ["code"]
+
+
+@admin.register(AttemptCodeCount)
+class AttemptCodeCountAdmin(admin.ModelAdmin):
+    list_display = ["code", "count"]
+
+
+@admin.register(CycleRecord)
+class CycleRecordAdmin(admin.ModelAdmin):
+    list_display = ["started_at", "considered", "bound", "failed", "preempting", "duration_ms"]

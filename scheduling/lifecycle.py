@@ -1,0 +1,46 @@
+"""The task state machine of SPEC §2, as data."""
+
+from scheduling.models import TaskStatus
+
+PENDING = TaskStatus.PENDING.value
+SCHEDULED = TaskStatus.SCHEDULED.value
+RUNNING = TaskStatus.RUNNING.value
+PREEMPTING = TaskStatus.PREEMPTING.value
+STOPPING = TaskStatus.STOPPING.value
+SUCCEEDED = TaskStatus.SUCCEEDED.value
+FAILED = TaskStatus.FAILED.value
+STOPPED = TaskStatus.STOPPED.value
+
+# States that hold resources: counted by both GPU ledgers and by tenant quotas. Defined here, once.
+ACTIVE_STATES: frozenset[str] = frozenset({SCHEDULED, RUNNING, PREEMPTING, STOPPING})
+TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
+
+TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
+    {
+        (PENDING, SCHEDULED),
+        (PENDING, STOPPED),
+        (SCHEDULED, RUNNING),
+        (SCHEDULED, PENDING),
+        (SCHEDULED, STOPPING),
+        (SCHEDULED, PREEMPTING),
+        (RUNNING, SUCCEEDED),
+        (RUNNING, FAILED),
+        (RUNNING, STOPPING),
+        (RUNNING, PREEMPTING),
+        (PREEMPTING, PENDING),
+        (STOPPING, STOPPED),
+        (STOPPING, FAILED),
+    }
+)
+
+
+class IllegalTransition(ValueError):
+    def __init__(self, from_status: str, to_status: str):
+        super().__init__(f"illegal task transition {from_status} → {to_status}")
+        self.from_status = from_status
+        self.to_status = to_status
+
+
+def check_transition(from_status: str, to_status: str) -> None:
+    if (from_status, to_status) not in TRANSITIONS:
+        raise IllegalTransition(from_status, to_status)

@@ -1,0 +1,180 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from nodes.models import GPU_TYPE_CHOICES
+
+
+class TaskStatus(models.TextChoices):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class TaskType(models.TextChoices):
+    BATCH = "batch"
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+class Parallelism(models.TextChoices):
+    TENSOR = "tensor"
+    DATA = "data"
+    GREEDY = "greedy"
+    COSCHEDULE = "coschedule"
+    PIPELINE = "pipeline"
+
+
+class TaskGroup(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SCHEDULED = "scheduled"
+        RUNNING = "running"
+        FINISHED = "finished"
+        STOPPED = "stopped"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="task_groups")
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=16, choices=[(TaskType.TRAINING, "training"), (TaskType.INFERENCE, "inference")])
+    world_size = models.PositiveIntegerField(default=1)
+    gpus_per_worker = models.PositiveIntegerField(default=1)
+    gpu_type = models.CharField(max_length=32, blank=True, default="", choices=GPU_TYPE_CHOICES)
+    parallelism = models.CharField(max_length=16, choices=Parallelism.choices, default=Parallelism.DATA)
+    image = models.CharField(max_length=500, blank=True, default="")
+    command = models.TextField(blank=True, default="")
+    replicas = models.PositiveIntegerField(null=True, blank=True)
+    # {days: [0..6], start: "HH:MM", end: "HH:MM", timezone, action: pause|scale|stop, scale_to?}
+    window = models.JSONField(null=True, blank=True)
+    # Replica count from before a window's action, restored when the window opens again.
+    replicas_before_window = models.PositiveIntegerField(null=True, blank=True)
+    window_applied = models.CharField(max_length=16, blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    master_addr = models.CharField(max_length=64, blank=True, default="")
+    backend = models.CharField(max_length=16, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(world_size__gte=1), name="group_world_size_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=200)
+    type = models.CharField(max_length=16, choices=TaskType.choices, default=TaskType.BATCH)
+    image = models.CharField(max_length=500, blank=True, default="")
+    command = models.TextField(blank=True, default="")
+    gpu_type = models.CharField(max_length=32, blank=True, default="", choices=GPU_TYPE_CHOICES)
+    gpu_required = models.IntegerField(default=0)
+    gpu_memory_mb = models.IntegerField(default=0)
+    gpu_compute_percent = models.IntegerField(null=True, blank=True)
+    cpu_cores = models.FloatField(default=0)
+    memory_mb = models.IntegerField(default=0)
+    priority = models.IntegerField(default=50)
+    preemptible = models.BooleanField(default=False)
+    labels = models.JSONField(default=dict, blank=True)
+    group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
+    rank = models.IntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING, db_index=True)
+    node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    gpus = models.JSONField(default=list, blank=True)
+    port = models.IntegerField(null=True, blank=True)
+    # The fractional-GPU shard made at bind: {card, memory_limit_mb, compute_percent, qos, env}.
+    shard = models.JSONField(null=True, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    preempt_count = models.PositiveIntegerField(default=0)
+    reason = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "-priority", "created_at", "id"], name="task_queue_order")]
+        constraints = [
+            models.CheckConstraint(condition=Q(priority__gte=0, priority__lte=100), name="task_priority_0_100"),
+            models.CheckConstraint(condition=Q(gpu_required__gte=0), name="task_gpu_required_non_negative"),
+            models.CheckConstraint(condition=Q(gpu_memory_mb__gte=0), name="task_gpu_memory_non_negative"),
+            models.CheckConstraint(condition=Q(cpu_cores__gte=0), name="task_cpu_non_negative"),
+            models.CheckConstraint(condition=Q(memory_mb__gte=0), name="task_memory_non_negative"),
+            models.CheckConstraint(
+                condition=Q(gpu_compute_percent__isnull=True)
+                | Q(gpu_compute_percent__gte=1, gpu_compute_percent__lte=100),
+                name="task_compute_percent_1_100",
+            ),
+            models.CheckConstraint(
+                condition=~Q(type=TaskType.TRAINING, preemptible=True), name="task_training_not_preemptible"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpu_required == 0 and self.gpu_memory_mb > 0
+
+
+class TaskEvent(models.Model):
+    """One row per won transition: the task's lifecycle timeline."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=16, blank=True, default="")
+    to_status = models.CharField(max_length=16)
+    reason = models.CharField(max_length=300, blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class SchedulingAttempt(models.Model):
+    """The latest scheduling attempt of a task (SPEC §12), successful or not."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="attempt")
+    code = models.CharField(max_length=40, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    # [{node, reason | null, scores: {plugin: score}, total}]
+    nodes = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now=True)
+
+
+class AttemptCodeCount(models.Model):
+    """How many attempts ended with each code, for the cluster view."""
+
+    code = models.CharField(max_length=40, unique=True)
+    count = models.BigIntegerField(default=0)
+
+
+class CycleRecord(models.Model):
+    started_at = models.DateTimeField(db_index=True)
+    considered = models.PositiveIntegerField(default=0)
+    bound = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    preempting = models.PositiveIntegerField(default=0)
+    duration_ms = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+
+class ScanCursor(models.Model):
+    """Where the last cycle stopped in the pending queue, so that later cycles reach its tail (SPEC §4)."""
+
+    name = models.CharField(max_length=40, unique=True, default="main")
+    priority = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    task_id = models.BigIntegerField(null=True, blank=True)

@@ -1,0 +1,76 @@
+import logging
+
+from django.db import transaction
+
+from heteroflow_site.errors import DomainError
+from scheduling import immediate_queue
+from scheduling.models import Task, TaskGroup, TaskType
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+
+def task_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    type: str = TaskType.BATCH,
+    image: str = "",
+    command: str = "",
+    gpu_type: str = "",
+    gpu_required: int = 0,
+    gpu_memory_mb: int = 0,
+    gpu_compute_percent: int | None = None,
+    cpu_cores: float = 0,
+    memory_mb: int = 0,
+    priority: int = 50,
+    preemptible: bool = False,
+    labels: dict[str, str] | None = None,
+    group: TaskGroup | None = None,
+    rank: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Task:
+    """Commit a task as pending and, after commit, offer its id to the immediate queue (SPEC §3)."""
+    if not tenant.is_active:
+        raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
+    if type == TaskType.TRAINING and preemptible:
+        raise DomainError("training tasks cannot be preemptible", field="preemptible")
+    fractional = gpu_required == 0 and gpu_memory_mb > 0
+    if gpu_compute_percent is not None and not fractional:
+        raise DomainError(
+            "gpu_compute_percent applies only to fractional tasks (gpu_memory_mb without gpu_required)",
+            field="gpu_compute_percent",
+        )
+    if group is not None and group.tenant_id != tenant.id:
+        raise DomainError("the group belongs to another tenant", field="group")
+    with transaction.atomic():
+        task = Task.objects.create(
+            tenant=tenant,
+            name=name,
+            type=type,
+            image=image,
+            command=command,
+            gpu_type=gpu_type,
+            gpu_required=gpu_required,
+            gpu_memory_mb=gpu_memory_mb,
+            gpu_compute_percent=gpu_compute_percent,
+            cpu_cores=cpu_cores,
+            memory_mb=memory_mb,
+            priority=priority,
+            preemptible=preemptible,
+            labels=labels or {},
+            group=group,
+            rank=rank,
+            env=env or {},
+        )
+        task_id = task.id
+        transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))
+    return task
+
+
+def _offer_to_immediate_queue(task_id: int) -> None:
+    # The queue only shortens the wait; a task it cannot take is found by the next cycle anyway.
+    try:
+        immediate_queue.push(task_id)
+    except Exception:
+        logger.warning("immediate queue unavailable; task %s waits for the next cycle", task_id, exc_info=True)

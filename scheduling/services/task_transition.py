@@ -1,0 +1,92 @@
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from nodes.models import Node
+from scheduling import lifecycle
+from scheduling.lifecycle import ACTIVE_STATES, check_transition
+from scheduling.models import Task, TaskEvent
+from scheduling.signals import task_transitioned
+
+# Returning to the queue forgets the placement; finishing keeps node and cards as history.
+_PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
+
+
+def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
+    """Compare-and-swap the task from `from_status` to `to_status` (SPEC §2); True if this call won.
+
+    The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
+    so a failure in any of them leaves the task as it was. The loser of a race changes nothing.
+    """
+    check_transition(from_status, to_status)
+    now = timezone.now()
+    with transaction.atomic():
+        # The row lock makes the placement we read the one our UPDATE replaces, even under A→B→A races.
+        held = (
+            Task.objects.select_for_update()
+            .filter(id=task_id, status=from_status)
+            .values("node_id", "gpu_required", "tenant_id")
+            .first()
+        )
+        if held is None:
+            return False
+        if to_status == lifecycle.PENDING:
+            changes = {**_PLACEMENT_CLEARED, **changes}
+        changes.update(_timestamps(to_status, now))
+        if reason:
+            changes["reason"] = reason
+        won = Task.objects.filter(id=task_id, status=from_status).update(
+            status=to_status, status_changed_at=now, **changes
+        )
+        if won != 1:
+            return False
+        _apply_gpu_ledger(
+            from_status=from_status,
+            to_status=to_status,
+            gpu_required=held["gpu_required"],
+            node_before=held["node_id"],
+            node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
+        )
+        TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
+        tenant_id = held["tenant_id"]
+        transaction.on_commit(
+            lambda: task_transitioned.send(
+                sender=Task,
+                task_id=task_id,
+                tenant_id=tenant_id,
+                from_status=from_status,
+                to_status=to_status,
+                reason=reason,
+            )
+        )
+    return True
+
+
+def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:
+    """The real-time ledger of SPEC §7: `gpu_used` moves exactly when a task enters or leaves the active states."""
+    was_active = from_status in ACTIVE_STATES
+    is_active = to_status in ACTIVE_STATES
+    if gpu_required == 0 or was_active == is_active:
+        return
+    if is_active and node_after is not None:
+        Node.objects.filter(id=node_after).update(gpu_used=F("gpu_used") + gpu_required)
+    if was_active and node_before is not None:
+        Node.objects.filter(id=node_before).update(gpu_used=F("gpu_used") - gpu_required)
+
+
+def _node_id(node) -> int | None:
+    return getattr(node, "id", node)
+
+
+def _timestamps(to_status: str, now) -> dict[str, Any]:
+    if to_status == lifecycle.SCHEDULED:
+        return {"scheduled_at": now}
+    if to_status == lifecycle.RUNNING:
+        return {"started_at": now}
+    if to_status in lifecycle.TERMINAL_STATES:
+        return {"finished_at": now}
+    if to_status == lifecycle.PENDING:
+        return {"scheduled_at": None, "started_at": None}
+    return {}

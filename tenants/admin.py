@@ -1,0 +1,31 @@
+from django.contrib import admin
+
+from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["name", "status", "gpu_quota", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["name"]
+
+
+@admin.register(ShareGroup)
+class ShareGroupAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    filter_horizontal = ["tenants"]
+    search_fields = ["name"]
+
+
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "created_at"]
+    list_filter = ["tenant"]
+    search_fields = ["user__username"]
+
+
+@admin.register(TenancyAuditEntry)
+class TenancyAuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["at", "actor", "action", "target"]
+    list_filter = ["action"]
+    readonly_fields = ["at", "actor", "action", "target", "details"]

@@ -1,0 +1,57 @@
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from scheduling import immediate_queue
+from tenants.models import Tenant
+from tenants.services import tenant_user_create
+
+
+@pytest.fixture(autouse=True)
+def _empty_immediate_queue(request):
+    """Tests share one Redis; each starts with an empty immediate queue."""
+    if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
+        immediate_queue.connection().delete(immediate_queue.QUEUE_KEY)
+    yield
+
+
+@pytest.fixture
+def admin_user(db):
+    return get_user_model().objects.create_user(username="admin", password="admin-password", is_staff=True,
+                                                is_superuser=True)
+
+
+@pytest.fixture
+def admin_client(admin_user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin_user).key}")
+    return client
+
+
+@pytest.fixture
+def tenant(db):
+    return Tenant.objects.create(name="acme")
+
+
+@pytest.fixture
+def other_tenant(db):
+    return Tenant.objects.create(name="globex")
+
+
+def _tenant_client(tenant, username):
+    user, token = tenant_user_create(tenant=tenant, username=username, password="tenant-password")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def tenant_client(tenant):
+    return _tenant_client(tenant, "alice")
+
+
+@pytest.fixture
+def other_tenant_client(other_tenant):
+    return _tenant_client(other_tenant, "bob")
