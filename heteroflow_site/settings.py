@@ -125,9 +125,16 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
+# SPEC §4 tickers. Each helper module registers its task under these names.
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
     "node-liveness": {"task": "nodes.tasks.mark_silent_nodes_offline", "schedule": 10.0},
+    "preemption-watchdog": {"task": "scheduling.tasks.preemption_watchdog", "schedule": 30.0},
+    "backlog-recovery": {"task": "scheduling.tasks.recover_backlog", "schedule": 60.0},
+    "inference-rebuild": {"task": "scheduling.tasks.rebuild_inference_groups", "schedule": 10.0},
+    "training-borrow-wakeup": {"task": "scheduling.tasks.wake_borrowed_training", "schedule": 15.0},
+    "scheduling-windows": {"task": "scheduling.tasks.apply_scheduling_windows", "schedule": 60.0},
+    "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
 }
 
 # SPEC §13. Every figure can be overridden from the environment.

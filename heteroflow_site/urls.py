@@ -5,6 +5,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 api_v1 = [
     path("", include("tenants.api_urls")),
     path("", include("scheduling.api_urls")),
+    path("", include("nodes.api_urls")),
+    path("", include("plugins_admin.api_urls")),
 ]
 
 urlpatterns = [
@@ -12,4 +14,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
+    path("", include("plugins_admin.urls")),
+    path("", include("nodes.urls")),
+    path("", include("scheduling.urls")),
 ]
