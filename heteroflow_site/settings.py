@@ -11,7 +11,9 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
 
-ensure_local_services(Path(env.str("HETEROFLOW_DATA_DIR", default=str(BASE_DIR / ".data"))))
+DATA_DIR = Path(env.str("HETEROFLOW_DATA_DIR", default=str(BASE_DIR / ".data")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+ensure_local_services(DATA_DIR)
 
 SECRET_KEY = env.str("SECRET_KEY", default="heteroflow-development-only-secret-key-change-me")
 DEBUG = env.bool("DEBUG", default=False)
@@ -44,6 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -90,7 +93,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = DATA_DIR / "static"
+# Static files (htmx from django-htmx, the app's CSS) are served by WhiteNoise straight from the finders, so a fresh
+# clone needs no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOGIN_URL = "/login/"
@@ -104,7 +112,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "heteroflow_site.schema.NestedSerializerAutoSchema",
     "EXCEPTION_HANDLER": "heteroflow_site.api_errors.exception_handler",
 }
 
@@ -113,6 +121,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane of a heterogeneous GPU cluster.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStatusEnum": "scheduling.models.TaskStatus",
+        "TenantStatusEnum": "tenants.models.Tenant.Status",
+        "NodeStatusEnum": "nodes.models.Node.Status",
+    },
 }
 
 CHANNEL_LAYERS = {

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -66,3 +67,21 @@ class GPU(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}#{self.index}"
+
+
+class NodeAuditEntry(models.Model):
+    """Who changed a node's admin settings (topology, labels, cordon, dedication), when, and from what to what."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="audit_entries")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=64)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "node audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.node.name} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -7,7 +7,14 @@ from rest_framework.views import APIView
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from tenants.models import ShareGroup, Tenant
-from tenants.services import share_group_create, tenant_create, tenant_user_create
+from tenants.services import (
+    share_group_create,
+    share_group_delete,
+    share_group_update,
+    tenant_create,
+    tenant_update,
+    tenant_user_create,
+)
 
 
 class TenantOutput(serializers.ModelSerializer):
@@ -34,6 +41,26 @@ class TenantListCreateApi(APIView):
         payload.is_valid(raise_exception=True)
         tenant = tenant_create(actor=request.user, **payload.validated_data)
         return Response(TenantOutput(tenant).data, status=status.HTTP_201_CREATED)
+
+
+class TenantDetailApi(APIView):
+    permission_classes = [IsAdmin]
+
+    class InputSerializer(StrictSerializer):
+        gpu_quota = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        status = serializers.ChoiceField(choices=Tenant.Status.choices, required=False)
+
+    @extend_schema(responses=TenantOutput)
+    def get(self, request, tenant_id: int):
+        return Response(TenantOutput(get_object_or_404(Tenant, id=tenant_id)).data)
+
+    @extend_schema(request=InputSerializer, responses=TenantOutput)
+    def patch(self, request, tenant_id: int):
+        get_object_or_404(Tenant, id=tenant_id)
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        tenant = tenant_update(tenant_id=tenant_id, actor=request.user, **payload.validated_data)
+        return Response(TenantOutput(tenant).data)
 
 
 class TenantUserCreateApi(APIView):
@@ -83,3 +110,29 @@ class ShareGroupListCreateApi(APIView):
         payload.is_valid(raise_exception=True)
         group = share_group_create(actor=request.user, **payload.validated_data)
         return Response(ShareGroupOutput(group).data, status=status.HTTP_201_CREATED)
+
+
+class ShareGroupDetailApi(APIView):
+    permission_classes = [IsAdmin]
+
+    class InputSerializer(StrictSerializer):
+        name = serializers.CharField(max_length=100)
+        tenants = serializers.PrimaryKeyRelatedField(many=True, queryset=Tenant.objects.all())
+
+    @extend_schema(responses=ShareGroupOutput)
+    def get(self, request, group_id: int):
+        return Response(ShareGroupOutput(get_object_or_404(ShareGroup, id=group_id)).data)
+
+    @extend_schema(request=InputSerializer, responses=ShareGroupOutput)
+    def put(self, request, group_id: int):
+        get_object_or_404(ShareGroup, id=group_id)
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        group = share_group_update(group_id=group_id, actor=request.user, **payload.validated_data)
+        return Response(ShareGroupOutput(group).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, group_id: int):
+        get_object_or_404(ShareGroup, id=group_id)
+        share_group_delete(group_id=group_id, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -6,6 +6,13 @@ from heteroflow_site.errors import DomainError
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
 
 
+class _Unset:
+    """Marks a keyword the caller left out, so that None can mean "unlimited"."""
+
+
+UNSET = _Unset()
+
+
 def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tenant.Status.ACTIVE, actor=None) -> Tenant:
     with transaction.atomic():
         if Tenant.objects.filter(name=name).exists():
@@ -41,3 +48,57 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
             actor=actor, action="share_group.create", target=name, details={"tenants": sorted(t.id for t in tenants)}
         )
     return group
+
+
+def tenant_update(
+    *, tenant_id: int, status: str | _Unset = UNSET, gpu_quota: int | None | _Unset = UNSET, actor=None
+) -> Tenant:
+    """Change a tenant's `status` and/or `gpu_quota` (None = unlimited); the audit row holds before and after.
+
+    A new quota governs the next scheduling attempt; tasks already placed keep running.
+    """
+    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not UNSET}
+    if "status" in changes and status not in Tenant.Status.values:
+        raise DomainError(f"status must be one of {', '.join(Tenant.Status.values)}", field="status")
+    if gpu_quota is not UNSET and gpu_quota is not None and gpu_quota < 0:
+        raise DomainError("gpu_quota must be 0 or more, or null for unlimited", field="gpu_quota")
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(id=tenant_id)
+        if not changes:
+            return tenant
+        before = {field: getattr(tenant, field) for field in changes}
+        for field, value in changes.items():
+            setattr(tenant, field, value)
+        tenant.save(update_fields=list(changes))
+        TenancyAuditEntry.objects.create(
+            actor=actor, action="tenant.update", target=tenant.name, details={"before": before, "after": changes}
+        )
+    return tenant
+
+
+def share_group_update(*, group_id: int, name: str, tenants: list[Tenant], actor=None) -> ShareGroup:
+    """Rename a share group and replace its members. The scheduler reads groups every cycle and every bind,
+    so the change governs the next attempt; tasks already sharing a card are not moved."""
+    with transaction.atomic():
+        group = ShareGroup.objects.select_for_update().get(id=group_id)
+        if ShareGroup.objects.filter(name=name).exclude(id=group_id).exists():
+            raise DomainError(f"a share group named {name!r} already exists", field="name")
+        before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
+        group.name = name
+        group.save(update_fields=["name"])
+        group.tenants.set(tenants)
+        after = {"name": name, "tenants": sorted(t.id for t in tenants)}
+        TenancyAuditEntry.objects.create(
+            actor=actor, action="share_group.update", target=name, details={"before": before, "after": after}
+        )
+    return group
+
+
+def share_group_delete(*, group_id: int, actor=None) -> None:
+    with transaction.atomic():
+        group = ShareGroup.objects.select_for_update().get(id=group_id)
+        before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
+        group.delete()
+        TenancyAuditEntry.objects.create(
+            actor=actor, action="share_group.delete", target=before["name"], details={"before": before, "after": None}
+        )

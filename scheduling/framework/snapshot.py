@@ -1,7 +1,9 @@
 """What the scheduler knows of the cluster during one cycle: plain dataclasses, no ORM."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 
 @dataclass
@@ -56,6 +58,8 @@ class NodeInfo:
     public_ip: str | None = None
     inference_tasks: int = 0
     cards: list[CardInfo] = field(default_factory=list)
+    # Derived data the plugins compute once per snapshot (decoded topology, NVLink domains, ...); apply_bind clears it.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def free_gpus(self) -> int:
@@ -98,5 +102,67 @@ class ClusterSnapshot:
     nodes: list[NodeInfo]
     tenancy: TenancyView = field(default_factory=TenancyView)
 
+    # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
+    # once per snapshot and kept current by apply_bind.
+    table: Any = field(default=None, repr=False, compare=False)
+    _by_id: dict[int, NodeInfo] | None = field(default=None, repr=False, compare=False)
+
     def node(self, node_id: int) -> NodeInfo | None:
-        return next((node for node in self.nodes if node.id == node_id), None)
+        if self._by_id is None or len(self._by_id) != len(self.nodes):
+            self._by_id = {node.id: node for node in self.nodes}
+        return self._by_id.get(node_id)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The SPEC §13 figures the scheduler uses, read from settings once (never inside filter/score loops)."""
+
+    gpu_reserve_fixed_mb: int = 500
+    gpu_reserve_percent: float = 10
+    inference_max_per_node: int = 16
+    port_range_start: int = 8000
+    port_range_end: int = 8999
+    gpu_memory_percent: float = 95
+    gpu_utilization_percent: float = 95
+    cpu_percent: float = 90
+    memory_percent: float = 90
+    gpu_temperature_threshold: float = 79
+
+    @classmethod
+    def from_settings(cls, scheduler: Mapping[str, Any] | None = None) -> "SchedulerConfig":
+        if scheduler is None:
+            from django.conf import settings
+
+            scheduler = settings.SCHEDULER
+        thresholds = scheduler.get("load_thresholds", {})
+        defaults = cls()
+        return cls(
+            gpu_reserve_fixed_mb=scheduler.get("gpu_reserve_fixed_mb", defaults.gpu_reserve_fixed_mb),
+            gpu_reserve_percent=scheduler.get("gpu_reserve_percent", defaults.gpu_reserve_percent),
+            inference_max_per_node=scheduler.get("inference_max_per_node", defaults.inference_max_per_node),
+            port_range_start=scheduler.get("port_range_start", defaults.port_range_start),
+            port_range_end=scheduler.get("port_range_end", defaults.port_range_end),
+            gpu_memory_percent=thresholds.get("gpu_memory_percent", defaults.gpu_memory_percent),
+            gpu_utilization_percent=thresholds.get("gpu_utilization_percent", defaults.gpu_utilization_percent),
+            cpu_percent=thresholds.get("cpu_percent", defaults.cpu_percent),
+            memory_percent=thresholds.get("memory_percent", defaults.memory_percent),
+            gpu_temperature_threshold=thresholds.get("gpu_temperature_threshold", defaults.gpu_temperature_threshold),
+        )
+
+    def reserve_mb(self, memory_total_mb: int) -> float:
+        """SPEC §5: max(fixed MB, percent of the card)."""
+        return max(self.gpu_reserve_fixed_mb, memory_total_mb * self.gpu_reserve_percent / 100)
+
+    def card_free_mb(self, card: CardInfo) -> float:
+        """Memory a new task may still take on `card`: total − reserve − max(reported used, booked shards).
+
+        The heartbeat's `memory_used_mb` already contains what running shards really use (at most their booking),
+        so adding both would count shards twice; the larger of the two covers shards booked but not yet started
+        as well as memory held by processes the scheduler does not know about.
+        """
+        return card.memory_total_mb - self.reserve_mb(card.memory_total_mb) - max(card.memory_used_mb,
+                                                                                   card.shard_memory_mb)
+
+    def card_overloaded(self, card: CardInfo) -> bool:
+        """Memory utilisation at or above the threshold (95 %): the card takes nothing new."""
+        return card.memory_utilization_percent >= self.gpu_memory_percent

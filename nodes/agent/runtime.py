@@ -1,0 +1,204 @@
+"""How the agent runs a task: in a Docker container, or as a stand-in process for the simulated fleet.
+
+Both runtimes share one interface (:class:`Runtime`): ``start(spec) -> handle``, ``poll(handle) -> exit code or
+None while running``, ``stop(handle)`` (graceful, then forced).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+STOP_GRACE_SECONDS = 10
+SIM_SECONDS_KEY = "HETEROFLOW_SIM_SECONDS"
+SIM_EXIT_CODE_KEY = "HETEROFLOW_SIM_EXIT_CODE"
+DEFAULT_SIM_SECONDS = 30.0
+DEFAULT_SIM_EXIT_CODE = 0
+# Docker's own exit status for "the container could not be run"; reported when the container vanished under us.
+CONTAINER_GONE_EXIT_CODE = 125
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task the server asked this node to start (one item of ``GET /api/v1/agent/work`` ``start``)."""
+
+    id: int
+    image: str
+    command: str
+    gpus: tuple[int, ...] = ()
+    port: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    gpu_type: str | None = None
+
+    @classmethod
+    def from_work_item(cls, item: Mapping[str, Any], default_gpu_type: str | None = None) -> TaskSpec:
+        # Cards may come as bare indexes or as card objects with an "index"; both name the same host cards.
+        gpus = tuple(int(card["index"]) if isinstance(card, Mapping) else int(card) for card in item.get("gpus") or ())
+        return cls(
+            id=int(item["id"]),
+            image=str(item["image"]),
+            command=str(item.get("command") or ""),
+            gpus=gpus,
+            port=int(item["port"]) if item.get("port") is not None else None,
+            env={str(key): str(value) for key, value in (item.get("env") or {}).items()},
+            labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
+            gpu_type=item.get("gpu_type") or default_gpu_type,
+        )
+
+
+class Runtime(Protocol):
+    def start(self, spec: TaskSpec) -> Any: ...
+
+    def poll(self, handle: Any) -> int | None: ...
+
+    def stop(self, handle: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class DeviceAccess:
+    """How a vendor's cards reach a container and which variable tells the task which cards it owns.
+
+    With per-card device flags (or ``--gpus``) the container sees only its cards, renumbered from 0, so the
+    visible-devices variable lists ``0..n-1``. With shared device nodes only (``/dev/kfd``, ``/dev/dri``, ...) the
+    container sees every card and the variable must name the host indexes the scheduler assigned.
+    """
+
+    visible_devices_env: str
+    per_card_devices: tuple[str, ...] = ()
+    shared_devices: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    uses_gpus_flag: bool = False
+
+    def isolates_cards(self) -> bool:
+        return self.uses_gpus_flag or bool(self.per_card_devices)
+
+    def visible_devices(self, cards: Sequence[int]) -> str:
+        indexes = range(len(cards)) if self.isolates_cards() else cards
+        return ",".join(str(index) for index in indexes)
+
+    def docker_args(self, cards: Sequence[int]) -> list[str]:
+        args: list[str] = []
+        if self.uses_gpus_flag:
+            # The inner quotes are needed: docker reads --gpus as CSV, so "device=0,1" must stay one field.
+            args += ["--gpus", f'"device={",".join(str(card) for card in cards)}"']
+        for card in cards:
+            for template in self.per_card_devices:
+                args += ["--device", template.format(index=card)]
+        for device in self.shared_devices:
+            args += ["--device", device]
+        return args + list(self.extra_args)
+
+
+DEVICE_ACCESS: dict[str, DeviceAccess] = {
+    "nvidia": DeviceAccess("CUDA_VISIBLE_DEVICES", uses_gpus_flag=True),
+    "ascend": DeviceAccess("ASCEND_VISIBLE_DEVICES", ("/dev/davinci{index}",),
+                           ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
+                           ("-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro")),
+    "musa": DeviceAccess("MTHREADS_VISIBLE_DEVICES", ("/dev/mtgpu.{index}",), ("/dev/dri",)),
+    "hygon": DeviceAccess("HIP_VISIBLE_DEVICES", (), ("/dev/kfd", "/dev/dri"), ("--group-add", "video")),
+    "metax": DeviceAccess("MACA_VISIBLE_DEVICES", (), ("/dev/dri", "/dev/mxcd"), ("--group-add", "video")),
+    "enflame": DeviceAccess("TOPS_VISIBLE_DEVICES", ("/dev/gcu{index}",)),
+    "iluvatar": DeviceAccess("CUDA_VISIBLE_DEVICES", ("/dev/iluvatar{index}",)),
+    # No public device-node layout: the card choice is left to Biren's container runtime hook.
+    "biren": DeviceAccess("BR_VISIBLE_DEVICES"),
+    "cambricon": DeviceAccess("MLU_VISIBLE_DEVICES", ("/dev/cambricon_dev{index}",), ("/dev/cambricon_ctl",)),
+    "kunlun": DeviceAccess("XPU_VISIBLE_DEVICES", ("/dev/xpu{index}",), ("/dev/xpuctrl",)),
+}
+
+
+def container_name(task_id: int) -> str:
+    return f"heteroflow-task-{task_id}"
+
+
+def docker_run_argv(spec: TaskSpec) -> list[str]:
+    """The exact ``docker run`` command line for ``spec`` (pure, so it is testable without a Docker engine)."""
+    argv = ["docker", "run", "-d", "--name", container_name(spec.id)]
+    access = None
+    if spec.gpus:
+        if spec.gpu_type not in DEVICE_ACCESS:
+            raise ValueError(f"task {spec.id}: cannot hand cards of GPU type {spec.gpu_type!r} to a container")
+        access = DEVICE_ACCESS[spec.gpu_type]
+        argv += ["-e", f"{access.visible_devices_env}={access.visible_devices(spec.gpus)}"]
+    for key, value in spec.env.items():
+        argv += ["-e", f"{key}={value}"]
+    if spec.port is not None:
+        argv += ["-p", f"{spec.port}:{spec.port}"]
+    if access is not None:
+        argv += access.docker_args(spec.gpus)
+    return argv + [spec.image, "sh", "-c", spec.command]
+
+
+DockerCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def run_docker(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run a docker CLI command; never raises for a non-zero exit (callers read ``returncode``)."""
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+
+
+class DockerRuntime:
+    """Tasks as detached Docker containers named ``heteroflow-task-<id>``; the handle is that name."""
+
+    def __init__(self, docker: DockerCommand = run_docker) -> None:
+        self.docker = docker
+
+    def start(self, spec: TaskSpec) -> str:
+        result = self.docker(docker_run_argv(spec))
+        if result.returncode != 0:
+            raise RuntimeError(f"docker run failed ({result.returncode}): {result.stderr.strip()}")
+        return container_name(spec.id)
+
+    def poll(self, handle: str) -> int | None:
+        result = self.docker(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", handle])
+        if result.returncode != 0:
+            if "No such" in result.stderr:
+                logger.warning("container %s disappeared", handle)
+                return CONTAINER_GONE_EXIT_CODE
+            return None  # the daemon is unreachable: the container's fate is unknown, ask again next time
+        status, exit_code = result.stdout.split()
+        if status not in ("exited", "dead"):
+            return None
+        # Free the name: a preempted task that is rescheduled here starts a container with the same name.
+        self.docker(["docker", "rm", handle])
+        return int(exit_code)
+
+    def stop(self, handle: str) -> None:
+        if self.docker(["docker", "stop", "-t", str(STOP_GRACE_SECONDS), handle]).returncode != 0:
+            self.docker(["docker", "kill", handle])
+        self.docker(["docker", "rm", "-f", handle])
+
+
+class SimulatedRuntime:
+    """A real child process that sleeps and exits, standing in for a container on nodes without GPUs.
+
+    Duration and exit code come from the task's env or labels (``HETEROFLOW_SIM_SECONDS``,
+    ``HETEROFLOW_SIM_EXIT_CODE``), env first.
+    """
+
+    def start(self, spec: TaskSpec) -> subprocess.Popen[bytes]:
+        seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
+        exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
+        script = f"import time,sys; time.sleep({seconds!r}); sys.exit({exit_code!r})"
+        return subprocess.Popen([sys.executable, "-c", script])
+
+    def poll(self, handle: subprocess.Popen[bytes]) -> int | None:
+        return handle.poll()
+
+    def stop(self, handle: subprocess.Popen[bytes]) -> None:
+        handle.terminate()
+        try:
+            handle.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            handle.kill()
+            handle.wait()
+
+
+def _setting(spec: TaskSpec, key: str, default: float) -> str | float:
+    return spec.env.get(key) or spec.labels.get(key) or default

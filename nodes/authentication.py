@@ -1,0 +1,74 @@
+"""Credentials of node agents: the per-node token and the cluster join token. Neither makes a user."""
+
+import hmac
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
+
+from nodes.models import Node
+from nodes.services import node_for_token
+
+JOIN_TOKEN = "join-token"
+
+
+def _token_from_header(request) -> str | None:
+    parts = get_authorization_header(request).split()
+    if len(parts) != 2 or parts[0].lower() != b"token":
+        return None
+    try:
+        return parts[1].decode()
+    except UnicodeError:
+        return None
+
+
+class NodeTokenAuthentication(BaseAuthentication):
+    """`Authorization: Token <node token>` → request.auth is the Node, request.user stays anonymous.
+
+    Because the caller is not a user, user routes (tasks, tenancy, admin) keep refusing it.
+    """
+
+    def authenticate(self, request):
+        token = _token_from_header(request)
+        if token is None:
+            return None
+        node = node_for_token(token)
+        if node is None:
+            raise exceptions.AuthenticationFailed("invalid node token")
+        return AnonymousUser(), node
+
+    def authenticate_header(self, request) -> str:
+        return "Token"
+
+
+class JoinTokenAuthentication(BaseAuthentication):
+    """The cluster join token (setting HETEROFLOW_JOIN_TOKEN) lets a new agent register; any other token is left
+    to the next authentication class (an admin's DRF token)."""
+
+    def authenticate(self, request):
+        token = _token_from_header(request)
+        join_token = settings.HETEROFLOW_JOIN_TOKEN
+        if token is None or not join_token or not hmac.compare_digest(token.encode(), join_token.encode()):
+            return None
+        return AnonymousUser(), JOIN_TOKEN
+
+    def authenticate_header(self, request) -> str:
+        return "Token"
+
+
+class IsNodeAgent(BasePermission):
+    message = "a node agent token is required"
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.auth, Node)
+
+
+class IsAdminOrJoinToken(BasePermission):
+    message = "registering a node needs an admin or the cluster join token"
+
+    def has_permission(self, request, view) -> bool:
+        if request.auth == JOIN_TOKEN:
+            return True
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)

@@ -1,0 +1,83 @@
+"""Reads of the plugin set: the stored rows (SPEC §1 PluginConfig) merged with the registered plugins."""
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from scheduling.framework.registry import PluginSetting, PluginSet, PluginSpec, build_plugin_set, default_registry
+
+SCORE_KIND = "score"
+
+# Why the page and the API show a switch that cannot be turned off (SPEC §6).
+ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
+
+
+def plugin_specs() -> dict[str, PluginSpec]:
+    """Every registered plugin by name, built-ins first, in registry order."""
+    return {spec.name: spec for spec in default_registry()}
+
+
+def default_setting(spec: PluginSpec) -> PluginSetting:
+    return PluginSetting(name=spec.name, enabled=spec.default.enabled, weight=spec.default.weight,
+                         extra=dict(spec.default.extra))
+
+
+def current_plugin_settings() -> list[PluginSetting]:
+    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
+    rows = {row.name: row for row in PluginConfig.objects.all()}
+    settings = []
+    for spec in plugin_specs().values():
+        row = rows.get(spec.name)
+        if row is None:
+            settings.append(default_setting(spec))
+            continue
+        # A forced filter stays on whatever a row says: no path may disable it (SPEC §6).
+        settings.append(PluginSetting(name=row.name, enabled=row.enabled or spec.always_on, weight=row.weight,
+                                      extra=dict(row.extra)))
+    return settings
+
+
+def current_plugin_set() -> PluginSet:
+    """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
+    return build_plugin_set(current_plugin_settings())
+
+
+def scheduler_plugins() -> dict[str, Any]:
+    """SPEC §14 `GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
+    return current_plugin_set().describe()
+
+
+def plugin_listing() -> list[dict[str, Any]]:
+    specs = plugin_specs()
+    listing = []
+    for setting in current_plugin_settings():
+        spec = specs[setting.name]
+        listing.append({
+            "name": setting.name,
+            "enabled": setting.enabled,
+            "weight": setting.weight,
+            "extra": setting.extra,
+            "locked": spec.always_on,
+            "locked_reason": ALWAYS_ON_REASON if spec.always_on else "",
+            "exclusive_with": sorted(spec.exclusive_with),
+            "kinds": sorted(spec.kinds),
+            "scores": SCORE_KIND in spec.kinds,
+            "description": plugin_description(spec),
+        })
+    return listing
+
+
+def plugin_description(spec: PluginSpec) -> str:
+    description = getattr(spec, "description", "") or (spec.factory.__doc__ or "")
+    return description.strip().split("\n\n")[0].replace("\n", " ")
+
+
+def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
+    return PluginChange.objects.select_related("actor").order_by("-at", "-id")[:limit]
+
+
+def notification_channels() -> list[NotificationChannel]:
+    """The webhook and e-mail channels, always both, in that order (a missing row reads as disabled)."""
+    rows = {channel.kind: channel for channel in NotificationChannel.objects.all()}
+    return [rows.get(kind) or NotificationChannel(kind=kind) for kind in NotificationChannel.Kind.values]

@@ -1,0 +1,65 @@
+"""Every reason a node can be filtered for, and the SPEC §12 attempt codes.
+
+Reasons are short human phrases because the diagnostics summary counts them:
+`0/12 nodes are available: 3 Insufficient GPU, 8 GPU type mismatch, 1 dedicated to another tenant.`
+"""
+
+from collections.abc import Mapping
+
+# Built-in chain (SPEC §4 step 1).
+NODE_OFFLINE = "node offline"
+NODE_UNSCHEDULABLE = "node cordoned"
+DEDICATED_OTHER_TENANT = "dedicated to another tenant"
+INSUFFICIENT_GPU = "Insufficient GPU"
+INSUFFICIENT_GPU_MEMORY = "Insufficient GPU memory"
+INFERENCE_LIMIT = "inference container limit reached"
+REGION_MISMATCH = "region mismatch"
+ZONE_MISMATCH = "zone mismatch"
+RACK_MISMATCH = "rack mismatch"
+
+# Plugins (SPEC §6).
+GPU_TYPE_MISMATCH = "GPU type mismatch"
+GPU_MODEL_MISMATCH = "GPU model mismatch"
+CARDS_OVERLOADED = "GPU memory above threshold"
+NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
+NVLINK_REQUIRED = "no free NVLink domain large enough"
+RDMA_REQUIRED = "RDMA required"
+TOPOLOGY_REQUIRED = "topology constraint not met"
+
+# Freeing resources (a task ending, a preemption) can make a node fit again after these; the others are permanent
+# for this task (kube-scheduler's Unschedulable vs UnschedulableAndUnresolvable).
+RESOLVABLE = frozenset({
+    INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, INFERENCE_LIMIT, CARDS_OVERLOADED, NVLINK_REQUIRED,
+})
+
+# SPEC §12 attempt codes.
+NO_SCHEDULABLE_NODES = "NoSchedulableNodes"
+INSUFFICIENT_RESOURCES = "InsufficientResources"
+NO_TENANT_ELIGIBLE_GPU = "NoTenantEligibleGPU"
+PREEMPTION_PENDING = "PreemptionPending"
+QUOTA_EXCEEDED = "QuotaExceeded"
+GPU_TYPE_UNAVAILABLE = "GPUTypeUnavailable"
+LOAD_THRESHOLD_EXCEEDED = "LoadThresholdExceeded"
+PORTS_EXHAUSTED = "PortsExhausted"
+SHARD_ALLOCATION_FAILED = "ShardAllocationFailed"
+GANG_INCOMPLETE = "GangIncomplete"
+BIND_CONFLICT = "BindConflict"
+SCHEDULED = "Scheduled"
+
+ERROR_CODES = (
+    NO_SCHEDULABLE_NODES, INSUFFICIENT_RESOURCES, NO_TENANT_ELIGIBLE_GPU, PREEMPTION_PENDING, QUOTA_EXCEEDED,
+    GPU_TYPE_UNAVAILABLE, LOAD_THRESHOLD_EXCEEDED, PORTS_EXHAUSTED, SHARD_ALLOCATION_FAILED, GANG_INCOMPLETE,
+    BIND_CONFLICT,
+)
+
+
+def summarize(total_nodes: int, reason_counts: Mapping[str, int]) -> str:
+    """The one-line summary: available count, then reasons most frequent first, ties alphabetical."""
+    unavailable = sum(reason_counts.values())
+    available = max(total_nodes - unavailable, 0)
+    head = f"{available}/{total_nodes} nodes are available"
+    ordered = sorted(((count, reason) for reason, count in reason_counts.items() if count),
+                     key=lambda item: (-item[0], item[1]))
+    if not ordered:
+        return head + "."
+    return head + ": " + ", ".join(f"{count} {reason}" for count, reason in ordered) + "."

@@ -1,0 +1,157 @@
+"""Which running work to evict so that a higher-priority task fits (SPEC §9). Pure: snapshot in, plan out.
+
+"Fits" is decided by the node's own filter chain run on a copy of the node with the victims' resources given back,
+so every hard rule of a normal attempt (NVLink `required`, `gpu-model`, the preemptor's tenant-sharing boundary,
+dedicated nodes) holds for the plan as well.
+"""
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from scheduling import lifecycle
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.status import Status
+from scheduling.models import TaskType
+from scheduling.preemption.candidates import ActiveTask
+
+STAGE_DISABLED = "disabled"
+STAGE_SCHEDULED = "scheduled"
+STAGE_RUNNING = "running"
+PREEMPT_STAGES = (STAGE_DISABLED, STAGE_SCHEDULED, STAGE_RUNNING)
+
+# The victim states each preempt_stage allows.
+VICTIM_STATES: dict[str, frozenset[str]] = {
+    STAGE_DISABLED: frozenset(),
+    STAGE_SCHEDULED: frozenset({lifecycle.SCHEDULED, lifecycle.RUNNING}),
+    STAGE_RUNNING: frozenset({lifecycle.RUNNING}),
+}
+
+NEVER_VICTIM_TYPES = frozenset({TaskType.TRAINING.value, TaskType.INFERENCE.value})
+
+NO_VICTIMS_FOUND = "no preemption victims found"
+
+FitCheck = Callable[[TaskInfo, NodeInfo], Status]
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    node_id: int
+    node_name: str
+    victims: tuple[ActiveTask, ...]
+
+    @property
+    def priority_sum(self) -> int:
+        return sum(victim.priority for victim in self.victims)
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        return len(self.victims), self.priority_sum, self.node_id
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """The chosen plan, or None with the reason each node could not be freed for the task."""
+
+    plan: PreemptionPlan | None
+    node_reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> str:
+        if self.plan is not None:
+            victims = ", ".join(f"task {victim.id} (priority {victim.priority})" for victim in self.plan.victims)
+            return f"preempting {victims} on {self.plan.node_name}"
+        if not self.node_reasons:
+            return f"{NO_VICTIMS_FOUND}: no nodes"
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in self.node_reasons.items())
+        return f"{NO_VICTIMS_FOUND}: {reasons}"
+
+
+def may_preempt(task: TaskInfo) -> bool:
+    """Training never preempts (SPEC §9); batch and inference may."""
+    return task.type != TaskType.TRAINING
+
+
+def ineligibility(victim: ActiveTask, *, preemptor: TaskInfo, preempt_stage: str) -> str | None:
+    """Why `victim` may not be evicted for `preemptor`, or None when all four rules of SPEC §9 allow it."""
+    if victim.type in NEVER_VICTIM_TYPES:
+        return f"{victim.type} tasks are never preempted"
+    if not victim.preemptible:
+        return "not preemptible"
+    if victim.priority >= preemptor.priority:
+        return f"priority {victim.priority} is not lower than {preemptor.priority}"
+    if victim.status not in VICTIM_STATES.get(preempt_stage, frozenset()):
+        return f"{victim.status} tasks are not preempted at preempt_stage {preempt_stage}"
+    return None
+
+
+def eviction_order(victim: ActiveTask) -> tuple:
+    """Lowest priority first, then the youngest (it has lost the least work), then id for a total order."""
+    return victim.priority, -victim.created_at.timestamp(), victim.id
+
+
+def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Iterable[ActiveTask],
+                    fit_check: FitCheck, preempt_stage: str) -> PlanSearch:
+    """Per node, the shortest prefix of eligible victims that makes `task` fit; the best such node overall.
+
+    Best: fewest victims, then smallest priority sum, then node id. No feasible node ⇒ no plan, nobody is evicted.
+    """
+    on_node: dict[int, list[ActiveTask]] = defaultdict(list)
+    for candidate in candidates:
+        on_node[candidate.node_id].append(candidate)
+
+    best: PreemptionPlan | None = None
+    reasons: dict[str, str] = {}
+    for node in sorted(snapshot.nodes, key=lambda node: node.id):
+        occupants = on_node.get(node.id, [])
+        victims = sorted(
+            (v for v in occupants if ineligibility(v, preemptor=task, preempt_stage=preempt_stage) is None),
+            key=eviction_order,
+        )
+        if not victims:
+            reasons[node.name] = "no eligible victims"
+            continue
+        # Evicting more only frees more, so a node that all its victims cannot free is skipped at once.
+        status = fit_check(task, _released(node, victims, occupants))
+        if not status.is_success:
+            reasons[node.name] = f"all {len(victims)} eligible victims would not be enough ({status.reason})"
+            continue
+        prefix = next(
+            count for count in range(1, len(victims) + 1)
+            if count == len(victims) or fit_check(task, _released(node, victims[:count], occupants)).is_success
+        )
+        plan = PreemptionPlan(node_id=node.id, node_name=node.name, victims=tuple(victims[:prefix]))
+        if best is None or plan.rank < best.rank:
+            best = plan
+    return PlanSearch(plan=best, node_reasons={} if best else reasons)
+
+
+def _released(node: NodeInfo, victims: list[ActiveTask], occupants: list[ActiveTask]) -> NodeInfo:
+    """A copy of `node` as it would be once `victims` stopped; the snapshot itself is left untouched."""
+    freed = copy.deepcopy(node)
+    victim_ids = {victim.id for victim in victims}
+    staying = [task for task in occupants if task.id not in victim_ids]
+    cards = {card.index: card for card in freed.cards}
+    for victim in victims:
+        freed.gpu_used = max(freed.gpu_used - victim.gpu_required, 0)
+        if freed.cpu_cores:
+            freed.cpu_percent = max(freed.cpu_percent - 100.0 * victim.cpu_cores / freed.cpu_cores, 0.0)
+        freed.memory_used_mb = max(freed.memory_used_mb - victim.memory_mb, 0)
+        for index in victim.cards:
+            card = cards.get(index)
+            if card is None:
+                continue
+            if victim.is_shard:
+                card.shard_tasks = max(card.shard_tasks - 1, 0)
+                card.shard_memory_mb = max(card.shard_memory_mb - victim.shard_memory_mb, 0)
+                card.memory_used_mb = max(card.memory_used_mb - victim.shard_memory_mb, 0)
+            else:
+                card.whole_card_tasks = max(card.whole_card_tasks - 1, 0)
+            if not any(other.tenant_id == victim.tenant_id and index in other.cards for other in staying):
+                card.occupant_tenants.discard(victim.tenant_id)
+            if card.is_free:
+                # The last occupant's memory and load leave with it; the agent's next report confirms.
+                card.memory_used_mb = 0
+                card.utilization = 0.0
+    return freed

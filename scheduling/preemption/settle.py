@@ -1,0 +1,49 @@
+"""Settling a preemption once its container is gone (SPEC §9): the victim goes back to the queue, once."""
+
+import logging
+
+import redis
+from django.db import transaction
+from django.db.models import F
+
+from scheduling import immediate_queue, lifecycle
+from scheduling.models import SchedulingAttempt
+from scheduling.services.task_transition import task_transition
+
+logger = logging.getLogger(__name__)
+
+CONFIRMED_REASON = "preempted: container stopped"
+FORCED_REASON = "preempted: no stop confirmation within 60 s, forced by the watchdog"
+
+
+def settle_preempted(task_id: int, *, forced: bool = False, reason: str = "") -> bool:
+    """CAS `preempting → pending` and hand back everything the victim held; True if this call settled it.
+
+    One transaction: the CAS (whose placement reset clears node, cards, port and shard and returns the node's
+    `gpu_used`), `preempt_count + 1` and `preemptible = false` (a task is evicted at most once). The agent's report and
+    the watchdog both come here; the CAS lets exactly one of them win, the other changes nothing.
+    """
+    reason = reason or (FORCED_REASON if forced else CONFIRMED_REASON)
+    with transaction.atomic():
+        settled = task_transition(
+            task_id, lifecycle.PREEMPTING, lifecycle.PENDING, reason=reason,
+            preempt_count=F("preempt_count") + 1, preemptible=False,
+        )
+        if settled:
+            preemptor_id = (
+                SchedulingAttempt.objects.filter(task_id=task_id)
+                .values_list("extra__preempted_by", flat=True)
+                .first()
+            )
+            if preemptor_id is not None:
+                # The room is real now: let the preemptor try before the next tick.
+                transaction.on_commit(lambda: _wake(int(preemptor_id)))
+    return settled
+
+
+def _wake(preemptor_id: int) -> None:
+    # Only a shortcut: the preemptor is pending and the next cycle reaches it anyway.
+    try:
+        immediate_queue.push(preemptor_id)
+    except redis.RedisError:
+        logger.warning("could not queue preemptor %s after its victim settled", preemptor_id, exc_info=True)

@@ -1,0 +1,183 @@
+"""Fractional-GPU shards (SPEC §7): the slice of one card a fractional task gets at bind, and its limits.
+
+A shard lives in `task.shard` while the task is active. Occupancy is always derived from the active tasks, so a
+task that finishes stops counting at once (its shard stays on the row as history) and `task_transition` clears the
+shard when a task goes back to pending. The rules are explained in docs/fractional-gpus.md.
+"""
+
+import math
+import re
+from enum import StrEnum
+from typing import Any
+
+from django.conf import settings
+
+from nodes.models import GPU, Node
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task
+from scheduling.sharing import may_share
+from tenants.selectors import tenancy_view
+
+NAME = "shard"
+# The attempt code of SPEC §12 when bind cannot make the shard; the task stays pending.
+SHARD_ALLOCATION_FAILED = "ShardAllocationFailed"
+
+ENV_MEMORY_LIMIT = "HETEROFLOW_GPU_MEMORY_LIMIT_MB"
+ENV_COMPUTE_PERCENT = "HETEROFLOW_GPU_COMPUTE_PERCENT"
+ENV_QOS = "HETEROFLOW_GPU_QOS"
+ENV_MPS_MEMORY_LIMIT = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+ENV_MPS_THREAD_PERCENT = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+
+
+class QoS(StrEnum):
+    # The hardware enforces both limits: MPS with per-client memory and thread limits (NVIDIA Volta and newer).
+    GUARANTEED = "guaranteed"
+    # Limits are set but the hardware enforces them only in part (older NVIDIA: MPS without per-client limits).
+    BURSTABLE = "burstable"
+    # Limits are advisory: the container is told them, nothing below it enforces them (non-NVIDIA vendors).
+    BEST_EFFORT = "best-effort"
+
+
+# NVIDIA models of compute capability 7.0 or newer, where MPS enforces per-client memory and thread limits.
+# Every RTX-branded card is Turing or newer; GTX 16xx is Turing too. Unknown or empty models are not assumed capable.
+_MPS_CAPABLE_MODEL = re.compile(
+    r"""
+    \bRTX\b | \bGTX\s*16\d\d | \bTITAN\s*V\b
+    | \bQUADRO\s*GV100\b | \bV100 | \bT4\b | \bT4G\b
+    | \bA(2|10G?|16|30|40|100|800)\b
+    | \bH(20|100|200|800)\b | \bGH200\b
+    | \bL(4|20|40S?)\b
+    | \bB(100|200)\b | \bGB(200|300)\b
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+class ShardAllocationError(Exception):
+    """The card cannot hold the shard now; bind rolls back with SHARD_ALLOCATION_FAILED."""
+
+
+def qos_for(*, vendor: str, model: str) -> QoS:
+    if vendor.lower() != "nvidia":
+        return QoS.BEST_EFFORT
+    return QoS.GUARANTEED if _MPS_CAPABLE_MODEL.search(model or "") else QoS.BURSTABLE
+
+
+def card_reserve_mb(memory_total_mb: int) -> int:
+    """Memory kept free on every card (SPEC §5): max(fixed MB, percent of the card)."""
+    config = settings.SCHEDULER
+    return max(config["gpu_reserve_fixed_mb"], math.ceil(memory_total_mb * config["gpu_reserve_percent"] / 100))
+
+
+def compute_percent_for(*, gpu_memory_mb: int, gpu_compute_percent: int | None, card_memory_mb: int) -> int:
+    """The task's own figure, else a share of the card's compute proportional to its share of the memory."""
+    if gpu_compute_percent:
+        return gpu_compute_percent
+    if card_memory_mb <= 0:
+        return 100
+    return min(100, max(1, math.ceil(100 * gpu_memory_mb / card_memory_mb)))
+
+
+def shard_env(*, vendor: str, card_index: int, memory_limit_mb: int, compute_percent: int, qos: QoS) -> dict[str, str]:
+    env = {
+        ENV_MEMORY_LIMIT: str(memory_limit_mb),
+        ENV_COMPUTE_PERCENT: str(compute_percent),
+        ENV_QOS: str(qos),
+    }
+    if vendor.lower() == "nvidia":
+        env[ENV_MPS_MEMORY_LIMIT] = f"{card_index}={memory_limit_mb}M"
+        env[ENV_MPS_THREAD_PERCENT] = str(compute_percent)
+    return env
+
+
+def shard_occupancy(node_id: int) -> dict[int, dict[str, Any]]:
+    """What the node's active tasks hold, per card index, from the database (one query).
+
+    Each entry: `memory_mb` and `compute_percent` summed over shards, `shards` (how many), `whole_card` (a whole-card
+    task holds it) and `tenants` (ids of every occupant's tenant).
+    """
+    occupancy: dict[int, dict[str, Any]] = {}
+
+    def entry(card_index: int) -> dict[str, Any]:
+        return occupancy.setdefault(
+            card_index, {"memory_mb": 0, "compute_percent": 0, "shards": 0, "whole_card": False, "tenants": set()}
+        )
+
+    rows = Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).values("tenant_id", "gpus", "shard")
+    for row in rows:
+        shard = row["shard"]
+        if shard:
+            card = entry(shard["card"])
+            card["memory_mb"] += shard["memory_limit_mb"]
+            card["compute_percent"] += shard["compute_percent"]
+            card["shards"] += 1
+            card["tenants"].add(row["tenant_id"])
+            continue
+        for card_index in row["gpus"] or []:
+            card = entry(card_index)
+            card["whole_card"] = True
+            card["tenants"].add(row["tenant_id"])
+    return occupancy
+
+
+def allocate_shard(*, task, node, card) -> dict[str, Any]:
+    """Make the shard of fractional `task` on `card` (an index or a card object) of `node`, against live data.
+
+    Call inside the transaction that persists `task.shard`: the node row lock taken here makes concurrent binds
+    on one node see each other's shards, so memory and compute are never overcommitted and tenants that may not
+    share never meet on a card (SPEC §8, fail closed). Raises ShardAllocationError when the card cannot hold it.
+    """
+    node_id = getattr(node, "id", node)
+    card_index = getattr(card, "index", card)
+    node_gpu_type = Node.objects.select_for_update().filter(id=node_id).values_list("gpu_type", flat=True).first()
+    gpu = (
+        GPU.objects.filter(node_id=node_id, index=card_index)
+        .values("type", "model", "memory_total_mb", "memory_used_mb")
+        .first()
+    )
+    if node_gpu_type is None or gpu is None:
+        raise ShardAllocationError(f"card {card_index} is not on node {node_id}")
+    held = shard_occupancy(node_id).get(card_index)
+    if held is not None:
+        _check_may_join(task.tenant_id, held)
+    vendor = gpu["type"] or node_gpu_type
+    memory_total = gpu["memory_total_mb"]
+    in_use = max(gpu["memory_used_mb"], held["memory_mb"] if held else 0)
+    free_mb = memory_total - card_reserve_mb(memory_total) - in_use
+    if task.gpu_memory_mb > free_mb:
+        raise ShardAllocationError(
+            f"card {card_index} has {max(free_mb, 0)} MB free after reserve, the task needs {task.gpu_memory_mb} MB"
+        )
+    compute_percent = compute_percent_for(
+        gpu_memory_mb=task.gpu_memory_mb,
+        gpu_compute_percent=task.gpu_compute_percent,
+        card_memory_mb=memory_total,
+    )
+    compute_held = held["compute_percent"] if held else 0
+    if compute_held + compute_percent > 100:
+        raise ShardAllocationError(
+            f"card {card_index} has {100 - compute_held} % compute left, the task needs {compute_percent} %"
+        )
+    qos = qos_for(vendor=vendor, model=gpu["model"])
+    return {
+        "card": card_index,
+        "memory_limit_mb": task.gpu_memory_mb,
+        "compute_percent": compute_percent,
+        "qos": str(qos),
+        "env": shard_env(
+            vendor=vendor,
+            card_index=card_index,
+            memory_limit_mb=task.gpu_memory_mb,
+            compute_percent=compute_percent,
+            qos=qos,
+        ),
+    }
+
+
+def _check_may_join(tenant_id: int, held: dict[str, Any]) -> None:
+    if held["whole_card"]:
+        raise ShardAllocationError("a whole-card task holds the card")
+    tenancy = tenancy_view()
+    refused = sorted(other for other in held["tenants"] if not may_share(tenant_id, other, tenancy))
+    if refused:
+        raise ShardAllocationError(f"tenant {tenant_id} may not share the card with tenants {refused}")

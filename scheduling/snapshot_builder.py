@@ -1,0 +1,114 @@
+"""Builds the scheduler's in-memory view of the cluster from the database, once per cycle.
+
+A fixed handful of queries whatever the cluster size (nodes, cards, active placements, share groups): never one
+query per node. Plugins then read the snapshot and never the ORM.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from nodes.models import GPU, Node
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task, TaskType
+from tenants.models import ShareGroup
+
+_NODE_FIELDS = (
+    "id", "name", "status", "schedulable", "dedicated_tenant_id", "region", "zone", "rack", "labels", "gpu_type",
+    "gpu_total", "gpu_used", "cpu_cores", "memory_gb", "cpu_percent", "memory_used_mb", "internal_ip", "public_ip",
+)
+_CARD_FIELDS = (
+    "node_id", "index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature",
+    "numa",
+)
+_PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb")
+TASK_INFO_FIELDS = (
+    "id", "tenant_id", "name", "type", "gpu_type", "gpu_required", "gpu_memory_mb", "gpu_compute_percent",
+    "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "created_at", "group_id",
+)
+
+
+def build_snapshot() -> ClusterSnapshot:
+    """Every node (whatever its state, so diagnostics can name why it was passed over) with cards and occupancy."""
+    node_rows = Node.objects.order_by("id").values_list(*_NODE_FIELDS)
+    card_rows = GPU.objects.order_by("node_id", "index").values_list(*_CARD_FIELDS)
+    placement_rows = _active_placements().values_list(*_PLACEMENT_FIELDS)
+    nodes = _assemble_nodes(node_rows, card_rows, placement_rows)
+    return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
+
+
+def build_node(node_id: int) -> NodeInfo | None:
+    """One node as `build_snapshot` would see it now; used to refresh a node the live data proved stale."""
+    node_rows = Node.objects.filter(id=node_id).values_list(*_NODE_FIELDS)
+    card_rows = GPU.objects.filter(node_id=node_id).order_by("index").values_list(*_CARD_FIELDS)
+    placement_rows = _active_placements().filter(node_id=node_id).values_list(*_PLACEMENT_FIELDS)
+    nodes = _assemble_nodes(node_rows, card_rows, placement_rows)
+    return nodes[0] if nodes else None
+
+
+def refresh_node(snapshot: ClusterSnapshot, node_id: int) -> None:
+    """Replace a node of the snapshot by its current database state (in place, keeping the node order)."""
+    fresh = build_node(node_id)
+    for position, node in enumerate(snapshot.nodes):
+        if node.id == node_id:
+            if fresh is None:
+                del snapshot.nodes[position]
+            else:
+                snapshot.nodes[position] = fresh
+            return
+
+
+def build_tenancy(nodes: Iterable[NodeInfo]) -> TenancyView:
+    groups_of: dict[int, set[int]] = defaultdict(set)
+    for tenant_id, group_id in ShareGroup.tenants.through.objects.values_list("tenant_id", "sharegroup_id"):
+        groups_of[tenant_id].add(group_id)
+    return TenancyView(
+        groups_of={tenant_id: frozenset(groups) for tenant_id, groups in groups_of.items()},
+        dedicated_tenant_ids=frozenset(node.dedicated_tenant_id for node in nodes if node.dedicated_tenant_id),
+    )
+
+
+def task_info_from_row(row: tuple) -> TaskInfo:
+    """A TaskInfo from a `values_list(*TASK_INFO_FIELDS)` row."""
+    info = TaskInfo(**dict(zip(TASK_INFO_FIELDS, row)))
+    info.labels = info.labels or {}
+    return info
+
+
+def _active_placements():
+    return Task.objects.filter(status__in=ACTIVE_STATES, node_id__isnull=False)
+
+
+def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
+    nodes: dict[int, NodeInfo] = {}
+    for row in node_rows:
+        node = NodeInfo(**dict(zip(_NODE_FIELDS, row)))
+        node.labels = node.labels or {}
+        nodes[node.id] = node
+    cards: dict[tuple[int, int], CardInfo] = {}
+    for node_id, *card_fields in card_rows:
+        node = nodes.get(node_id)
+        if node is None:
+            continue
+        card = CardInfo(**dict(zip(_CARD_FIELDS[1:], card_fields)))
+        node.cards.append(card)
+        cards[node_id, card.index] = card
+    for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb in placement_rows:
+        node = nodes.get(node_id)
+        if node is None:
+            continue
+        if task_type == TaskType.INFERENCE:
+            node.inference_tasks += 1
+        if shard:
+            card = cards.get((node_id, shard.get("card")))
+            if card is not None:
+                card.shard_tasks += 1
+                card.shard_memory_mb += int(shard.get("memory_limit_mb") or gpu_memory_mb)
+                card.occupant_tenants.add(tenant_id)
+            continue
+        for index in gpus or ():
+            card = cards.get((node_id, index))
+            if card is not None:
+                card.whole_card_tasks += 1
+                card.occupant_tenants.add(tenant_id)
+    return list(nodes.values())

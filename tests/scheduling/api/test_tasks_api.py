@@ -1,0 +1,119 @@
+import pytest
+from rest_framework.test import APIClient
+
+from scheduling.models import Task
+from tests.factories import make_task
+
+VALID = {"name": "resnet", "type": "batch", "gpu_type": "nvidia", "gpu_required": 2, "priority": 60}
+
+
+@pytest.mark.django_db
+def test_tenant_submits_a_pending_task_for_its_own_tenant(tenant_client, tenant):
+    response = tenant_client.post("/api/v1/tasks", VALID, format="json")
+
+    assert response.status_code == 201, response.data
+    assert response.data["status"] == "pending"
+    assert response.data["tenant"] == tenant.id
+    assert Task.objects.get(id=response.data["id"]).tenant == tenant
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["require_nvlink", "topology_constraints"])
+def test_unknown_top_level_field_is_a_400_naming_it(tenant_client, field):
+    response = tenant_client.post("/api/v1/tasks", {**VALID, field: True}, format="json")
+
+    assert response.status_code == 400
+    assert field in response.data
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "field,value",
+    [("priority", 101), ("priority", -1), ("gpu_required", -1), ("gpu_memory_mb", -5), ("cpu_cores", -1),
+     ("memory_mb", -1), ("gpu_compute_percent", 0), ("gpu_compute_percent", 101), ("type", "cron"),
+     ("gpu_type", "tpu"), ("labels", "nvlink"), ("name", "")],
+)
+def test_out_of_range_fields_are_400s_naming_the_field(tenant_client, field, value):
+    response = tenant_client.post("/api/v1/tasks", {**VALID, field: value}, format="json")
+
+    assert response.status_code == 400
+    assert field in response.data
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_training_and_preemptible_is_a_400(tenant_client):
+    response = tenant_client.post("/api/v1/tasks", {**VALID, "type": "training", "preemptible": True}, format="json")
+
+    assert response.status_code == 400
+    assert "preemptible" in response.data
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_tenant_user_may_not_name_a_tenant(tenant_client, other_tenant):
+    response = tenant_client.post("/api/v1/tasks", {**VALID, "tenant": other_tenant.id}, format="json")
+
+    assert response.status_code == 400
+    assert "tenant" in response.data
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_admin_submits_for_a_named_tenant_and_must_name_one(admin_client, tenant):
+    assert admin_client.post("/api/v1/tasks", VALID, format="json").status_code == 400
+
+    response = admin_client.post("/api/v1/tasks", {**VALID, "tenant": tenant.id}, format="json")
+    assert response.status_code == 201
+    assert response.data["tenant"] == tenant.id
+
+
+@pytest.mark.django_db
+def test_another_tenants_task_is_a_404_everywhere(tenant_client, other_tenant):
+    foreign = make_task(tenant=other_tenant)
+
+    assert tenant_client.get(f"/api/v1/tasks/{foreign.id}").status_code == 404
+    assert tenant_client.post(f"/api/v1/tasks/{foreign.id}/stop").status_code == 404
+    assert tenant_client.get("/api/v1/tasks").data == []
+    foreign.refresh_from_db()
+    assert foreign.status == "pending"
+
+
+@pytest.mark.django_db
+def test_list_filters_by_status_and_admin_sees_all(admin_client, tenant, other_tenant):
+    running = make_task(tenant=tenant, status="running")
+    make_task(tenant=other_tenant, status="pending")
+
+    assert len(admin_client.get("/api/v1/tasks").data) == 2
+    filtered = admin_client.get("/api/v1/tasks", {"status": "running"}).data
+    assert [task["id"] for task in filtered] == [running.id]
+    assert admin_client.get("/api/v1/tasks", {"status": "sleeping"}).status_code == 400
+
+
+@pytest.mark.django_db
+def test_stop_moves_pending_to_stopped_and_running_to_stopping(tenant_client, tenant):
+    pending = make_task(tenant=tenant)
+    running = make_task(tenant=tenant, status="running")
+
+    assert tenant_client.post(f"/api/v1/tasks/{pending.id}/stop").data["status"] == "stopped"
+    assert tenant_client.post(f"/api/v1/tasks/{running.id}/stop").data["status"] == "stopping"
+    assert tenant_client.post(f"/api/v1/tasks/{pending.id}/stop").status_code == 400
+
+
+@pytest.mark.django_db
+def test_requests_without_credentials_or_with_a_bad_token_are_refused():
+    assert APIClient().get("/api/v1/tasks").status_code in (401, 403)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+    assert client.get("/api/v1/tasks").status_code == 401
+
+
+@pytest.mark.django_db
+def test_detail_returns_placement_and_diagnostics_fields(tenant_client, tenant):
+    task = make_task(tenant=tenant)
+
+    body = tenant_client.get(f"/api/v1/tasks/{task.id}").data
+
+    for field in ("node", "gpus", "port", "preempt_count", "diagnostics"):
+        assert field in body
