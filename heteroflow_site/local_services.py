@@ -9,10 +9,12 @@ through the settings module.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,10 +22,25 @@ EMBEDDED_DATABASE_NAME = "postgres"
 
 
 def ensure_local_services(data_dir: Path) -> None:
-    if not os.environ.get("DATABASE_URL"):
-        os.environ["DATABASE_URL"] = start_embedded_postgres(data_dir / "pg")
-    if not os.environ.get("REDIS_URL"):
-        os.environ["REDIS_URL"] = start_embedded_redis(data_dir)
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # Several processes (web, worker, test workers) start at once; one of them starts the servers.
+    with _exclusive(data_dir / ".services.lock"):
+        if not os.environ.get("DATABASE_URL"):
+            os.environ["DATABASE_URL"] = start_embedded_postgres(data_dir / "pg")
+        if not os.environ.get("REDIS_URL"):
+            os.environ["REDIS_URL"] = start_embedded_redis(data_dir)
+
+
+@contextmanager
+def _exclusive(lock_path: Path):
+    with open(lock_path, "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
 def start_embedded_postgres(pgdata: Path) -> str:

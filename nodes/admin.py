@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from nodes.models import GPU, Node
+from nodes.models import GPU, Node, NodeAuditEntry
 
 
 class GPUInline(admin.TabularInline):
@@ -24,3 +24,11 @@ class GPUAdmin(admin.ModelAdmin):
                     "temperature", "numa"]
     list_filter = ["type", "model"]
     search_fields = ["node__name", "uuid"]
+
+
+@admin.register(NodeAuditEntry)
+class NodeAuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["at", "node", "actor", "action"]
+    list_filter = ["action"]
+    search_fields = ["node__name", "actor__username"]
+    readonly_fields = ["node", "actor", "action", "before", "after", "at"]

@@ -145,6 +145,7 @@ def agent_work(node: Node) -> dict:
                 "gpus": list(task.gpus),
                 "port": task.port,
                 "env": _container_env(task),
+                "labels": task.labels,
                 "priority": task.priority,
             }
             for task in to_start

@@ -1,1 +1,9 @@
 from celery import shared_task
+
+from nodes.services import nodes_mark_silent_offline
+
+
+@shared_task(name="nodes.tasks.mark_silent_nodes_offline")
+def mark_silent_nodes_offline() -> int:
+    """SPEC §11 node liveness ticker."""
+    return nodes_mark_silent_offline()

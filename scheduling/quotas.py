@@ -16,12 +16,10 @@ from scheduling.models import Task
 from tenants.models import Tenant
 
 NAME = "quota"
-# The attempt code of SPEC §12 for a task its tenant's quota keeps waiting.
-QUOTA_EXCEEDED = "QuotaExceeded"
 
 
 class QuotaExceededError(Exception):
-    """Raised at bind when the live usage leaves no room; bind rolls back and records QUOTA_EXCEEDED."""
+    """Raised at bind when the live usage leaves no room; bind rolls back and records reasons.QUOTA_EXCEEDED."""
 
 
 def tenant_gpu_usage() -> dict[int, int]:

@@ -16,11 +16,9 @@ from nodes.models import GPU, Node
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from scheduling.sharing import may_share
-from tenants.selectors import tenancy_view
+from scheduling.snapshot_builder import build_tenancy
 
 NAME = "shard"
-# The attempt code of SPEC §12 when bind cannot make the shard; the task stays pending.
-SHARD_ALLOCATION_FAILED = "ShardAllocationFailed"
 
 ENV_MEMORY_LIMIT = "HETEROFLOW_GPU_MEMORY_LIMIT_MB"
 ENV_COMPUTE_PERCENT = "HETEROFLOW_GPU_COMPUTE_PERCENT"
@@ -54,7 +52,7 @@ _MPS_CAPABLE_MODEL = re.compile(
 
 
 class ShardAllocationError(Exception):
-    """The card cannot hold the shard now; bind rolls back with SHARD_ALLOCATION_FAILED."""
+    """The card cannot hold the shard now; bind rolls back with reasons.SHARD_ALLOCATION_FAILED."""
 
 
 def qos_for(*, vendor: str, model: str) -> QoS:
@@ -177,7 +175,8 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
 def _check_may_join(tenant_id: int, held: dict[str, Any]) -> None:
     if held["whole_card"]:
         raise ShardAllocationError("a whole-card task holds the card")
-    tenancy = tenancy_view()
+    # Share groups as they are now (dedicated nodes are the filters' business, not the card's).
+    tenancy = build_tenancy(())
     refused = sorted(other for other in held["tenants"] if not may_share(tenant_id, other, tenancy))
     if refused:
         raise ShardAllocationError(f"tenant {tenant_id} may not share the card with tenants {refused}")

@@ -1,8 +1,6 @@
 from django.contrib.auth.models import AbstractBaseUser
 
-from nodes.models import Node
-from scheduling.framework.snapshot import TenancyView
-from tenants.models import ShareGroup, Tenant
+from tenants.models import Tenant
 
 
 def is_admin(user: AbstractBaseUser) -> bool:
@@ -15,15 +13,3 @@ def tenant_of(user: AbstractBaseUser) -> Tenant | None:
         return None
     membership = getattr(user, "membership", None)
     return membership.tenant if membership else None
-
-
-def tenancy_view() -> TenancyView:
-    """Share groups and dedicated nodes as they are now; read afresh by every cycle and every bind re-check."""
-    groups_of: dict[int, set[int]] = {}
-    for tenant_id, group_id in ShareGroup.tenants.through.objects.values_list("tenant_id", "sharegroup_id"):
-        groups_of.setdefault(tenant_id, set()).add(group_id)
-    dedicated = Node.objects.filter(dedicated_tenant__isnull=False).values_list("dedicated_tenant_id", flat=True)
-    return TenancyView(
-        groups_of={tenant_id: frozenset(groups) for tenant_id, groups in groups_of.items()},
-        dedicated_tenant_ids=frozenset(dedicated),
-    )

@@ -3,10 +3,8 @@ import pytest
 from heteroflow_site.errors import DomainError
 from scheduling.models import Task
 from scheduling.services.task_create import task_create
-from tenants.models import ShareGroup, Tenant
-from tenants.selectors import tenancy_view
+from tenants.models import Tenant
 from tenants.services import tenant_update
-from tests.factories import make_node
 
 pytestmark = pytest.mark.django_db
 
@@ -38,15 +36,3 @@ def test_tenant_update_leaves_out_fields_not_given(tenant):
     tenant.refresh_from_db()
     assert (tenant.gpu_quota, tenant.status) == (3, "inactive")
 
-
-def test_tenancy_view_reads_groups_and_dedicated_tenants(tenant, other_tenant):
-    third = Tenant.objects.create(name="initech")
-    first, second = ShareGroup.objects.create(name="g1"), ShareGroup.objects.create(name="g2")
-    first.tenants.set([tenant, other_tenant])
-    second.tenants.set([other_tenant])
-    make_node(cards=1, dedicated_tenant=third)
-
-    view = tenancy_view()
-
-    assert view.groups_of == {tenant.id: frozenset({first.id}), other_tenant.id: frozenset({first.id, second.id})}
-    assert view.dedicated_tenant_ids == frozenset({third.id})

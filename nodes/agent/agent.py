@@ -1,0 +1,232 @@
+"""The node agent loop: heartbeat, fetch work, claim and start tasks, stop tasks, report exits.
+
+Expected JSON shapes (SPEC §14):
+
+- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels}``
+- ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
+  stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
+- ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
+
+A start item is claimed (``scheduled -> running``) before anything runs, and only a 200 starts the container: a
+409 means another claimant won and the item is dropped silently. Reports the server could not take are kept and
+sent again first thing in the next step, so an outage delays task outcomes but never loses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from .client import AgentClient, AgentRequestError, ServerUnavailable
+from .detectors import Card, CommandRunner, detect_all, run_command
+from .host import CpuSampler, memory_used_mb
+from .runtime import Runtime, TaskSpec
+from .topology import TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
+
+logger = logging.getLogger(__name__)
+
+GPU_TYPE_LABEL = "heteroflow.io/gpu-type"
+# Where a stop item goes once its container is down: a user stop ends the task, a preemption requeues it.
+STOP_TRANSITIONS = {"stopping": "stopped", "preempting": "pending"}
+# What a runtime raises when a container cannot be started or stopped; never allowed to kill a worker thread.
+RUNTIME_ERRORS = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusReport:
+    task_id: int
+    from_status: str
+    to_status: str
+    reason: str | None = None
+
+
+def default_pool_size(cores: int | None = None) -> int:
+    return max(2, min(32, (cores or os.cpu_count() or 1) // 2))
+
+
+def probe_nvidia_topology(runner: CommandRunner = run_command) -> GpuTopology | None:
+    """``nvidia-smi topo -m`` parsed, or ``None`` where it is missing, fails or prints no GPU matrix."""
+    try:
+        return parse_nvidia_smi_topo(runner(["nvidia-smi", "topo", "-m"]))
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        logger.debug("no NVLink topology: %s", exc)
+        return None
+
+
+class Agent:
+    def __init__(self, client: AgentClient, runtime: Runtime,
+                 card_source: Callable[[], list[Card]] = detect_all,
+                 topology_source: Callable[[], GpuTopology | None] = probe_nvidia_topology,
+                 extra_labels: Mapping[str, str] | None = None, workers: int | None = None,
+                 cpu_percent: Callable[[], float] | None = None,
+                 memory_used: Callable[[], int] = memory_used_mb) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.card_source = card_source
+        self.topology_source = topology_source
+        self.extra_labels = dict(extra_labels or {})
+        self.cpu_percent = cpu_percent or CpuSampler().percent
+        self.memory_used = memory_used
+        self.pool = ThreadPoolExecutor(max_workers=workers or default_pool_size(), thread_name_prefix="agent")
+        self._lock = threading.Lock()
+        self._running: dict[int, Any] = {}
+        self._pending_reports: list[StatusReport] = []
+        self._topology: GpuTopology | None = None
+        self._gpu_type: str | None = None
+
+    def run_once(self) -> None:
+        """One step: resend held reports, heartbeat, fetch and carry out work, then report exited tasks.
+
+        Raises :class:`ServerUnavailable` when the server cannot be reached; exits are still collected and kept.
+        """
+        try:
+            self._send_pending_reports()
+            self.client.heartbeat(self.heartbeat_payload())
+            work = self.client.fetch_work()
+            jobs = [partial(self._start, item) for item in work["start"]]
+            jobs += [partial(self._stop, item) for item in work["stop"]]
+            for future in [self.pool.submit(job) for job in jobs]:
+                future.result()
+        finally:
+            self._reap()
+
+    def run_forever(self, interval: float, stop: threading.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run_once()
+            except ServerUnavailable as exc:
+                logger.warning("control plane unavailable: %s", exc)
+            except AgentRequestError as exc:
+                logger.error("control plane rejected the agent: %s", exc)
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+    def close(self) -> None:
+        # Running containers are left alone: they outlive the agent, and the server still tracks them.
+        self.pool.shutdown(wait=True)
+
+    def heartbeat_payload(self) -> dict[str, Any]:
+        cards = self.card_source()
+        topology = self._current_topology()
+        if topology is not None:
+            cards = [_with_topology_numa(card, topology) for card in cards]
+        labels = dict(self.extra_labels)
+        if cards:
+            # Detection runs in priority order, so the first card's vendor is the node's type on a mixed node.
+            self._gpu_type = cards[0].type
+            labels[GPU_TYPE_LABEL] = self._gpu_type
+        if topology is not None:
+            labels[TOPOLOGY_LABEL] = encode_label(topology)
+        return {
+            "cpu_percent": self.cpu_percent(),
+            "memory_used_mb": self.memory_used(),
+            "gpus": [card.to_json() for card in cards],
+            "labels": labels,
+        }
+
+    def _current_topology(self) -> GpuTopology | None:
+        # Links and NUMA placement only change with the hardware: probe until it works once, then reuse it.
+        if self._topology is None:
+            self._topology = self.topology_source()
+        return self._topology
+
+    def _start(self, item: Mapping[str, Any]) -> None:
+        try:
+            spec = TaskSpec.from_work_item(item, default_gpu_type=self._gpu_type)
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.error("unusable start item %r: %s", item, exc)
+            return
+        try:
+            won = self.client.report_status(spec.id, "scheduled", "running")
+        except (ServerUnavailable, AgentRequestError) as exc:
+            logger.warning("task %s: claim not sent, leaving it to the server: %s", spec.id, exc)
+            return
+        if not won:
+            return
+        try:
+            handle = self.runtime.start(spec)
+        except RUNTIME_ERRORS as exc:
+            logger.error("task %s: could not start: %s", spec.id, exc)
+            self._report(StatusReport(spec.id, "running", "failed", f"start failed: {exc}"))
+            return
+        with self._lock:
+            self._running[spec.id] = handle
+
+    def _stop(self, item: Mapping[str, Any]) -> None:
+        try:
+            task_id, status = int(item["id"]), str(item["status"])
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.error("unusable stop item %r: %s", item, exc)
+            return
+        if status not in STOP_TRANSITIONS:
+            logger.error("task %s: cannot stop a task in state %r", task_id, status)
+            return
+        with self._lock:
+            handle = self._running.pop(task_id, None)
+        if handle is not None:
+            try:
+                self.runtime.stop(handle)
+            except RUNTIME_ERRORS as exc:
+                # Keep tracking it and report nothing: the server lists the stop again and we retry.
+                logger.error("task %s: could not stop: %s", task_id, exc)
+                with self._lock:
+                    self._running[task_id] = handle
+                return
+        self._report(StatusReport(task_id, status, STOP_TRANSITIONS[status]))
+
+    def _reap(self) -> None:
+        with self._lock:
+            running = list(self._running.items())
+        for task_id, handle in running:
+            exit_code = self.runtime.poll(handle)
+            if exit_code is None:
+                continue
+            with self._lock:
+                if self._running.pop(task_id, None) is None:
+                    continue  # a stop item took it over meanwhile and reports it
+            if exit_code == 0:
+                self._report(StatusReport(task_id, "running", "succeeded"))
+            else:
+                self._report(StatusReport(task_id, "running", "failed", f"exit code {exit_code}"))
+
+    def _report(self, report: StatusReport) -> None:
+        try:
+            self._send(report)
+        except ServerUnavailable as exc:
+            logger.warning("task %s: report %s -> %s held for later: %s", report.task_id, report.from_status,
+                           report.to_status, exc)
+            with self._lock:
+                self._pending_reports.append(report)
+
+    def _send_pending_reports(self) -> None:
+        with self._lock:
+            pending, self._pending_reports = self._pending_reports, []
+        for position, report in enumerate(pending):
+            try:
+                self._send(report)
+            except ServerUnavailable:
+                with self._lock:
+                    self._pending_reports[:0] = pending[position:]
+                raise
+
+    def _send(self, report: StatusReport) -> None:
+        try:
+            # A lost CAS (409) needs nothing further: the server already moved the task on (e.g. its watchdog).
+            self.client.report_status(report.task_id, report.from_status, report.to_status, report.reason)
+        except AgentRequestError as exc:
+            logger.error("task %s: report %s -> %s rejected: %s", report.task_id, report.from_status,
+                         report.to_status, exc)
+
+
+def _with_topology_numa(card: Card, topology: GpuTopology) -> Card:
+    if card.type != "nvidia" or card.numa is not None or card.index not in topology.numa:
+        return card
+    return dataclasses.replace(card, numa=topology.numa[card.index])
