@@ -178,4 +178,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # pgserver reports every process exit, after logging has shut down; its warnings are enough.
+    "loggers": {"pgserver": {"level": "WARNING"}},
 }

@@ -1,1 +1,8 @@
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from scheduling.consumers import DiagnosticsConsumer, TaskStatusConsumer
+
+websocket_urlpatterns = [
+    path("ws/diagnostics/", DiagnosticsConsumer.as_asgi()),
+    path("ws/tasks/", TaskStatusConsumer.as_asgi()),
+]

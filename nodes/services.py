@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from nodes.models import GPU, Node, NodeAuditEntry
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from tenants.models import Tenant
 
@@ -222,22 +223,10 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
             # Back in the queue (e.g. a preemption the watchdog already settled): this report comes too late.
             return False
         if (from_status, to_status) == (lifecycle.PREEMPTING, lifecycle.PENDING):
-            return settle_preemption(task_id, reason=reason or "preempted")
+            # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
+            # report that arrives after the watchdog change nothing.
+            return settle_preempted(task_id, reason=reason)
         return task_transition(task_id, from_status, to_status, reason=reason)
-
-
-def settle_preemption(task_id: int, *, reason: str) -> bool:
-    """The one seam to the preemption module (SPEC §9): it owns the settlement when it exists."""
-    try:
-        from scheduling.preemption import settle
-    except ModuleNotFoundError as missing:
-        if missing.name != "scheduling.preemption":
-            raise
-        return task_transition(
-            task_id, lifecycle.PREEMPTING, lifecycle.PENDING, reason=reason,
-            preempt_count=F("preempt_count") + 1, preemptible=False,
-        )
-    return settle(task_id, reason=reason)
 
 
 def node_topology_update(*, node: Node, region: str, zone: str, rack: str, actor=None) -> Node:

@@ -5,17 +5,35 @@ from typing import Any
 from django.db.models import QuerySet
 
 from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
-from scheduling.framework.registry import PluginSetting, PluginSet, PluginSpec, build_plugin_set, default_registry
-
-SCORE_KIND = "score"
+from plugins_admin.notifications import TASK_EVENTS
+from scheduling.framework.registry import (
+    PluginSet,
+    PluginSetting,
+    PluginSpec,
+    Registry,
+    build_plugin_set,
+    default_registry,
+)
 
 # Why the page and the API show a switch that cannot be turned off (SPEC §6).
 ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
 
+# What each built-in does, in the words of the page; custom plugins describe themselves by their docstring.
+BUILTIN_DESCRIPTIONS = {
+    "gpu-filter": "Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.",
+    "resource-filter": "Keeps nodes with enough free cards, or card memory for a fractional task.",
+    "spread": "Prefers the least used nodes, spreading load across the cluster.",
+    "binpack": "Prefers the most used nodes, packing tasks to keep whole nodes free.",
+    "nvlink": "Prefers card groups inside one NVLink domain; `nvlink: required` makes it a filter.",
+    "topology": "Prefers the region, zone and rack the task asks for; `topology: required` makes them hard.",
+    "rdma": "Prefers RDMA-capable nodes and faster links; `rdma: required` drops nodes labelled false.",
+    "preempt": "Frees cards from lower-priority preemptible tasks when nothing fits.",
+}
 
-def plugin_specs() -> dict[str, PluginSpec]:
+
+def plugin_specs() -> Registry:
     """Every registered plugin by name, built-ins first, in registry order."""
-    return {spec.name: spec for spec in default_registry()}
+    return default_registry()
 
 
 def default_setting(spec: PluginSpec) -> PluginSetting:
@@ -23,11 +41,12 @@ def default_setting(spec: PluginSpec) -> PluginSetting:
                          extra=dict(spec.default.extra))
 
 
-def current_plugin_settings() -> list[PluginSetting]:
+def current_plugin_settings(registry: Registry | None = None) -> list[PluginSetting]:
     """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
+    registry = registry if registry is not None else plugin_specs()
     rows = {row.name: row for row in PluginConfig.objects.all()}
     settings = []
-    for spec in plugin_specs().values():
+    for spec in registry.values():
         row = rows.get(spec.name)
         if row is None:
             settings.append(default_setting(spec))
@@ -40,7 +59,8 @@ def current_plugin_settings() -> list[PluginSetting]:
 
 def current_plugin_set() -> PluginSet:
     """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
-    return build_plugin_set(current_plugin_settings())
+    registry = plugin_specs()
+    return build_plugin_set(current_plugin_settings(registry), registry)
 
 
 def scheduler_plugins() -> dict[str, Any]:
@@ -49,10 +69,10 @@ def scheduler_plugins() -> dict[str, Any]:
 
 
 def plugin_listing() -> list[dict[str, Any]]:
-    specs = plugin_specs()
+    registry = plugin_specs()
     listing = []
-    for setting in current_plugin_settings():
-        spec = specs[setting.name]
+    for setting in current_plugin_settings(registry):
+        spec = registry[setting.name]
         listing.append({
             "name": setting.name,
             "enabled": setting.enabled,
@@ -60,17 +80,17 @@ def plugin_listing() -> list[dict[str, Any]]:
             "extra": setting.extra,
             "locked": spec.always_on,
             "locked_reason": ALWAYS_ON_REASON if spec.always_on else "",
-            "exclusive_with": sorted(spec.exclusive_with),
+            "exclusive_with": [spec.exclusive_with] if spec.exclusive_with else [],
             "kinds": sorted(spec.kinds),
-            "scores": SCORE_KIND in spec.kinds,
+            "scores": spec.is_scorer,
             "description": plugin_description(spec),
         })
     return listing
 
 
 def plugin_description(spec: PluginSpec) -> str:
-    description = getattr(spec, "description", "") or (spec.factory.__doc__ or "")
-    return description.strip().split("\n\n")[0].replace("\n", " ")
+    description = BUILTIN_DESCRIPTIONS.get(spec.name) or spec.factory.__doc__ or ""
+    return " ".join(description.strip().split("\n\n")[0].split())
 
 
 def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
@@ -80,4 +100,5 @@ def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
 def notification_channels() -> list[NotificationChannel]:
     """The webhook and e-mail channels, always both, in that order (a missing row reads as disabled)."""
     rows = {channel.kind: channel for channel in NotificationChannel.objects.all()}
-    return [rows.get(kind) or NotificationChannel(kind=kind) for kind in NotificationChannel.Kind.values]
+    return [rows.get(kind) or NotificationChannel(kind=kind, events=list(TASK_EVENTS))
+            for kind in NotificationChannel.Kind.values]

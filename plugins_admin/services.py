@@ -14,9 +14,9 @@ from django.db import transaction
 from heteroflow_site.errors import DomainError
 from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
 from plugins_admin.notifications import TASK_EVENTS, DeliveryResult, deliver, email_addresses, sample_payload
-from plugins_admin.selectors import SCORE_KIND, default_setting, plugin_specs
+from plugins_admin.selectors import default_setting, plugin_specs
 from plugins_admin.signals import plugin_set_changed
-from scheduling.framework.registry import PluginSpec, validate_extra
+from scheduling.framework.registry import PluginSpec, Registry, validate_extra
 
 MIN_WEIGHT = 0
 MAX_WEIGHT = 100
@@ -33,11 +33,11 @@ def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | No
     spec = _spec(specs, name)
     if not enabled and spec.always_on:
         raise DomainError(f"{name} is always on and cannot be disabled", field="enabled")
-    exclusive = sorted(spec.exclusive_with) if enabled else []
+    exclusive = [spec.exclusive_with] if enabled and spec.exclusive_with else []
     with transaction.atomic():
         rows = _lock_rows([name, *exclusive], specs)
         changes: dict[str, dict[str, Any]] = {name: {"enabled": enabled}}
-        if enabled and SCORE_KIND in spec.kinds and rows[name].weight == 0:
+        if enabled and spec.is_scorer and rows[name].weight == 0:
             # An enabled scorer with weight 0 would be a switch that does nothing (SPEC §6).
             changes[name]["weight"] = 1
         for other in exclusive:
@@ -48,18 +48,23 @@ def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | No
 
 def plugin_update(*, name: str, weight: int | None = None, extra: dict[str, Any] | None = None,
                   actor: AbstractBaseUser | None) -> PluginConfig:
-    """Set a scorer's weight (0–100) and/or a plugin's settings; `extra` keys replace the stored ones."""
+    """Set a scorer's weight (0–100) and/or replace a plugin's settings (`extra`, checked by the plugin)."""
     specs = plugin_specs()
     spec = _spec(specs, name)
     if weight is not None:
         _check_weight(spec, weight)
+    if extra is not None:
+        _check_extra(specs, name, extra)
     with transaction.atomic():
         rows = _lock_rows([name], specs)
         changes: dict[str, Any] = {}
         if weight is not None:
+            if weight == 0 and rows[name].enabled:
+                raise DomainError(f"{name} is enabled, so its weight must be at least 1; disable it instead",
+                                  field="weight")
             changes["weight"] = weight
         if extra is not None:
-            changes["extra"] = _checked_extra(name, {**rows[name].extra, **_mapping(extra)})
+            changes["extra"] = dict(extra)
         _apply(rows, {name: changes}, actor=actor)
     return rows[name]
 
@@ -101,14 +106,14 @@ def notification_channel_test(*, kind: str) -> DeliveryResult:
     return deliver(channel, sample_payload())
 
 
-def _spec(specs: dict[str, PluginSpec], name: str) -> PluginSpec:
+def _spec(specs: Registry, name: str) -> PluginSpec:
     try:
         return specs[name]
     except KeyError:
         raise UnknownPlugin(name) from None
 
 
-def _lock_rows(names: list[str], specs: dict[str, PluginSpec]) -> dict[str, PluginConfig]:
+def _lock_rows(names: list[str], specs: Registry) -> dict[str, PluginConfig]:
     """Row-lock the named plugins (creating a missing row from its defaults first), in name order."""
     PluginConfig.objects.bulk_create(
         [PluginConfig(name=name, enabled=setting.enabled, weight=setting.weight, extra=setting.extra)
@@ -147,22 +152,15 @@ def _channel_state(channel: NotificationChannel) -> dict[str, Any]:
 def _check_weight(spec: PluginSpec, weight: Any) -> None:
     if isinstance(weight, bool) or not isinstance(weight, int) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
         raise DomainError(f"weight must be a whole number from {MIN_WEIGHT} to {MAX_WEIGHT}", field="weight")
-    if SCORE_KIND not in spec.kinds:
+    if not spec.is_scorer:
         raise DomainError(f"{spec.name} does not score nodes, so it has no weight", field="weight")
 
 
-def _mapping(extra: Any) -> dict[str, Any]:
-    if not isinstance(extra, dict):
-        raise DomainError("extra must be an object", field="extra")
-    return extra
-
-
-def _checked_extra(name: str, extra: dict[str, Any]) -> dict[str, Any]:
+def _check_extra(specs: Registry, name: str, extra: Any) -> None:
     try:
-        checked = validate_extra(name, extra)
+        validate_extra(name, extra, specs)
     except ValueError as exc:
         raise DomainError(str(exc), field="extra") from None
-    return extra if checked is None else dict(checked)
 
 
 def _checked_target(kind: str, target: str, *, enabled: bool) -> str:

@@ -1,1 +1,7 @@
-urlpatterns: list = []
+from django.urls import path
+
+from plugins_admin import views
+
+urlpatterns = [
+    path("plugins/", views.plugins_page, name="plugins"),
+]

@@ -56,6 +56,8 @@ class TaskGroup(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     master_addr = models.CharField(max_length=64, blank=True, default="")
     backend = models.CharField(max_length=16, blank=True, default="")
+    # The latest gang attempt: {code, message, member, reason}.
+    diagnostics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

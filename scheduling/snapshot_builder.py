@@ -47,15 +47,20 @@ def build_node(node_id: int) -> NodeInfo | None:
 
 
 def refresh_node(snapshot: ClusterSnapshot, node_id: int) -> None:
-    """Replace a node of the snapshot by its current database state (in place, keeping the node order)."""
+    """Bring one node of the snapshot back in line with the database after live data proved it stale (a bind
+    refused because another instance took its cards, a heartbeat crossed a threshold), so the rest of the cycle
+    stops choosing it on stale figures. Updated in place: the framework's table row is refreshed, not rebuilt."""
+    node = snapshot.node(node_id)
     fresh = build_node(node_id)
-    for position, node in enumerate(snapshot.nodes):
-        if node.id == node_id:
-            if fresh is None:
-                del snapshot.nodes[position]
-            else:
-                snapshot.nodes[position] = fresh
-            return
+    if node is None or fresh is None:
+        return
+    for name, value in vars(fresh).items():
+        if name != "cache":
+            setattr(node, name, value)
+    node.cache.clear()
+    table = snapshot.table
+    if table is not None and node_id in table.row_of:
+        table.refresh_row(table.row_of[node_id])
 
 
 def build_tenancy(nodes: Iterable[NodeInfo]) -> TenancyView:

@@ -8,3 +8,45 @@ def preemption_watchdog() -> int:
     from scheduling.preemption.watchdog import preemption_watchdog as settle_overdue_preemptions
 
     return settle_overdue_preemptions()
+
+
+@shared_task(name="scheduling.tasks.run_cycle", ignore_result=True)
+def run_cycle() -> dict:
+    from scheduling.cycle import run_cycle as run_scheduling_cycle
+
+    return run_scheduling_cycle(instance="celery").as_dict()
+
+
+@shared_task(name="scheduling.tasks.recover_backlog", ignore_result=True)
+def recover_backlog() -> int:
+    from scheduling.loops import recover_backlog as send_stuck_tasks_back
+
+    return send_stuck_tasks_back()
+
+
+@shared_task(name="scheduling.tasks.enforce_task_timeouts", ignore_result=True)
+def enforce_task_timeouts() -> int:
+    from scheduling.loops import enforce_task_timeouts as stop_overdue_tasks
+
+    return stop_overdue_tasks()
+
+
+@shared_task(name="scheduling.tasks.wake_borrowed_training", ignore_result=True)
+def wake_borrowed_training() -> int:
+    from scheduling.loops import wake_borrowed_training as requeue_waiting_training
+
+    return requeue_waiting_training()
+
+
+@shared_task(name="scheduling.tasks.rebuild_inference_groups", ignore_result=True)
+def rebuild_inference_groups() -> int:
+    from scheduling.groups.replicas import rebuild_inference_groups as create_missing_replicas
+
+    return create_missing_replicas()
+
+
+@shared_task(name="scheduling.tasks.apply_scheduling_windows", ignore_result=True)
+def apply_scheduling_windows() -> int:
+    from scheduling.groups.windows import apply_scheduling_windows as run_windows
+
+    return len(run_windows().changed_groups)

@@ -190,8 +190,7 @@ class Agent:
             if exit_code is None:
                 continue
             with self._lock:
-                if self._running.pop(task_id, None) is None:
-                    continue  # a stop item took it over meanwhile and reports it
+                del self._running[task_id]
             if exit_code == 0:
                 self._report(StatusReport(task_id, "running", "succeeded"))
             else:

@@ -54,7 +54,12 @@ class AgentClient:
         self._request("POST", HEARTBEAT_PATH, payload)
 
     def fetch_work(self) -> dict[str, list[dict[str, Any]]]:
-        body = self._request("GET", WORK_PATH).json()
+        try:
+            body = self._request("GET", WORK_PATH).json()
+        except ValueError as exc:  # a 200 that is not JSON: wrong --server URL, or a proxy's page
+            raise AgentRequestError(f"GET {WORK_PATH}: answer is not JSON") from exc
+        if not isinstance(body, dict):
+            raise AgentRequestError(f"GET {WORK_PATH}: expected an object, got {type(body).__name__}")
         return {"start": list(body.get("start") or []), "stop": list(body.get("stop") or [])}
 
     def report_status(self, task_id: int, from_status: str, to_status: str, reason: str | None = None) -> bool:

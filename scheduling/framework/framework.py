@@ -1,13 +1,17 @@
 """Runs one scheduling attempt for one task over an in-memory snapshot (SPEC §4–§5.3).
 
-Public API (stable; the cycle and bind code in `scheduling.cycle`/`scheduling.services` call it):
+Public API (stable; the cycle and bind code call it):
 
-    framework = Framework(plugin_set, SchedulerConfig.from_settings())
+    framework = Framework(build_plugin_set(settings), SchedulerConfig.from_settings())
     result = framework.schedule(task, snapshot, rng)          # -> ScheduleResult
     if result.node is not None:
-        cards = framework.select_cards(task, result.node)     # in-node card choice, SPEC §5.3
+        cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)   # SPEC §5.3
         ... CAS claim, re-check, persist ...
         apply_bind(snapshot, task, result.node, cards)        # the next task of the cycle sees the usage
+
+Filters run over shrinking arrays of table rows (`scheduling.framework.table`), so each rule is a few NumPy
+operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
+are built only when someone reads them.
 """
 
 from __future__ import annotations
@@ -16,65 +20,309 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from scheduling.framework import reasons
+from scheduling.framework.builtin_filters import BUILTIN_CHAIN
+from scheduling.framework.interfaces import CycleState
 from scheduling.framework.registry import PluginSet
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
-from scheduling.framework.status import Status
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.status import Code, Status
+from scheduling.framework.table import NodeTable, table_for
+from scheduling.sharing import card_admits_tenant
+
+DIAGNOSTIC_FEASIBLE_NODES = 50
+# Totals closer than this are a tie (float sums of the same scores in another order differ in the last bits).
+TIE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class _Rejection:
+    plugin: str
+    reason: str
+    resolvable: bool
 
 
 @dataclass
 class ScheduleResult:
-    """The outcome of one attempt. `node` is None when nothing fits; then `code` is a SPEC §12 code."""
+    """The outcome of one attempt. `node` is None when nothing fits; then `code` is a SPEC §12 code.
+
+    `message` is the summary line `0/N nodes are available: …` (also on success, where it reads `k/N …`).
+    """
 
     task: TaskInfo
     node: NodeInfo | None
     code: str | None
     message: str
     total_nodes: int
+    _table: NodeTable = field(repr=False)
+    _rejected_by: np.ndarray = field(repr=False)       # per table row: 0 feasible, else 1 + index in _rejections
+    _rejections: list[_Rejection] = field(repr=False)
+    _feasible_rows: np.ndarray = field(repr=False)
+    _scorer_names: list[str] = field(repr=False)
+    _score_matrix: np.ndarray = field(repr=False)      # scorers × feasible rows
+    _total_scores: np.ndarray = field(repr=False)
 
     @property
     def filtered(self) -> dict[int, Status]:
         """node id → the Status of the first filter that rejected it."""
-        raise NotImplementedError
+        statuses = {}
+        for row in np.flatnonzero(self._rejected_by):
+            rejection = self._rejections[self._rejected_by[row] - 1]
+            code = Code.UNSCHEDULABLE if rejection.resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            statuses[self._table.nodes[row].id] = Status(code, (rejection.reason,), rejection.plugin)
+        return statuses
 
     @property
     def scores(self) -> dict[int, dict[str, float]]:
         """node id → {plugin name: raw score} for every feasible node."""
-        raise NotImplementedError
+        return {self._table.nodes[row].id: self._scores_at(position)
+                for position, row in enumerate(self._feasible_rows)}
 
     @property
     def totals(self) -> dict[int, float]:
         """node id → Σ weight × score for every feasible node."""
-        raise NotImplementedError
+        return {self._table.nodes[row].id: float(total) for row, total in zip(self._feasible_rows, self._total_scores)}
 
-    def diagnostic_nodes(self, limit: int = 50) -> list[dict[str, Any]]:
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for index, count in enumerate(np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]):
+            if count:
+                reason = self._rejections[index].reason
+                counts[reason] = counts.get(reason, 0) + int(count)
+        return counts
+
+    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> list[dict[str, Any]]:
         """`[{node: name, reason: str|None, scores: {plugin: score}, total: float|None}]`: every filtered node
         (reason set, scores empty, total None) then the best `limit` feasible nodes by total (reason None)."""
-        raise NotImplementedError
+        nodes = self._table.nodes
+        entries = [
+            {"node": nodes[row].name, "reason": self._rejections[self._rejected_by[row] - 1].reason,
+             "scores": {}, "total": None}
+            for row in np.flatnonzero(self._rejected_by)
+        ]
+        best = np.argsort(-self._total_scores, kind="stable")[:limit]
+        entries.extend(
+            {"node": nodes[self._feasible_rows[position]].name, "reason": None,
+             "scores": self._scores_at(position), "total": round(float(self._total_scores[position]), 3)}
+            for position in best
+        )
+        return entries
+
+    def _scores_at(self, position: int) -> dict[str, float]:
+        return {name: round(float(self._score_matrix[index, position]), 3)
+                for index, name in enumerate(self._scorer_names)}
 
 
 class Framework:
+    """One configured scheduler: a plugin set and the SPEC §13 figures. Holds no per-cycle state."""
+
     def __init__(self, plugin_set: PluginSet, config: SchedulerConfig) -> None:
         self.plugin_set = plugin_set
         self.config = config
+        self._filters = list(BUILTIN_CHAIN) + list(plugin_set.filters)
+        self._rejections: list[_Rejection] = []
+        self._rejection_ids: dict[tuple[str, str, bool], int] = {}
+        # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
+        self._code_maps = [self._code_map(plugin) for plugin in self._filters]
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
         return self.plugin_set.describe()
 
     def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random) -> ScheduleResult:
-        """PreScore → built-in chain → Filter plugins → Score → PostScore; pick the best total, ties at random."""
-        raise NotImplementedError
+        """PreScore → built-in chain → Filter plugins → Score → PostScore; pick the best total, ties at random
+        (reservoir sampling with `rng`). The snapshot is only read; call `apply_bind` after a successful bind."""
+        table = table_for(snapshot, self.config)
+        state = CycleState(self.config, snapshot.tenancy)
+        rejected_by = np.zeros(table.size, np.int32)
+        for plugin in self.plugin_set.pre_scorers:
+            status = plugin.pre_score(state, task, snapshot)
+            if not status.is_success:
+                rejected_by[:] = self._rejection_id(plugin.name, status.reason or "pre-score failed", False) + 1
+                return self._result(task, table, rejected_by, np.zeros(0, np.int64), [], np.zeros((0, 0)), rng)
 
-    def select_cards(self, task: TaskInfo, node: NodeInfo) -> list[int]:
-        """Card indexes for `task` on `node` (SPEC §5.3); [] when the node cannot hold it (or it needs no card)."""
-        return select_cards(task, node, self.config)
+        rows = np.arange(table.size)
+        for plugin, code_map in zip(self._filters, self._code_maps):
+            if not len(rows):
+                break
+            codes = self._filter_codes(plugin, code_map, state, task, table, rows)
+            failing = codes != 0
+            if failing.any():
+                rejected_by[rows[failing]] = codes[failing]
+                rows = rows[~failing]
+
+        names = [plugin.name for plugin, _ in self.plugin_set.scorers]
+        matrix = np.empty((len(names), len(rows)))
+        for index, (plugin, _) in enumerate(self.plugin_set.scorers):
+            matrix[index] = self._score(plugin, state, task, table, rows)
+        return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def select_cards(self, task: TaskInfo, node: NodeInfo, *, tenancy: TenancyView | None = None) -> list[int]:
+        """Card indexes for `task` on `node` (SPEC §5.3); [] when the node cannot hold it or it needs no card.
+        Pass the snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies qualify)."""
+        return select_cards(task, node, self.config, tenancy=tenancy)
+
+    def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
+        weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
+        totals = weights @ matrix if len(names) else np.zeros(len(rows))
+        if self.plugin_set.post_scorers and state is not None:
+            by_node = {table.nodes[row].id: float(total) for row, total in zip(rows, totals)}
+            for plugin in self.plugin_set.post_scorers:
+                plugin.post_score(state, task, by_node)
+            totals = np.array([by_node[table.nodes[row].id] for row in rows], float)
+        chosen = None
+        if len(rows):
+            tied = np.flatnonzero(totals >= totals.max() - TIE_TOLERANCE)
+            chosen = table.nodes[rows[_reservoir_pick(tied, rng)]]
+        result = ScheduleResult(
+            task=task, node=chosen, code=None, message="", total_nodes=table.size, _table=table,
+            _rejected_by=rejected_by, _rejections=self._rejections, _feasible_rows=rows, _scorer_names=names,
+            _score_matrix=matrix, _total_scores=totals,
+        )
+        result.message = reasons.summarize(table.size, result.reason_counts())
+        if chosen is None:
+            result.code = self._failure_code(rejected_by)
+        return result
+
+    def _failure_code(self, rejected_by: np.ndarray) -> str:
+        seen = {self._rejections[index - 1] for index in np.unique(rejected_by) if index}
+        if any(rejection.reason == reasons.NO_TENANT_ELIGIBLE_CARD for rejection in seen):
+            return reasons.NO_TENANT_ELIGIBLE_GPU
+        if any(rejection.resolvable for rejection in seen):
+            return reasons.INSUFFICIENT_RESOURCES
+        return reasons.NO_SCHEDULABLE_NODES
+
+    def _filter_codes(self, plugin, code_map, state, task, table, rows) -> np.ndarray:
+        if code_map is not None:
+            return code_map[plugin.filter_rows(state, task, table, rows)]
+        codes = np.zeros(len(rows), np.int32)
+        for position, row in enumerate(rows):
+            status = plugin.filter(state, task, table.nodes[row])
+            if not status.is_success:
+                resolvable = status.code == Code.UNSCHEDULABLE
+                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable) + 1
+        return codes
+
+    @staticmethod
+    def _score(plugin, state, task, table, rows) -> np.ndarray:
+        if hasattr(plugin, "score_rows"):
+            return plugin.score_rows(state, task, table, rows)
+        return np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+
+    def _code_map(self, plugin) -> np.ndarray | None:
+        if not hasattr(plugin, "filter_rows"):
+            return None
+        ids = [self._rejection_id(plugin.name, reason, reason in reasons.RESOLVABLE) + 1 for reason in plugin.reasons]
+        return np.array([0, *ids], np.int32)
+
+    def _rejection_id(self, plugin: str, reason: str, resolvable: bool) -> int:
+        key = (plugin, reason, resolvable)
+        if key not in self._rejection_ids:
+            self._rejection_ids[key] = len(self._rejections)
+            self._rejections.append(_Rejection(plugin, reason, resolvable))
+        return self._rejection_ids[key]
 
 
-def select_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig) -> list[int]:
-    raise NotImplementedError
+def _reservoir_pick(candidates: np.ndarray, rng: random.Random) -> int:
+    """Uniform choice among the tied rows in one pass: the i-th candidate replaces the pick with chance 1/i."""
+    pick = candidates[0]
+    for seen, candidate in enumerate(candidates[1:], start=2):
+        if rng.randrange(seen) == 0:
+            pick = candidate
+    return int(pick)
+
+
+def _whole_card_candidates(task: TaskInfo, node: NodeInfo, config: SchedulerConfig) -> list[CardInfo]:
+    return [card for card in node.cards
+            if card.is_free and not config.card_overloaded(card)
+            and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)]
+
+
+def select_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
+                 tenancy: TenancyView | None = None) -> list[int]:
+    """In-node card choice (SPEC §5.3), over the cards resource-filter would accept.
+
+    Whole-card task with NVLink topology data: the smallest NVLink domain (fewest free cards, then fewest cards)
+    that holds the task, preferring one whose free cards fit on one NUMA node; inside it the tightest NUMA node
+    that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most free cards first
+    so the task spans as few domains as possible. Without topology data: fewest active tasks, ties → lowest index.
+    Fractional task: the one eligible card (no whole-card occupant, under the memory threshold, enough free memory
+    after reserve, every occupant may share with the tenant) with the most free memory, ties → lowest index —
+    stacking shards on the emptiest card keeps each shard's headroom largest.
+    """
+    if task.gpu_required > 0:
+        candidates = _whole_card_candidates(task, node, config)
+        if len(candidates) < task.gpu_required:
+            return []
+        from scheduling.plugins.nvlink import node_topology
+
+        topology = node_topology(node)
+        if topology is None:
+            ordered = sorted(candidates, key=lambda card: (card.active_tasks, card.index))
+            return sorted(card.index for card in ordered[: task.gpu_required])
+        return _nvlink_cards({card.index for card in candidates}, topology, task.gpu_required)
+    if task.is_fractional:
+        tenancy = tenancy if tenancy is not None else TenancyView()
+        eligible = [card for card in node.cards
+                    if card.whole_card_tasks == 0 and not config.card_overloaded(card)
+                    and config.card_free_mb(card) >= task.gpu_memory_mb
+                    and card_admits_tenant(card, task.tenant_id, tenancy)]
+        if not eligible:
+            return []
+        return [min(eligible, key=lambda card: (-config.card_free_mb(card), card.index)).index]
+    return []
+
+
+def _nvlink_cards(free: set[int], topology, k: int) -> list[int]:
+    fitting = []
+    for domain in topology.domains:
+        free_in_domain = [card for card in domain if card in free]
+        if len(free_in_domain) >= k:
+            numa_groups = _numa_groups(free_in_domain, topology.numa, k)
+            fitting.append((len(free_in_domain), len(domain), not numa_groups, domain[0], free_in_domain, numa_groups))
+    if fitting:
+        *_, free_in_domain, numa_groups = min(fitting, key=lambda entry: entry[:4])
+        if numa_groups:
+            return sorted(min(numa_groups, key=lambda group: (len(group), group[0]))[:k])
+        return free_in_domain[:k]
+    chosen: list[int] = []
+    by_size = sorted(([c for c in domain if c in free] for domain in topology.domains), key=lambda d: (-len(d), d))
+    for free_in_domain in by_size:
+        chosen.extend(free_in_domain[: k - len(chosen)])
+    # Free cards the label does not mention (a card added after the label was written) come last.
+    chosen.extend(sorted(free - set(chosen))[: k - len(chosen)])
+    return sorted(chosen)
+
+
+def _numa_groups(cards: list[int], numa: dict[int, int | None], k: int) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for card in cards:
+        if numa.get(card) is not None:
+            groups.setdefault(numa[card], []).append(card)
+    return [group for group in groups.values() if len(group) >= k]
 
 
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
     """Record a successful bind in the snapshot: ledger gpu_used, card occupancy (whole card or shard), inference
-    count, and invalidate the node's cached derived data. Mutate snapshot nodes only through this function."""
-    raise NotImplementedError
+    count, and the node's derived data. Mutate snapshot nodes only through this function (or set
+    `snapshot.table = None` after changing them some other way)."""
+    by_index = {card.index: card for card in node.cards}
+    if task.gpu_required > 0:
+        node.gpu_used += task.gpu_required
+        for index in cards:
+            if index in by_index:
+                by_index[index].whole_card_tasks += 1
+                by_index[index].occupant_tenants.add(task.tenant_id)
+    elif task.is_fractional:
+        for index in cards:
+            if index in by_index:
+                by_index[index].shard_tasks += 1
+                by_index[index].shard_memory_mb += task.gpu_memory_mb
+                by_index[index].occupant_tenants.add(task.tenant_id)
+    if task.type == "inference":
+        node.inference_tasks += 1
+    node.cache.clear()
+    table = snapshot.table
+    if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
+        table.refresh_row(table.row_of[node.id])

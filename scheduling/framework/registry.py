@@ -18,7 +18,9 @@ FILTER = "filter"
 SCORE = "score"
 POST_SCORE = "post_score"
 BIND = "bind"
-KINDS = frozenset({PRE_SCORE, FILTER, SCORE, POST_SCORE, BIND})
+# A plugin that only carries settings other code reads (preempt's preempt_stage); it joins no extension point.
+CONFIG = "config"
+KINDS = frozenset({PRE_SCORE, FILTER, SCORE, POST_SCORE, BIND, CONFIG})
 
 PREEMPT_STAGES = ("disabled", "scheduled", "running")
 
@@ -113,13 +115,14 @@ def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
                                  default=PluginSetting(binpack.NAME, False, 0), kinds=frozenset({SCORE})))
     registry.register(PluginSpec(nvlink.NAME, nvlink.factory, default=PluginSetting(nvlink.NAME, True, 1),
                                  kinds=frozenset({FILTER, SCORE})))
+    # The `topology: required` hard constraint is the built-in affinity filter's, so it holds with topology off.
     registry.register(PluginSpec(topology.NAME, topology.factory, default=PluginSetting(topology.NAME, True, 1),
-                                 kinds=frozenset({FILTER, SCORE})))
+                                 kinds=frozenset({SCORE})))
     registry.register(PluginSpec(rdma.NAME, rdma.factory, default=PluginSetting(rdma.NAME, True, 1),
                                  kinds=frozenset({FILTER, SCORE})))
     registry.register(PluginSpec(preempt.NAME, preempt.factory,
                                  default=PluginSetting(preempt.NAME, True, 0, {"preempt_stage": "running"}),
-                                 kinds=frozenset({POST_SCORE}), validate_extra=_validate_preempt_extra))
+                                 kinds=frozenset({CONFIG}), validate_extra=_validate_preempt_extra))
     if extra_plugins is None:
         from django.conf import settings
 

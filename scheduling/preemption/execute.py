@@ -4,7 +4,8 @@ The victims keep holding their cards until the agent confirms the stop (or the w
 other task can take the room meanwhile; the preemptor binds in a later cycle against the real ledgers.
 """
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
@@ -12,6 +13,7 @@ from scheduling import lifecycle
 from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import SchedulingAttempt
+from scheduling.preemption.candidates import ActiveTask
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.services.task_transition import task_transition
 
@@ -25,6 +27,8 @@ class PreemptionOutcome:
     node_name: str | None = None
     victims: tuple[int, ...] = ()
     lost: tuple[int, ...] = ()
+    # Node name → why evicting could not make room there; set when no node could be freed.
+    node_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def preempting(self) -> bool:
@@ -32,7 +36,10 @@ class PreemptionOutcome:
 
     @property
     def diagnostics(self) -> dict:
-        return {"preemption": {"node": self.node_name, "victims": list(self.victims), "lost": list(self.lost)}}
+        preemption = {"node": self.node_name, "victims": list(self.victims), "lost": list(self.lost)}
+        if self.node_reasons:
+            preemption["node_reasons"] = self.node_reasons
+        return {"preemption": preemption}
 
 
 def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome:
@@ -42,35 +49,35 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
     names only the victims this call won.
     """
     reason = f"preempted by task {preemptor.id} (priority {preemptor.priority}) to make room on {plan.node_name}"
-    won: list[int] = []
-    lost: list[int] = []
+    won: list[ActiveTask] = []
+    lost: list[ActiveTask] = []
     for victim in plan.victims:
         with transaction.atomic():
             if task_transition(victim.id, victim.status, lifecycle.PREEMPTING, reason=reason):
                 _note_on_victim(victim.id, preemptor_id=preemptor.id, reason=reason)
-                won.append(victim.id)
+                won.append(victim)
             else:
-                lost.append(victim.id)
+                lost.append(victim)
     return PreemptionOutcome(
         code=PREEMPTION_PENDING,
         message=pending_message(node_name=plan.node_name, victims=won, lost=lost),
         node_name=plan.node_name,
-        victims=tuple(won),
-        lost=tuple(lost),
+        victims=tuple(victim.id for victim in won),
+        lost=tuple(victim.id for victim in lost),
     )
 
 
-def pending_message(*, node_name: str, victims: list[int], lost: list[int] = ()) -> str:
+def pending_message(*, node_name: str, victims: Sequence[ActiveTask], lost: Sequence[ActiveTask] = ()) -> str:
     if not victims:
-        return f"preemption on {node_name} found its victims already gone: {_ids(lost)}"
-    message = f"waiting for {len(victims)} preempted task(s) to stop on {node_name}: {_ids(victims)}"
+        return f"Preemption on {node_name} found its victims gone meanwhile: {_describe(lost)}."
+    message = f"Preempting on {node_name}: {_describe(victims)}; binds once they have stopped."
     if lost:
-        message += f" (changed state meanwhile: {_ids(lost)})"
+        message += f" Changed state meanwhile: {_describe(lost)}."
     return message
 
 
-def _ids(task_ids) -> str:
-    return ", ".join(f"task {task_id}" for task_id in task_ids)
+def _describe(tasks: Sequence[ActiveTask]) -> str:
+    return ", ".join(f"task {task.id} (priority {task.priority})" for task in tasks)
 
 
 def _note_on_victim(victim_id: int, *, preemptor_id: int, reason: str) -> None:

@@ -5,10 +5,9 @@ so every hard rule of a normal attempt (NVLink `required`, `gpu-model`, the pree
 dedicated nodes) holds for the plan as well.
 """
 
-import copy
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduling import lifecycle
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
@@ -58,14 +57,10 @@ class PlanSearch:
     node_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
-    def summary(self) -> str:
-        if self.plan is not None:
-            victims = ", ".join(f"task {victim.id} (priority {victim.priority})" for victim in self.plan.victims)
-            return f"preempting {victims} on {self.plan.node_name}"
-        if not self.node_reasons:
-            return f"{NO_VICTIMS_FOUND}: no nodes"
-        reasons = "; ".join(f"{name}: {reason}" for name, reason in self.node_reasons.items())
-        return f"{NO_VICTIMS_FOUND}: {reasons}"
+    def failure_message(self) -> str:
+        """`no preemption victims found: <node>: <reason>; …` — why no node could be freed."""
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in self.node_reasons.items()) or "no nodes"
+        return f"{NO_VICTIMS_FOUND}: {reasons}."
 
 
 def may_preempt(task: TaskInfo) -> bool:
@@ -129,7 +124,11 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
 
 def _released(node: NodeInfo, victims: list[ActiveTask], occupants: list[ActiveTask]) -> NodeInfo:
     """A copy of `node` as it would be once `victims` stopped; the snapshot itself is left untouched."""
-    freed = copy.deepcopy(node)
+    freed = replace(
+        node,
+        cards=[replace(card, occupant_tenants=set(card.occupant_tenants)) for card in node.cards],
+        cache={},
+    )
     victim_ids = {victim.id for victim in victims}
     staying = [task for task in occupants if task.id not in victim_ids]
     cards = {card.index: card for card in freed.cards}

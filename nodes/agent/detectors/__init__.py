@@ -33,7 +33,8 @@ def default_detectors(numa_lookup: NumaLookup = sysfs_numa_node) -> list[Detecto
 
 def detect_all(runner: CommandRunner = run_command, detectors: Sequence[Detector] | None = None) -> list[Card]:
     """Cards of every vendor present, vendors in priority order, each vendor's cards in its CLI's order."""
-    return [card for detector in (default_detectors() if detectors is None else detectors) for card in detector.detect(runner)]
+    chosen = default_detectors() if detectors is None else detectors
+    return [card for detector in chosen for card in detector.detect(runner)]
 
 
 __all__ = [

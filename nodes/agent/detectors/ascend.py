@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Card, CommandRunner, Detector, NumaLookup, canonical_bus_id, fallback_uuid, no_numa, number, \
-    optional_number
+from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_number
 
 _USED_OF_TOTAL = re.compile(r"(\d+)\s*/\s*(\d+)")
 _BUS_ID_CELL = re.compile(r"[0-9A-Fa-fx]{4,8}:[0-9A-Fa-fx]{2}:[0-9A-Fa-fx]{2}\.[0-7]")
@@ -62,7 +61,7 @@ def _card(first_row: list[str], second_row: list[str], has_phy_id: bool, numa_of
         memory_used_mb=int(used),
         utilization=int(optional_number(second_row[2].split()[0]) or 0),
         temperature=int(number(temperature)),
-        numa=numa_of(bus_id) if canonical_bus_id(bus_id) else None,
+        numa=numa_of(bus_id),
     )
 
 

@@ -17,8 +17,8 @@ CommandRunner = Callable[[Sequence[str]], str]
 """Runs a vendor CLI and returns its stdout; raises ``OSError`` (e.g. not installed) or
 ``subprocess.SubprocessError`` (non-zero exit, timeout) when the command does not succeed."""
 
-NumaLookup = Callable[[str], "int | None"]
-"""Maps a PCI bus id as printed by a vendor CLI to the card's NUMA node, ``None`` when unknown."""
+NumaLookup = Callable[[str | None], int | None]
+"""Maps a PCI bus id as printed by a vendor CLI (``None``: not printed) to the card's NUMA node, ``None`` if unknown."""
 
 SYSFS_PCI_DEVICES = Path("/sys/bus/pci/devices")
 COMMAND_TIMEOUT_SECONDS = 15.0
@@ -51,7 +51,7 @@ def run_command(argv: Sequence[str]) -> str:
     return completed.stdout
 
 
-def sysfs_numa_node(bus_id: str, devices_dir: Path = SYSFS_PCI_DEVICES) -> int | None:
+def sysfs_numa_node(bus_id: str | None, devices_dir: Path = SYSFS_PCI_DEVICES) -> int | None:
     """NUMA node of a PCI device from sysfs; ``None`` when the bus id is unknown or the kernel reports -1."""
     canonical = canonical_bus_id(bus_id)
     if canonical is None:
@@ -63,7 +63,7 @@ def sysfs_numa_node(bus_id: str, devices_dir: Path = SYSFS_PCI_DEVICES) -> int |
     return node if node >= 0 else None
 
 
-def no_numa(_bus_id: str) -> None:
+def no_numa(_bus_id: str | None) -> None:
     """A :data:`NumaLookup` for hosts (and tests) where NUMA placement is unknown."""
     return None
 
@@ -117,6 +117,3 @@ class Detector(ABC):
     @abstractmethod
     def query(self, runner: CommandRunner) -> list[Card]:
         """Run the vendor CLI and parse it; may raise, :meth:`detect` turns failures into ``[]``."""
-
-    def numa_of(self, bus_id: str | None) -> int | None:
-        return self.numa_lookup(bus_id) if bus_id else None

@@ -23,7 +23,7 @@ def parse_brsmi_query(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
             memory_used_mb=int(number(block.require("memory usage/used", "used"))),
             utilization=round(optional_number(block.get("utilization/gpu", "gpu util") or "") or 0),
             temperature=round(optional_number(block.get("gpu current temp", "temperature/gpu") or "") or 0),
-            numa=numa_of(bus_id) if bus_id else None,
+            numa=numa_of(bus_id),
         ))
     return cards
 

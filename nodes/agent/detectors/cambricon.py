@@ -24,7 +24,7 @@ def parse_cnmon_info(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
             memory_used_mb=int(number(block.require("physical memory usage/used"))),
             utilization=round(optional_number(block.get("mlu average") or "") or 0),
             temperature=round(optional_number(temperature) or 0),
-            numa=numa_of(bus_id) if bus_id else None,
+            numa=numa_of(bus_id),
         ))
     return cards
 

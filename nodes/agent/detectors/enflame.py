@@ -23,7 +23,7 @@ def parse_efsmi_query(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
             memory_used_mb=int(number(block.require("mem used", "used"))),
             utilization=round(optional_number(block.get("gcu usage", "usage") or "") or 0),
             temperature=round(optional_number(block.get("gcu temperature", "temperature") or "") or 0),
-            numa=numa_of(bus_id) if bus_id else None,
+            numa=numa_of(bus_id),
         ))
     return cards
 

@@ -30,7 +30,7 @@ def parse_xpu_smi_machine(text: str, numa_of: NumaLookup = no_numa) -> list[Card
             memory_used_mb=int(number(fields[17])),
             utilization=int(number(fields[19])),
             temperature=int(number(fields[4])),
-            numa=numa_of(bus_id) if bus_id else None,
+            numa=numa_of(bus_id),
         ))
     return cards
 

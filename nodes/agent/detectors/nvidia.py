@@ -29,7 +29,7 @@ def parse_query_gpu_csv(text: str, gpu_type: str, fields: Sequence[str] = QUERY_
     for row in rows:
         if len(row) != len(fields):
             raise ValueError(f"expected {len(fields)} fields {list(fields)}, got {row}")
-        value = dict(zip(fields, (cell.strip() for cell in row)))
+        value = dict(zip(fields, (cell.strip() for cell in row), strict=True))
         index = int(value["index"])
         bus_id = value.get("pci.bus_id")
         cards.append(Card(
@@ -41,7 +41,7 @@ def parse_query_gpu_csv(text: str, gpu_type: str, fields: Sequence[str] = QUERY_
             memory_used_mb=int(optional_number(value.get("memory.used", "")) or 0),
             utilization=int(optional_number(value.get("utilization.gpu", "")) or 0),
             temperature=int(optional_number(value.get("temperature.gpu", "")) or 0),
-            numa=numa_of(bus_id) if bus_id else None,
+            numa=numa_of(bus_id),
         ))
     return cards
 

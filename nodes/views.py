@@ -1,0 +1,184 @@
+"""Node pages (staff): the filterable list and one node's cards, topology and admin settings."""
+
+from collections import defaultdict
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+
+from heteroflow_site.errors import DomainError
+from nodes.models import GPU_TYPES, Node
+from nodes.selectors import node_detail, nodes_list
+from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
+from scheduling.views import staff_required
+from tenants.models import Tenant
+
+LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
+PLACEMENT_FIELDS = ("region", "zone", "rack")
+PLACEMENT_MAX_LENGTH = Node._meta.get_field("region").max_length
+NUMA_COLOURS = ("#6366f1", "#0ea5e9", "#10b981", "#f59e0b", "#ec4899", "#8b5cf6", "#14b8a6", "#f97316")
+
+CARD_W, CARD_H, CARD_GAP, GROUP_PAD, GROUP_GAP, LABEL_H = 54, 38, 8, 10, 16, 18
+
+
+def _percent(part: float, whole: float) -> int:
+    return round(100 * part / whole) if whole else 0
+
+
+def _list_rows(nodes) -> list[dict]:
+    return [
+        {
+            "node": node,
+            "gpu_percent": _percent(node.gpu_used, node.gpu_total),
+            "cpu_percent": round(node.cpu_percent),
+            "memory_percent": _percent(node.memory_used_mb, node.memory_gb * 1024),
+        }
+        for node in nodes
+    ]
+
+
+@staff_required
+def node_list(request):
+    filters = {name: request.GET.get(name, "").strip() for name in LIST_FILTERS}
+    error = None
+    try:
+        nodes = nodes_list({name: value for name, value in filters.items() if value})
+    except DomainError as refusal:
+        error, nodes = refusal, Node.objects.none()
+    places = Node.objects.values_list("region", "zone", "rack")
+    context = {
+        "rows": _list_rows(nodes),
+        "filters": filters,
+        "error": error,
+        "gpu_types": GPU_TYPES,
+        "statuses": Node.Status.values,
+        "regions": sorted({region for region, _, _ in places if region}),
+        "zones": sorted({zone for _, zone, _ in places if zone}),
+        "racks": sorted({rack for _, _, rack in places if rack}),
+        "total": Node.objects.count(),
+    }
+    name = "nodes/node_list.html#node-table" if request.htmx else "nodes/node_list.html"
+    return TemplateResponse(request, name, context)
+
+
+def group_diagram(groups: list[tuple[str, list[int]]], colour_of: dict[int, str]) -> dict:
+    """Boxes for cards inside one enclosure per group, laid out left to right; geometry for a script-free SVG."""
+    x = 0
+    drawn = []
+    for label, cards in groups:
+        width = 2 * GROUP_PAD + len(cards) * CARD_W + (len(cards) - 1) * CARD_GAP
+        boxes = [{"card": card, "x": x + GROUP_PAD + i * (CARD_W + CARD_GAP), "colour": colour_of.get(card, "#94a3b8")}
+                 for i, card in enumerate(cards)]
+        drawn.append({"label": label, "x": x, "width": width, "cards": boxes})
+        x += width + GROUP_GAP
+    return {
+        "groups": drawn,
+        "width": max(x - GROUP_GAP, 1),
+        "height": LABEL_H + 2 * GROUP_PAD + CARD_H,
+        "card_w": CARD_W, "card_h": CARD_H, "card_y": LABEL_H + GROUP_PAD, "box_h": 2 * GROUP_PAD + CARD_H,
+    }
+
+
+def topology_drawings(detail: dict) -> dict:
+    numa_of = {card["index"]: card["numa"] for card in detail["cards"]}
+    numa_ids = sorted({numa for numa in numa_of.values() if numa is not None})
+    colour_of = {card: NUMA_COLOURS[numa_ids.index(numa) % len(NUMA_COLOURS)]
+                 for card, numa in numa_of.items() if numa is not None}
+    by_numa: dict = defaultdict(list)
+    for card, numa in sorted(numa_of.items()):
+        by_numa[numa].append(card)
+    numa_groups = [(f"NUMA {numa}" if numa is not None else "NUMA unknown", cards)
+                   for numa, cards in sorted(by_numa.items(), key=lambda item: (item[0] is None, item[0] or 0))]
+    topology = detail["topology"]
+    nvlink = None
+    if topology:
+        nvlink = group_diagram(
+            [(f"domain {n} · {len(cards)} card{'s' if len(cards) != 1 else ''}", cards)
+             for n, cards in enumerate(topology["domains"], start=1)], colour_of)
+    return {
+        "nvlink": nvlink,
+        "numa": group_diagram(numa_groups, colour_of) if numa_groups else None,
+        "legend": [{"numa": numa, "colour": NUMA_COLOURS[i % len(NUMA_COLOURS)]} for i, numa in enumerate(numa_ids)],
+    }
+
+
+def _card_rows(detail: dict) -> list[dict]:
+    hot = settings.SCHEDULER["load_thresholds"]["gpu_temperature_threshold"]
+    return [{**card, "memory_percent": _percent(card["memory_used_mb"], card["memory_total_mb"]),
+             "hot": card["temperature"] >= hot} for card in detail["cards"]]
+
+
+def _split_labels(labels: dict) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(admin labels, agent labels): only the admin's are editable here."""
+    admin, agent = [], []
+    for key, value in sorted(labels.items()):
+        (agent if key.startswith(AGENT_LABEL_PREFIX) else admin).append((key, value))
+    return admin, agent
+
+
+def _save_topology(request, node: Node) -> dict:
+    values = {name: request.POST.get(name, "").strip() for name in PLACEMENT_FIELDS}
+    errors = {name: f"at most {PLACEMENT_MAX_LENGTH} characters" for name, value in values.items()
+              if len(value) > PLACEMENT_MAX_LENGTH}
+    if not errors:
+        node_topology_update(node=node, actor=request.user, **values)
+    return {"topology_errors": errors, "topology_values": values, "saved": "topology" if not errors else None}
+
+
+def _save_labels(request, node: Node) -> dict:
+    pairs = [(key.strip(), value) for key, value in zip(request.POST.getlist("label_key"),
+                                                         request.POST.getlist("label_value"))]
+    pairs = [(key, value) for key, value in pairs if key or value]
+    missing_key = any(not key for key, _ in pairs)
+    if missing_key:
+        return {"labels_error": "every label needs a key", "label_rows": pairs}
+    try:
+        node_update(node=node, labels=dict(pairs), actor=request.user)
+    except DomainError as refusal:
+        return {"labels_error": refusal.message, "label_rows": pairs}
+    return {"saved": "labels"}
+
+
+def _save_settings(request, node: Node) -> dict:
+    tenant_id = request.POST.get("dedicated_tenant", "")
+    tenant = None
+    if tenant_id:
+        tenant = Tenant.objects.filter(id=tenant_id).first() if tenant_id.isdigit() else None
+        if tenant is None:
+            return {"settings_error": f"no tenant with id {tenant_id}"}
+    node_update(node=node, schedulable=request.POST.get("schedulable") == "on", dedicated_tenant=tenant,
+                actor=request.user)
+    return {"saved": "settings"}
+
+
+FORMS = {"topology": (_save_topology, "topology-form"), "labels": (_save_labels, "labels-form"),
+         "settings": (_save_settings, "settings-form")}
+
+
+@staff_required
+def node_page(request, node_id: int):
+    node = get_object_or_404(Node.objects.select_related("dedicated_tenant"), id=node_id)
+    outcome, fragment = {}, None
+    if request.method == "POST" and request.POST.get("form") in FORMS:
+        save, fragment = FORMS[request.POST["form"]]
+        outcome = save(request, node)
+        node.refresh_from_db()
+    detail = node_detail(node)
+    admin_labels, agent_labels = _split_labels(node.labels)
+    context = {
+        "node": node,
+        "detail": detail,
+        "cards": _card_rows(detail),
+        "drawings": topology_drawings(detail),
+        "usage": {key: (round(100 * value) if value is not None else None) for key, value in detail["usage"].items()},
+        "label_rows": admin_labels or [("", "")],
+        "agent_labels": agent_labels,
+        "tenants": Tenant.objects.all(),
+        "topology_values": {name: getattr(node, name) for name in PLACEMENT_FIELDS},
+        "topology_errors": {},
+        **outcome,
+    }
+    if fragment and request.htmx:
+        status = 400 if any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome) else 200
+        return TemplateResponse(request, f"nodes/node_detail.html#{fragment}", context, status=status)
+    return TemplateResponse(request, "nodes/node_detail.html", context)

@@ -1,0 +1,208 @@
+"""The `/plugins/` admin page: one view serves the page and, for htmx requests, the fragments it swaps."""
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from heteroflow_site.errors import DomainError
+from plugins_admin.models import NotificationChannel, PluginChange
+from plugins_admin.notifications import TASK_EVENTS
+from plugins_admin.selectors import notification_channels, plugin_history, plugin_listing, scheduler_plugins
+from plugins_admin.services import (
+    NOTIFICATION_AUDIT_PREFIX,
+    UnknownPlugin,
+    notification_channel_test,
+    notification_channel_update,
+    plugin_set_enabled,
+    plugin_update,
+)
+from scheduling.framework.registry import PREEMPT_STAGES
+from tenants.selectors import is_admin
+
+TEMPLATE = "plugins_admin/plugins.html"
+HISTORY_LENGTH = 20
+CHANNEL_LABELS = {
+    NotificationChannel.Kind.WEBHOOK: ("Webhook", "URL", "https://hooks.example.com/heteroflow"),
+    NotificationChannel.Kind.EMAIL: ("E-mail", "Recipients", "ops@example.com, oncall@example.com"),
+}
+PREEMPT_STAGE_LABELS = {
+    "disabled": "Disabled — never preempt",
+    "scheduled": "Scheduled or running victims",
+    "running": "Running victims only",
+}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def plugins_page(request: HttpRequest) -> HttpResponse:
+    if not is_admin(request.user):
+        raise PermissionDenied("the plugins page is for admins")
+    if request.method == "GET":
+        return render(request, TEMPLATE, _page_context())
+    operation = _OPERATIONS.get(request.POST.get("op", ""))
+    if operation is None:
+        return HttpResponseBadRequest("unknown operation")
+    try:
+        return operation(request)
+    except UnknownPlugin as exc:
+        raise Http404(f"no plugin named {exc}") from None
+
+
+def _toggle(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    enabled = request.POST.get("enabled") == "true"
+    return _plugin_change(request, name, "enabled",
+                          lambda: plugin_set_enabled(name=name, enabled=enabled, actor=request.user))
+
+
+def _weight(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    raw = request.POST.get("weight", "").strip()
+    if not raw.isdigit():
+        return _plugin_errors(request, name, "weight", "enter a whole number from 0 to 100", submitted=raw)
+    return _plugin_change(request, name, "weight",
+                          lambda: plugin_update(name=name, weight=int(raw), actor=request.user), submitted=raw)
+
+
+def _preempt_stage(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    stage = request.POST.get("preempt_stage", "")
+    return _plugin_change(request, name, "extra",
+                          lambda: plugin_update(name=name, extra={"preempt_stage": stage}, actor=request.user))
+
+
+def _plugin_change(request: HttpRequest, name: str, field: str, change: Callable[[], Any], *,
+                   submitted: str = "") -> HttpResponse:
+    try:
+        change()
+    except DomainError as exc:
+        return _plugin_errors(request, name, exc.field or field, exc.message, submitted=submitted)
+    if not request.htmx:
+        messages.success(request, f"Saved {name}.")
+        return redirect(request.path)
+    return render(request, f"{TEMPLATE}#plugin-update", _plugin_context(notice=name))
+
+
+def _plugin_errors(request: HttpRequest, name: str, field: str, message: str, *, submitted: str) -> HttpResponse:
+    errors = {name: {field: message, "submitted": submitted}}
+    if not request.htmx:
+        return render(request, TEMPLATE, _page_context(errors=errors), status=400)
+    return render(request, f"{TEMPLATE}#plugin-table", _plugin_context(errors=errors))
+
+
+def _channel_save(request: HttpRequest) -> HttpResponse:
+    kind = request.POST.get("kind", "")
+    submitted = {
+        "enabled": request.POST.get("enabled") == "true",
+        "target": request.POST.get("target", ""),
+        "events": request.POST.getlist("events"),
+    }
+    try:
+        notification_channel_update(kind=kind, actor=request.user, **submitted)
+    except DomainError as exc:
+        card = _channel_card(NotificationChannel(kind=kind, **submitted), errors={exc.field or "target": exc.message})
+        if not request.htmx:
+            return render(request, TEMPLATE, _page_context(channel_override=card), status=400)
+        return render(request, f"{TEMPLATE}#channel-card", {"channel": card})
+    if not request.htmx:
+        messages.success(request, f"Saved the {kind} channel.")
+        return redirect(request.path)
+    saved = next(channel for channel in notification_channels() if channel.kind == kind)
+    return render(request, f"{TEMPLATE}#channel-update",
+                  {"channel": _channel_card(saved, saved_note=True), "history": _history_rows()})
+
+
+def _channel_test(request: HttpRequest) -> HttpResponse:
+    kind = request.POST.get("kind", "")
+    try:
+        result = notification_channel_test(kind=kind)
+        outcome = {"ok": result.ok, "detail": result.detail}
+    except DomainError as exc:
+        outcome = {"ok": False, "detail": exc.message}
+    if not request.htmx:
+        (messages.success if outcome["ok"] else messages.error)(request, f"Test via {kind}: {outcome['detail']}")
+        return redirect(request.path)
+    return render(request, f"{TEMPLATE}#test-result", {"kind": kind, "test": outcome})
+
+
+_OPERATIONS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+    "toggle": _toggle,
+    "weight": _weight,
+    "preempt-stage": _preempt_stage,
+    "channel": _channel_save,
+    "channel-test": _channel_test,
+}
+
+
+def _page_context(*, errors: dict | None = None, channel_override: dict | None = None) -> dict[str, Any]:
+    channels = [_channel_card(channel) for channel in notification_channels()]
+    if channel_override:
+        channels = [channel_override if card["kind"] == channel_override["kind"] else card for card in channels]
+    return {**_plugin_context(errors=errors), "channels": channels}
+
+
+def _plugin_context(*, errors: dict | None = None, notice: str = "") -> dict[str, Any]:
+    errors = errors or {}
+    plugins = [{**plugin, "errors": errors.get(plugin["name"], {})} for plugin in plugin_listing()]
+    return {
+        "plugins": plugins,
+        "scheduler": _scheduler_view(scheduler_plugins()),
+        "history": _history_rows(),
+        "preempt_stages": [(stage, PREEMPT_STAGE_LABELS.get(stage, stage)) for stage in PREEMPT_STAGES],
+        "notice": notice,
+    }
+
+
+def _scheduler_view(held: dict[str, Any]) -> dict[str, Any]:
+    """The set the scheduler holds, with each scorer's share of the total weight for the panel's bars."""
+    total = sum(scorer["weight"] for scorer in held["scorers"]) or 1
+    scorers = [{**scorer, "share": round(100 * scorer["weight"] / total)} for scorer in held["scorers"]]
+    return {**held, "scorers": scorers}
+
+
+def _channel_card(channel: NotificationChannel, *, errors: dict | None = None, saved_note: bool = False) -> dict:
+    label, target_label, placeholder = CHANNEL_LABELS[channel.kind]
+    return {
+        "kind": channel.kind,
+        "label": label,
+        "target_label": target_label,
+        "placeholder": placeholder,
+        "enabled": channel.enabled,
+        "target": channel.target,
+        "events": [(event, event in channel.events) for event in TASK_EVENTS],
+        "errors": errors or {},
+        "saved_note": saved_note,
+    }
+
+
+def _history_rows() -> list[dict[str, Any]]:
+    return [_history_row(change) for change in plugin_history(limit=HISTORY_LENGTH)]
+
+
+def _history_row(change: PluginChange) -> dict[str, Any]:
+    keys = [key for key in {**change.before, **change.after} if change.before.get(key) != change.after.get(key)]
+    return {
+        "at": change.at,
+        "actor": change.actor.username if change.actor else "system",
+        "plugin": change.plugin.removeprefix(NOTIFICATION_AUDIT_PREFIX),
+        "is_notification": change.plugin.startswith(NOTIFICATION_AUDIT_PREFIX),
+        "diff": [(key, _shown(change.before.get(key)), _shown(change.after.get(key))) for key in keys],
+    }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={item}" for key, item in value.items()) or "—"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value) or "—"
+    if value in (None, ""):
+        return "—"
+    return str(value)

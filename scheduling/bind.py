@@ -1,0 +1,293 @@
+"""Bind (SPEC §5): turn the framework's choice into a placement, against live data, all or nothing.
+
+One transaction per task, in three statements besides BEGIN/COMMIT, because binding is the scheduler's hot path:
+
+1. lock the node row (`SELECT … FOR UPDATE`): binds on one node serialise, and every statement after the lock sees
+   every bind that committed before ours (READ COMMITTED takes a fresh snapshot per statement);
+2. read the live cards and the node's active placements;
+3. after the re-checks pass in Python, claim the task: the `pending → scheduled` compare-and-swap, the node's
+   `gpu_used` ledger and the timeline row in ONE statement (`_claim`), with `task_transitioned` sent after commit
+   exactly as `task_transition` does for every other arc.
+
+Any refusal raises inside the transaction, so the task stays pending and no ledger moves. Losing the CAS means
+another scheduler instance took the task: that is `BindConflict`, skipped silently by the cycle.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from nodes.models import GPU, Node
+from scheduling import lifecycle, quotas
+from scheduling.framework import reasons
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task, TaskEvent, TaskType
+from scheduling.shards import ShardAllocationError, allocate_shard
+from scheduling.signals import task_transitioned
+from tenants.models import Tenant
+
+_AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
+_ACTIVE = sorted(ACTIVE_STATES)
+
+_LOCK_NODE = f"""
+SELECT n.name, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb, n.memory_gb,
+       n.gpu_total, n.gpu_used,
+       (SELECT t.gpu_quota FROM {Tenant._meta.db_table} t WHERE t.id = %(tenant_id)s)
+FROM {Node._meta.db_table} n WHERE n.id = %(node_id)s
+FOR UPDATE OF n
+"""
+
+_LIVE_NODE = f"""
+SELECT
+  (SELECT coalesce(json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
+                                             g.temperature)), '[]'::json)
+     FROM {GPU._meta.db_table} g WHERE g.node_id = %(node_id)s AND g.index = ANY(%(cards)s)),
+  (SELECT coalesce(json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port)), '[]'::json)
+     FROM {Task._meta.db_table} t WHERE t.node_id = %(node_id)s AND t.status = ANY(%(active)s))
+"""
+
+_CLAIM = f"""
+WITH claimed AS (
+    UPDATE {Task._meta.db_table}
+       SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, reason = %(reason)s,
+           node_id = %(node_id)s, gpus = %(gpus)s, port = %(port)s, shard = %(shard)s, env = env || %(env)s
+     WHERE id = %(task_id)s AND status = %(from_status)s
+ RETURNING id, tenant_id, gpu_required
+), ledger AS (
+    UPDATE {Node._meta.db_table} n SET gpu_used = n.gpu_used + claimed.gpu_required
+      FROM claimed WHERE n.id = %(node_id)s AND claimed.gpu_required <> 0
+), timeline AS (
+    INSERT INTO {TaskEvent._meta.db_table} (task_id, from_status, to_status, reason, at)
+    SELECT id, %(from_status)s, %(to_status)s, %(reason)s, %(now)s FROM claimed
+)
+SELECT tenant_id FROM claimed
+"""
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    code: str
+    message: str
+    port: int | None = None
+    shard: dict[str, Any] | None = None
+
+    @property
+    def bound(self) -> bool:
+        return self.code == reasons.SCHEDULED
+
+    @property
+    def conflict(self) -> bool:
+        return self.code == reasons.BIND_CONFLICT
+
+
+class BindRefused(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class _LiveNode:
+    name: str
+    status: str
+    schedulable: bool
+    dedicated_tenant_id: int | None
+    cpu_percent: float
+    memory_used_mb: int
+    memory_gb: int
+    gpu_total: int
+    gpu_used: int
+    tenant_quota: int | None
+
+
+def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: SchedulerConfig) -> BindOutcome:
+    """Place `task` on `cards` of `node` (SPEC §5) or change nothing; the outcome's code says which."""
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                live = _lock_node(cursor, task, node)
+                if live is None:
+                    raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
+                live_cards, placements = _read_live(cursor, node.id, cards)
+                _check_node(task, live, config)
+                _check_cards(task, live, cards, live_cards, placements, config)
+                port = _choose_port(task, live, placements, config)
+                shard = _make_shard(task, node, cards)
+                if live.tenant_quota is not None:
+                    _check_quota(task)
+                reason = f"bound to {live.name}"
+                if not _claim(cursor, task, node.id, cards, port=port, shard=shard, reason=reason):
+                    raise BindRefused(reasons.BIND_CONFLICT, "another scheduler instance bound the task first")
+    except BindRefused as refused:
+        return BindOutcome(code=refused.code, message=refused.message)
+    return BindOutcome(code=reasons.SCHEDULED, message=_bound_message(live.name, cards, port), port=port, shard=shard)
+
+
+def _lock_node(cursor, task: TaskInfo, node: NodeInfo) -> _LiveNode | None:
+    cursor.execute(_LOCK_NODE, {"node_id": node.id, "tenant_id": task.tenant_id})
+    row = cursor.fetchone()
+    return _LiveNode(*row) if row else None
+
+
+def _read_live(cursor, node_id: int, cards: list[int]) -> tuple[dict[int, CardInfo], list[list]]:
+    cursor.execute(_LIVE_NODE, {"node_id": node_id, "cards": list(cards), "active": _ACTIVE})
+    card_rows, placements = cursor.fetchone()
+    live_cards = {
+        index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
+                        temperature=temperature)
+        for index, total, used, utilization, temperature in card_rows
+    }
+    for tenant_id, _type, gpus, shard, _port in placements:
+        if shard:
+            card = live_cards.get(shard.get("card"))
+            if card is not None:
+                card.shard_tasks += 1
+                card.shard_memory_mb += int(shard.get("memory_limit_mb") or 0)
+                card.occupant_tenants.add(tenant_id)
+            continue
+        for index in gpus or ():
+            card = live_cards.get(index)
+            if card is not None:
+                card.whole_card_tasks += 1
+                card.occupant_tenants.add(tenant_id)
+    return live_cards, placements
+
+
+def _check_node(task: TaskInfo, live: _LiveNode, config: SchedulerConfig) -> None:
+    if live.status not in _AVAILABLE_NODE_STATES or not live.schedulable:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {live.name} is {live.status}"
+                          + ("" if live.schedulable else " and cordoned"))
+    if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {live.name} is {reasons.DEDICATED_OTHER_TENANT}")
+    if live.cpu_percent >= config.cpu_percent:
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                          f"node {live.name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)")
+    if live.memory_gb:
+        memory_percent = 100.0 * live.memory_used_mb / (live.memory_gb * 1024)
+        if memory_percent >= config.memory_percent:
+            raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                              f"node {live.name} memory at {memory_percent:.1f} % "
+                              f"(threshold {config.memory_percent:g} %)")
+    if task.gpu_required and live.gpu_used + task.gpu_required > live.gpu_total:
+        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                          f"node {live.name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, "
+                          f"the task needs {task.gpu_required}")
+
+
+def _check_cards(task: TaskInfo, live: _LiveNode, cards: list[int], live_cards: dict[int, CardInfo],
+                 placements: list[list], config: SchedulerConfig) -> None:
+    wanted = task.gpu_required or (1 if task.is_fractional else 0)
+    if len(set(cards)) != wanted:
+        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                          f"node {live.name} offers {len(set(cards))} cards, the task needs {wanted}")
+    if task.type == TaskType.INFERENCE:
+        inference = sum(1 for placement in placements if placement[1] == TaskType.INFERENCE)
+        if inference >= config.inference_max_per_node:
+            raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                              f"node {live.name} already runs {inference} inference containers")
+    for index in cards:
+        card = live_cards.get(index)
+        if card is None:
+            raise BindRefused(reasons.INSUFFICIENT_RESOURCES, f"node {live.name} has no card {index}")
+        _check_card_load(live.name, card, config)
+        if task.is_fractional:
+            continue  # memory, compute and tenants of a shared card are the shard allocation's to check
+        if not card.is_free:
+            raise BindRefused(reasons.INSUFFICIENT_RESOURCES, f"card {index} of {live.name} is taken")
+        if task.gpu_memory_mb and config.card_free_mb(card) < task.gpu_memory_mb:
+            raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                              f"card {index} of {live.name} has {max(config.card_free_mb(card), 0):.0f} MB free "
+                              f"after reserve, the task needs {task.gpu_memory_mb} MB")
+
+
+def _check_card_load(node_name: str, card: CardInfo, config: SchedulerConfig) -> None:
+    where = f"card {card.index} of {node_name}"
+    if config.card_overloaded(card):
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                          f"{where} memory at {card.memory_utilization_percent:.1f} % "
+                          f"(threshold {config.gpu_memory_percent:g} %)")
+    if card.utilization >= config.gpu_utilization_percent:
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                          f"{where} utilisation at {card.utilization:g} % "
+                          f"(threshold {config.gpu_utilization_percent:g} %)")
+    if card.temperature >= config.gpu_temperature_threshold:
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                          f"{where} at {card.temperature:g} °C (threshold {config.gpu_temperature_threshold:g} °C)")
+
+
+def _choose_port(task: TaskInfo, live: _LiveNode, placements: list[list], config: SchedulerConfig) -> int | None:
+    """The lowest host port of the range that no active task on the node holds (inference only)."""
+    if task.type != TaskType.INFERENCE:
+        return None
+    taken = {placement[4] for placement in placements if placement[4] is not None}
+    for port in range(config.port_range_start, config.port_range_end + 1):
+        if port not in taken:
+            return port
+    raise BindRefused(reasons.PORTS_EXHAUSTED,
+                      f"node {live.name} has no free port in {config.port_range_start}–{config.port_range_end}")
+
+
+def _make_shard(task: TaskInfo, node: NodeInfo, cards: list[int]) -> dict[str, Any] | None:
+    if not task.is_fractional:
+        return None
+    try:
+        return allocate_shard(task=task, node=node, card=cards[0])
+    except ShardAllocationError as error:
+        raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, str(error)) from error
+
+
+def _check_quota(task: TaskInfo) -> None:
+    try:
+        quotas.lock_and_check_quota(task_id=task.id, tenant_id=task.tenant_id, gpu_required=task.gpu_required)
+    except quotas.QuotaExceededError as error:
+        raise BindRefused(reasons.QUOTA_EXCEEDED, str(error)) from error
+
+
+def _claim(cursor, task: TaskInfo, node_id: int, cards: list[int], *, port: int | None,
+           shard: dict[str, Any] | None, reason: str) -> bool:
+    """The `pending → scheduled` arc of `task_transition`, in one statement; True if this call won the CAS."""
+    lifecycle.check_transition(lifecycle.PENDING, lifecycle.SCHEDULED)
+    cursor.execute(
+        _CLAIM,
+        {
+            "task_id": task.id,
+            "from_status": lifecycle.PENDING,
+            "to_status": lifecycle.SCHEDULED,
+            "now": timezone.now(),
+            "reason": reason,
+            "node_id": node_id,
+            "gpus": Jsonb(list(cards)),
+            "port": port,
+            "shard": Jsonb(shard) if shard else None,
+            "env": Jsonb(shard.get("env", {}) if shard else {}),
+        },
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return False
+    tenant_id = row[0]
+    transaction.on_commit(
+        lambda: task_transitioned.send(
+            sender=Task,
+            task_id=task.id,
+            tenant_id=tenant_id,
+            from_status=lifecycle.PENDING,
+            to_status=lifecycle.SCHEDULED,
+            reason=reason,
+        )
+    )
+    return True
+
+
+def _bound_message(node_name: str, cards: list[int], port: int | None) -> str:
+    message = f"bound to {node_name}"
+    if cards:
+        message += f" (cards {', '.join(map(str, cards))})"
+    if port is not None:
+        message += f", port {port}"
+    return message

@@ -1,0 +1,228 @@
+"""The scheduling cycle (SPEC §4): take up to 200 pending tasks, place each one, record what happened.
+
+Per cycle: the plugin set is read from the database (so every instance applies a change at its next cycle), the
+cluster snapshot is built once, and each task goes admission → framework → bind; a successful bind updates the
+in-memory snapshot so the next task of the cycle sees it. Several instances may run cycles at once: they take
+disjoint windows of the queue through the shared scan cursor, and the bind's compare-and-swap settles any overlap.
+"""
+
+import logging
+import random
+import time
+from dataclasses import dataclass, replace
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from plugins_admin.selectors import current_plugin_set
+from scheduling import immediate_queue, lifecycle, quotas
+from scheduling.bind import bind_task
+from scheduling.diagnostics import AttemptBatch
+from scheduling.framework import reasons
+from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
+from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin_set
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.models import CycleRecord, ScanCursor, Task
+from scheduling.signals import cycle_completed
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
+
+logger = logging.getLogger(__name__)
+
+CYCLE_LIMIT = 200
+CURSOR_NAME = "main"
+# Freshly created tasks go first, but never take more than half a cycle: the cursor's walk to the tail of the
+# queue must keep moving even while tasks are created faster than they can be placed.
+IMMEDIATE_SHARE = 0.5
+# Only these failures can be cured by evicting lower-priority work (SPEC §9).
+PREEMPTION_TRIGGERS = frozenset({reasons.NO_SCHEDULABLE_NODES, reasons.INSUFFICIENT_RESOURCES})
+_QUEUE_ORDER = ("-priority", "created_at", "id")
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    considered: int
+    bound: int
+    failed: int
+    preempting: int
+    duration_ms: float
+    cycle_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"considered": self.considered, "bound": self.bound, "failed": self.failed,
+                "preempting": self.preempting, "duration_ms": self.duration_ms}
+
+
+def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit: int = CYCLE_LIMIT,
+              plugin_settings: list[PluginSetting] | None = None) -> CycleResult:
+    """Run one cycle. `plugin_settings` overrides the stored plugin configuration (tests, benchmarks)."""
+    started_at = timezone.now()
+    clock = time.perf_counter()
+    rng = rng or random.Random()
+    tasks = take_pending_tasks(limit)
+    bound = failed = preempting = 0
+    if tasks:
+        plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
+        config = SchedulerConfig.from_settings()
+        framework = Framework(plugin_set, config)
+        snapshot = build_snapshot()
+        usage = quotas.QuotaUsage.load()
+        attempts = AttemptBatch()
+        for task in tasks:
+            outcome = _place(task, framework, snapshot, usage, attempts, rng)
+            bound += outcome == reasons.SCHEDULED
+            preempting += outcome == reasons.PREEMPTION_PENDING
+            failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+        attempts.flush()
+    duration_ms = round((time.perf_counter() - clock) * 1000, 3)
+    result = CycleResult(considered=len(tasks), bound=bound, failed=failed, preempting=preempting,
+                         duration_ms=duration_ms)
+    if not tasks:
+        return result
+    cycle_id = _record_cycle(started_at, result)
+    logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict())
+    return replace(result, cycle_id=cycle_id)
+
+
+def check_admission(task: TaskInfo, usage: quotas.QuotaUsage):
+    """The admission seam before placement: tenant GPU quotas (SPEC §1). A Status means the task waits."""
+    return quotas.check_admission(task, usage)
+
+
+def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, plugin_set: PluginSet):
+    """The preemption seam (SPEC §9), after a NoSchedulableNodes / InsufficientResources attempt.
+
+    Returns the preemption module's outcome (its `code` is the attempt code, PreemptionPending when victims are
+    now being evicted) or None when preemption has nothing to offer.
+    """
+    from scheduling import preemption
+
+    attempt = getattr(preemption, "try_preemption", None)
+    if attempt is None:
+        return None
+    return attempt(task, result, snapshot, plugin_set)
+
+
+def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
+           attempts: AttemptBatch, rng: random.Random) -> str:
+    """One task through admission, the framework and bind; returns the attempt code."""
+    refusal = check_admission(task, usage)
+    if refusal is not None:
+        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason, [])
+        return reasons.QUOTA_EXCEEDED
+    result = framework.schedule(task, snapshot, rng)
+    if result.node is None:
+        outcome = try_preemption(task, result, snapshot, framework.plugin_set) \
+            if result.code in PREEMPTION_TRIGGERS else None
+        if outcome is not None:
+            attempts.add(task.id, outcome.code, outcome.message, result.diagnostic_nodes(), outcome.diagnostics)
+            return outcome.code
+        attempts.add(task.id, result.code, result.message, result.diagnostic_nodes())
+        return result.code
+    node = result.node
+    cards = framework.select_cards(task, node, tenancy=snapshot.tenancy)
+    bind = bind_task(task, node, cards, config=framework.config)
+    if bind.conflict:
+        # Another instance placed the task; its attempt is the one to keep.
+        attempts.count(reasons.BIND_CONFLICT)
+        return reasons.BIND_CONFLICT
+    if bind.bound:
+        apply_bind(snapshot, task, node, cards)
+        usage.record_bind(task)
+        attempts.add(task.id, reasons.SCHEDULED, result.message, result.diagnostic_nodes(),
+                     {"bound": bind.message})
+        return reasons.SCHEDULED
+    # Live data disagreed with the snapshot: refresh that node so later tasks of this cycle judge it correctly.
+    refresh_node(snapshot, node.id)
+    attempts.add(task.id, bind.code, f"{result.message} Bind to {node.name} refused: {bind.message}",
+                 result.diagnostic_nodes())
+    return bind.code
+
+
+def take_pending_tasks(limit: int = CYCLE_LIMIT) -> list[TaskInfo]:
+    """Immediate-queue tasks first, then the next window of the queue from the scan cursor (wrapping to the head),
+    the window in queue order: priority descending, then creation time, then id."""
+    immediate = _immediate_tasks(int(limit * IMMEDIATE_SHARE))
+    window = _advance_cursor(limit - len(immediate), exclude={task.id for task in immediate})
+    return immediate + window
+
+
+def _immediate_tasks(limit: int) -> list[TaskInfo]:
+    if limit <= 0:
+        return []
+    try:
+        queued = immediate_queue.drain(limit)
+    except Exception:  # the queue only shortens the wait; the cursor finds these tasks anyway
+        logger.warning("immediate queue unavailable", exc_info=True)
+        return []
+    if not queued:
+        return []
+    rows = Task.objects.filter(id__in=queued, status=lifecycle.PENDING).values_list(*TASK_INFO_FIELDS)
+    by_id = {row[0]: task_info_from_row(row) for row in rows}
+    return [by_id.pop(task_id) for task_id in queued if task_id in by_id]
+
+
+def _advance_cursor(limit: int, *, exclude: set[int]) -> list[TaskInfo]:
+    """The `limit` pending tasks after the shared cursor, wrapping to the head; moves the cursor past them.
+
+    The cursor row is locked while the window is chosen, so concurrent instances take consecutive windows.
+    """
+    if limit <= 0:
+        return []
+    pending = Task.objects.filter(status=lifecycle.PENDING).exclude(id__in=exclude).order_by(*_QUEUE_ORDER)
+    with transaction.atomic():
+        cursor = _locked_cursor()
+        after = _after_cursor(cursor)
+        rows = list(pending.filter(after).values_list(*TASK_INFO_FIELDS)[:limit]) if after else []
+        wrapped = []
+        if len(rows) < limit:
+            taken = [row[0] for row in rows]
+            wrapped = list(pending.exclude(id__in=taken).values_list(*TASK_INFO_FIELDS)[: limit - len(rows)])
+        # Everything pending fitted in this window: the next one starts again from the head.
+        exhausted = len(rows) + len(wrapped) < limit
+        _move_cursor(cursor, None if exhausted else (wrapped or rows)[-1])
+    tasks = [task_info_from_row(row) for row in rows + wrapped]
+    tasks.sort(key=lambda task: (-task.priority, task.created_at, task.id))
+    return tasks
+
+
+def _locked_cursor() -> ScanCursor:
+    cursor = ScanCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()
+    if cursor is None:
+        ScanCursor.objects.bulk_create([ScanCursor(name=CURSOR_NAME)], ignore_conflicts=True)
+        cursor = ScanCursor.objects.select_for_update().get(name=CURSOR_NAME)
+    return cursor
+
+
+def _after_cursor(cursor: ScanCursor) -> Q | None:
+    """Tasks strictly after the cursor in queue order; None when the cursor is at the head."""
+    if cursor.task_id is None:
+        return None
+    priority, created_at, task_id = cursor.priority, cursor.created_at, cursor.task_id
+    return (
+        Q(priority__lt=priority)
+        | Q(priority=priority, created_at__gt=created_at)
+        | Q(priority=priority, created_at=created_at, id__gt=task_id)
+    )
+
+
+def _move_cursor(cursor: ScanCursor, last_row: tuple | None) -> None:
+    if last_row is None:
+        priority = created_at = task_id = None
+    else:
+        fields = dict(zip(TASK_INFO_FIELDS, last_row))
+        priority, created_at, task_id = fields["priority"], fields["created_at"], fields["id"]
+    if (cursor.priority, cursor.created_at, cursor.task_id) == (priority, created_at, task_id):
+        return
+    ScanCursor.objects.filter(id=cursor.id).update(priority=priority, created_at=created_at, task_id=task_id)
+
+
+def _record_cycle(started_at, result: CycleResult) -> int:
+    with transaction.atomic():
+        record = CycleRecord.objects.create(
+            started_at=started_at, considered=result.considered, bound=result.bound, failed=result.failed,
+            preempting=result.preempting, duration_ms=result.duration_ms,
+        )
+        figures = result.as_dict()
+        transaction.on_commit(lambda: cycle_completed.send(sender=CycleRecord, cycle_id=record.id, **figures))
+    return record.id

@@ -1,0 +1,117 @@
+"""Scheduling diagnostics (SPEC §12): the latest attempt of every task, attempt counts per code, fragmentation.
+
+A cycle collects its attempts in an `AttemptBatch` and writes them in two statements at its end, whatever the
+number of tasks: the per-task upsert would otherwise cost a round trip per attempt on the scheduler's hot path.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from nodes.models import Node
+from scheduling.framework.snapshot import ClusterSnapshot
+from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
+
+FRAGMENTATION_SIZES = (1, 2, 4, 8)
+_AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
+
+# Attempts of tasks deleted meanwhile are dropped by the join rather than failing the whole batch.
+_UPSERT_ATTEMPTS = f"""
+INSERT INTO {SchedulingAttempt._meta.db_table} (task_id, code, message, nodes, extra, at)
+SELECT a.task_id, a.code, a.message, a.nodes, a.extra, %(now)s
+  FROM unnest(%(task_ids)s::bigint[], %(codes)s::text[], %(messages)s::text[], %(nodes)s::jsonb[],
+              %(extras)s::jsonb[]) AS a(task_id, code, message, nodes, extra)
+  JOIN {Task._meta.db_table} t ON t.id = a.task_id
+ORDER BY a.task_id
+ON CONFLICT (task_id) DO UPDATE
+   SET code = EXCLUDED.code, message = EXCLUDED.message, nodes = EXCLUDED.nodes, extra = EXCLUDED.extra,
+       at = EXCLUDED.at
+"""
+
+_COUNT_CODES = f"""
+INSERT INTO {AttemptCodeCount._meta.db_table} (code, count)
+SELECT c.code, c.count FROM unnest(%(codes)s::text[], %(counts)s::bigint[]) AS c(code, count) ORDER BY c.code
+ON CONFLICT (code) DO UPDATE SET count = {AttemptCodeCount._meta.db_table}.count + EXCLUDED.count
+"""
+
+
+@dataclass
+class _Attempt:
+    code: str
+    message: str
+    nodes: list[dict[str, Any]]
+    extra: dict[str, Any]
+
+
+@dataclass
+class AttemptBatch:
+    """Attempts gathered during a cycle; `flush` writes them all (a later attempt of a task replaces an earlier)."""
+
+    attempts: dict[int, _Attempt] = field(default_factory=dict)
+    code_counts: Counter = field(default_factory=Counter)
+
+    def add(self, task_id: int, code: str, message: str, nodes: list[dict[str, Any]],
+            extra: dict[str, Any] | None = None) -> None:
+        self.attempts[task_id] = _Attempt(code, message, nodes, extra or {})
+        self.code_counts[code] += 1
+
+    def count(self, code: str) -> None:
+        """Count an attempt whose details must not replace the task's latest attempt (a lost bind race)."""
+        self.code_counts[code] += 1
+
+    def flush(self, *, now=None) -> None:
+        if not self.attempts and not self.code_counts:
+            return
+        task_ids = sorted(self.attempts)
+        with transaction.atomic(), connection.cursor() as cursor:
+            if task_ids:
+                attempts = [self.attempts[task_id] for task_id in task_ids]
+                cursor.execute(
+                    _UPSERT_ATTEMPTS,
+                    {
+                        "now": now or timezone.now(),
+                        "task_ids": task_ids,
+                        "codes": [attempt.code for attempt in attempts],
+                        "messages": [attempt.message for attempt in attempts],
+                        "nodes": [Jsonb(attempt.nodes) for attempt in attempts],
+                        "extras": [Jsonb(attempt.extra) for attempt in attempts],
+                    },
+                )
+            if self.code_counts:
+                codes = sorted(self.code_counts)
+                cursor.execute(_COUNT_CODES, {"codes": codes, "counts": [self.code_counts[code] for code in codes]})
+        self.attempts.clear()
+        self.code_counts.clear()
+
+
+def record_attempt(task_id: int, code: str, message: str, nodes: list[dict[str, Any]],
+                   extra: dict[str, Any] | None = None) -> None:
+    """Store `task_id`'s latest attempt and count its code, at once (outside a cycle's batch)."""
+    batch = AttemptBatch()
+    batch.add(task_id, code, message, nodes, extra)
+    batch.flush()
+
+
+def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """Free cards on available nodes vs the cards a k-card task could use: Σ over nodes of ⌊free/k⌋·k."""
+    free_per_node = [_free_cards(node) for node in snapshot.nodes
+                     if node.status in _AVAILABLE_NODE_STATES and node.schedulable]
+    return {
+        "free_cards": sum(free_per_node),
+        "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},
+    }
+
+
+def attempt_counts() -> dict[str, int]:
+    """Attempts per code since the cluster started, most frequent first."""
+    return dict(AttemptCodeCount.objects.order_by("-count", "code").values_list("code", "count"))
+
+
+def _free_cards(node) -> int:
+    if not node.cards:
+        return node.free_gpus
+    return min(node.free_gpus, sum(1 for card in node.cards if card.is_free))

@@ -1,0 +1,70 @@
+"""Replica counts of inference groups: the desired figure, and the rebuild loop that keeps it (SPEC §11)."""
+
+import logging
+
+from django.db import transaction
+
+from heteroflow_site.errors import DomainError
+from scheduling import lifecycle
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.services.task_create import task_create
+from scheduling.services.task_stop import task_stop
+
+logger = logging.getLogger(__name__)
+
+LIVE_STATES = ACTIVE_STATES | {lifecycle.PENDING}
+
+
+def live_replicas(group: TaskGroup) -> list[Task]:
+    return list(group.members.filter(status__in=LIVE_STATES).order_by("-rank", "-id"))
+
+
+def set_desired_replicas(group: TaskGroup, desired: int, *, reason: str) -> None:
+    """Record the desired count and stop the replicas above it (newest first); growth is the rebuild loop's job."""
+    group.replicas = desired
+    excess = live_replicas(group)[: max(len(live_replicas(group)) - desired, 0)]
+    for replica in excess:
+        try:
+            task_stop(task=replica, reason=reason)
+        except DomainError:
+            logger.info("replica %s of group %s already finished", replica.id, group.id)
+
+
+def rebuild_inference_groups() -> int:
+    """Create pending replicas for every inference group with fewer live replicas than desired; return how many."""
+    created = 0
+    groups = TaskGroup.objects.select_related("tenant").filter(type=TaskType.INFERENCE, replicas__gt=0).exclude(
+        status=TaskGroup.Status.STOPPED
+    )
+    for group in groups:
+        if not group.tenant.is_active:
+            continue
+        with transaction.atomic():
+            locked = TaskGroup.objects.select_for_update().get(id=group.id)
+            live = live_replicas(locked)
+            next_rank = (max((task.rank or 0 for task in live), default=-1)) + 1
+            for offset in range((locked.replicas or 0) - len(live)):
+                create_member(locked, rank=next_rank + offset)
+                created += 1
+    return created
+
+
+def create_member(group: TaskGroup, *, rank: int) -> Task:
+    return task_create(
+        tenant=group.tenant,
+        name=f"{group.name}-{rank}",
+        type=group.type,
+        image=group.image,
+        command=group.command,
+        gpu_type=group.gpu_type,
+        gpu_required=group.gpus_per_worker,
+        priority=group_priority(group),
+        group=group,
+        rank=rank,
+    )
+
+
+def group_priority(group: TaskGroup) -> int:
+    first = group.members.order_by("id").values_list("priority", flat=True).first()
+    return first if first is not None else 50

@@ -1,0 +1,56 @@
+from django.db import transaction
+
+from heteroflow_site.errors import DomainError
+from scheduling.groups.windows import validate_window
+from scheduling.models import Parallelism, Task, TaskGroup, TaskType
+from scheduling.services.task_create import task_create
+from tenants.models import Tenant
+
+
+def task_group_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    type: str,
+    world_size: int,
+    gpus_per_worker: int,
+    parallelism: str = Parallelism.DATA,
+    gpu_type: str = "",
+    replicas: int | None = None,
+    window: dict | None = None,
+    image: str = "",
+    command: str = "",
+    priority: int = 50,
+) -> TaskGroup:
+    """Create a group and its member tasks, all pending, in one transaction (SPEC §10, §14)."""
+    if not tenant.is_active:
+        raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
+    if type == TaskType.TRAINING and (replicas is not None or window is not None):
+        raise DomainError("replicas and window apply to inference groups only",
+                          field="replicas" if replicas is not None else "window")
+    if window is not None:
+        try:
+            window = validate_window(window)
+        except ValueError as problem:
+            raise DomainError(str(problem), field="window") from None
+    with transaction.atomic():
+        group = TaskGroup.objects.create(
+            tenant=tenant, name=name, type=type, world_size=world_size, gpus_per_worker=gpus_per_worker,
+            parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
+            window=window, image=image, command=command,
+        )
+        count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
+        if type == TaskType.INFERENCE and replicas is None:
+            group.replicas = count
+            group.save(update_fields=["replicas"])
+        for rank in range(count):
+            task_create(
+                tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
+                gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
+            )
+    return group
+
+
+def group_member_rows(group: TaskGroup) -> list[Task]:
+    return list(group.members.select_related("node").order_by("rank", "id"))
+

@@ -1,0 +1,69 @@
+"""The housekeeping tickers of SPEC §11: backlog recovery, task timeouts, training wake-up."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from nodes.models import Node
+from scheduling import immediate_queue, lifecycle
+from scheduling.models import Task, TaskType
+from scheduling.services.task_transition import task_transition
+
+logger = logging.getLogger(__name__)
+
+UNCLAIMED_AFTER = timedelta(minutes=5)
+TIMEOUT_REASON = "Timeout"
+# Attempt codes of a training task that waits for cards rather than for something else (quota, type…).
+WAITING_FOR_CARDS = ("InsufficientResources", "PreemptionPending", "NoSchedulableNodes")
+
+
+def recover_backlog(now: datetime | None = None) -> int:
+    """Send back to pending the scheduled tasks whose node went offline or that no agent claimed in 5 minutes."""
+    now = now or timezone.now()
+    stuck = Task.objects.filter(status=lifecycle.SCHEDULED).filter(
+        Q(node__status=Node.Status.OFFLINE) | Q(node__isnull=True) | Q(scheduled_at__lt=now - UNCLAIMED_AFTER)
+    )
+    recovered = 0
+    for task_id, node_status in stuck.values_list("id", "node__status"):
+        reason = "node offline" if node_status == Node.Status.OFFLINE else "not claimed by an agent within 5 minutes"
+        if task_transition(task_id, lifecycle.SCHEDULED, lifecycle.PENDING, reason=f"backlog recovery: {reason}"):
+            recovered += 1
+    return recovered
+
+
+def enforce_task_timeouts(now: datetime | None = None) -> int:
+    """Running longer than `default_task_timeout` ⇒ stopping (the agent stops it), then failed with `Timeout`."""
+    now = now or timezone.now()
+    limit = timedelta(seconds=settings.SCHEDULER["default_task_timeout"])
+    overdue = Task.objects.filter(status=lifecycle.RUNNING, started_at__lt=now - limit).values_list("id", flat=True)
+    return sum(task_transition(task_id, lifecycle.RUNNING, lifecycle.STOPPING, reason=TIMEOUT_REASON)
+               for task_id in overdue)
+
+
+def final_status_after_stop(task: Task) -> str:
+    """What a confirmed stop ends in: a timed-out task fails with `Timeout`; a user's stop is `stopped`."""
+    return lifecycle.FAILED if task.reason == TIMEOUT_REASON else lifecycle.STOPPED
+
+
+def wake_borrowed_training() -> int:
+    """Re-queue pending training tasks that waited for cards, now that a node of their type has enough free."""
+    waiting = Task.objects.filter(status=lifecycle.PENDING, type=TaskType.TRAINING,
+                                  attempt__code__in=WAITING_FOR_CARDS).values("id", "gpu_type", "gpu_required")
+    if not waiting:
+        return 0
+    free_by_type: dict[str, int] = {}
+    for node in Node.objects.filter(status__in=[Node.Status.ONLINE, Node.Status.BUSY], schedulable=True).values(
+        "gpu_type", "gpu_total", "gpu_used"
+    ):
+        free = node["gpu_total"] - node["gpu_used"]
+        free_by_type[node["gpu_type"]] = max(free_by_type.get(node["gpu_type"], 0), free)
+    woken = 0
+    for task in waiting:
+        largest_free = (free_by_type.get(task["gpu_type"], 0) if task["gpu_type"]
+                        else max(free_by_type.values(), default=0))
+        if largest_free >= task["gpu_required"] and immediate_queue.push(task["id"]):
+            woken += 1
+    return woken

@@ -1,0 +1,42 @@
+import logging
+import os
+import socket
+import time
+
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+
+from scheduling.cycle import run_cycle
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL = 5.0
+
+
+class Command(BaseCommand):
+    help = "Run scheduling cycles every --interval seconds (SPEC §4), or one with --once."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between cycle starts")
+        parser.add_argument("--once", action="store_true", help="run a single cycle and exit")
+        parser.add_argument("--instance", default=f"{socket.gethostname()}:{os.getpid()}",
+                            help="name of this scheduler instance in the logs")
+
+    def handle(self, *args, interval: float, once: bool, instance: str, **options):
+        if once:
+            self._report(run_cycle(instance=instance))
+            return
+        while True:
+            started = time.monotonic()
+            close_old_connections()
+            try:
+                result = run_cycle(instance=instance)
+            except Exception:  # a database hiccup costs one cycle, not the scheduler
+                logger.exception("scheduling cycle failed")
+            else:
+                if options["verbosity"] > 1:
+                    self._report(result)
+            time.sleep(max(interval - (time.monotonic() - started), 0))
+
+    def _report(self, result) -> None:
+        self.stdout.write(" ".join(f"{key}={value}" for key, value in result.as_dict().items()))

@@ -1,0 +1,1 @@
+"""The eight built-in scheduling plugins (SPEC §6), one folder each, kube-scheduler style."""

@@ -1,0 +1,22 @@
+"""binpack: prefer the most used node, keeping others empty for large tasks. Mutually exclusive with spread."""
+
+import numpy as np
+
+from scheduling.framework.interfaces import CycleState, RowPlugin
+from scheduling.framework.registry import PluginSetting
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.table import NodeTable
+from scheduling.plugins.spread import mean_usage
+
+NAME = "binpack"
+
+
+class Binpack(RowPlugin):
+    name = NAME
+
+    def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return 100 * mean_usage(task, table, rows)
+
+
+def factory(setting: PluginSetting) -> Binpack:
+    return Binpack()

@@ -1,0 +1,129 @@
+"""nvlink: NVLink-aware placement for multi-card tasks (SPEC §6).
+
+The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.agent.topology`) gives NVLink
+pairs and each card's NUMA node; NVLink domains are its connected components. Only FREE cards (no active occupant,
+memory under the threshold) count. A node's score for a k-card task (k ≥ 2) is that of its best k-card group:
+
+    50, +50 the group lies in one domain, +30 it fills that domain exactly, +40 every card of the domain is free,
+    −20 instead of +50 when it must span domains; +15 when the k cards can sit on one NUMA node, −10 when they
+    cannot and every candidate card's NUMA node is known (unknown NUMA adds nothing).
+
+Filter: with task label `nvlink: required`, a node whose largest set of free cards inside one domain is smaller
+than k is removed. No topology data, or a task of fewer than 2 cards ⇒ score 50 and pass.
+Group scores are cached per table row and recomputed only for rows an in-memory bind changed.
+"""
+
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+
+from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
+from scheduling.framework import reasons as r
+from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
+from scheduling.framework.registry import PluginSetting
+from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.table import NodeTable
+
+NAME = "nvlink"
+NVLINK_REQUIRED = r.NVLINK_REQUIRED
+NEUTRAL = 50.0
+
+
+class NodeTopology:
+    """Decoded label: NVLink domains (sorted card lists) and card → NUMA node (None when unknown)."""
+
+    __slots__ = ("domains", "numa")
+
+    def __init__(self, domains: list[list[int]], numa: dict[int, int | None]) -> None:
+        self.domains = domains
+        self.numa = numa
+
+
+@lru_cache(maxsize=4096)
+def _decode(text: str) -> NodeTopology | None:
+    # Nodes of one model share one label text, so decoding is paid once per distinct text, across cycles too.
+    decoded = decode_label(text)
+    if decoded is None:
+        return None
+    return NodeTopology(nvlink_domains(decoded), dict(decoded.numa))
+
+
+def node_topology(node: NodeInfo) -> NodeTopology | None:
+    text = node.labels.get(TOPOLOGY_LABEL)
+    return _decode(text) if text else None
+
+
+def free_cards(node: NodeInfo, config: SchedulerConfig) -> set[int]:
+    return {card.index for card in node.cards if card.is_free and not config.card_overloaded(card)}
+
+
+def _numa_bonus(cards: list[int], numa: dict[int, int | None], k: int) -> float:
+    per_node = Counter(numa.get(card) for card in cards)
+    if any(count >= k for node, count in per_node.items() if node is not None):
+        return 15.0
+    return -10.0 if None not in per_node else 0.0
+
+
+def group_score(topology: NodeTopology, free: set[int], k: int) -> float:
+    """The score of the best k-card group of free cards (module docstring); 50 when k < 2 or too few free cards."""
+    if k < 2:
+        return NEUTRAL
+    best = None
+    for domain in topology.domains:
+        free_in_domain = [card for card in domain if card in free]
+        if len(free_in_domain) < k:
+            continue
+        score = NEUTRAL + 50
+        if len(domain) == k:
+            score += 30
+        if len(free_in_domain) == len(domain):
+            score += 40
+        score += _numa_bonus(free_in_domain, topology.numa, k)
+        best = score if best is None else max(best, score)
+    if best is not None:
+        return best
+    all_free = [card for domain in topology.domains for card in domain if card in free]
+    if len(all_free) < k:
+        return NEUTRAL
+    return NEUTRAL - 20 + _numa_bonus(all_free, topology.numa, k)
+
+
+def largest_free_domain(topology: NodeTopology, free: set[int]) -> int:
+    return max((sum(card in free for card in domain) for domain in topology.domains), default=0)
+
+
+class Nvlink(RowPlugin):
+    name = NAME
+    reasons = (NVLINK_REQUIRED,)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
+            return np.zeros(len(rows), np.int8)
+        largest = self._per_row(table, rows, "largest", lambda topo, free: largest_free_domain(topo, free))
+        # NaN (no topology data) compares False: the node passes.
+        return (largest < task.gpu_required).astype(np.int8)
+
+    def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        k = task.gpu_required
+        if k < 2:
+            return np.full(len(rows), NEUTRAL)
+        scores = self._per_row(table, rows, k, lambda topo, free: group_score(topo, free, k))
+        return np.where(np.isnan(scores), NEUTRAL, scores)
+
+    @staticmethod
+    def _per_row(table: NodeTable, rows: np.ndarray, key, compute) -> np.ndarray:
+        cache = table.plugin_cache.setdefault(NAME, {})
+        if key not in cache:
+            cache[key] = (np.full(table.size, np.nan), np.full(table.size, -1, np.int64))
+        values, versions = cache[key]
+        for row in rows[versions[rows] != table.row_version[rows]]:
+            node = table.nodes[row]
+            topology = node_topology(node)
+            values[row] = np.nan if topology is None else compute(topology, free_cards(node, table.config))
+            versions[row] = table.row_version[row]
+        return values[rows]
+
+
+def factory(setting: PluginSetting) -> Nvlink:
+    return Nvlink()

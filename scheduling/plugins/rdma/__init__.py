@@ -1,0 +1,33 @@
+"""rdma: node labels `rdma: true|false` and optional `rdma-speed: <Gbps>` (SPEC §6).
+
+Score: no label 50; `true` 70 + speed/10 capped at +30; `false` 40 (computed once per node in `NodeTable`).
+Filter: task label `rdma: required` removes only nodes labelled `false`; unlabelled nodes pass.
+"""
+
+import numpy as np
+
+from scheduling.framework import reasons as r
+from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
+from scheduling.framework.registry import PluginSetting
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.table import NodeTable
+
+NAME = "rdma"
+RDMA_REQUIRED = r.RDMA_REQUIRED
+
+
+class Rdma(RowPlugin):
+    name = NAME
+    reasons = (RDMA_REQUIRED,)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if not label_is(task.labels, "rdma", "required"):
+            return np.zeros(len(rows), np.int8)
+        return table.rdma_false[rows].astype(np.int8)
+
+    def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return table.rdma_score[rows]
+
+
+def factory(setting: PluginSetting) -> Rdma:
+    return Rdma()

@@ -1,0 +1,68 @@
+"""resource-filter (always on): the per-card GPU admission check (SPEC §6, §8). CPU and memory are bind's job.
+
+Whole-card task: at least `gpu_required` free cards (no active occupant) whose memory utilisation is under the
+threshold (95 %) and, when `gpu_memory_mb` is set, each with that much free memory after reserve.
+Fractional task: one card without a whole-card occupant, under the threshold, with free memory after reserve
+(`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb`, whose
+occupants ALL may share with the task's tenant. When such cards exist but the tenant rule rejects each of them, the
+reason is NO_TENANT_ELIGIBLE_CARD, which the framework turns into NoTenantEligibleGPU.
+"""
+
+import numpy as np
+
+from scheduling.framework import reasons as r
+from scheduling.framework.interfaces import CycleState, RowPlugin
+from scheduling.framework.registry import PluginSetting
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.table import NodeTable
+from scheduling.sharing import card_admits_tenant
+
+NAME = "resource-filter"
+INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
+INSUFFICIENT_GPU_MEMORY = r.INSUFFICIENT_GPU_MEMORY
+CARDS_OVERLOADED = r.CARDS_OVERLOADED
+NO_TENANT_ELIGIBLE_CARD = r.NO_TENANT_ELIGIBLE_CARD
+
+
+class ResourceFilter(RowPlugin):
+    name = NAME
+    reasons = (INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, NO_TENANT_ELIGIBLE_CARD)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        codes = np.zeros(len(rows), np.int8)
+        if task.gpu_required > 0:
+            self._whole_cards(task, table, rows, codes)
+        elif task.is_fractional:
+            self._shard(state, task, table, rows, codes)
+        return codes
+
+    @staticmethod
+    def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
+        exists, ok = table.card_exists[rows], table.card_ok[rows]
+        usable = exists & table.card_free[rows] & ok
+        enough_memory = usable & (table.card_free_mb[rows] >= task.gpu_memory_mb) if task.gpu_memory_mb else usable
+        short = enough_memory.sum(axis=1) < task.gpu_required
+        if not short.any():
+            return
+        codes[short] = 1
+        codes[short & (usable.sum(axis=1) >= task.gpu_required)] = 2
+        codes[short & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+
+    @staticmethod
+    def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
+        exists, ok = table.card_exists[rows], table.card_ok[rows]
+        candidate = exists & table.card_no_whole[rows] & ok & (table.card_free_mb[rows] >= task.gpu_memory_mb)
+        has_candidate = candidate.any(axis=1)
+        open_card = (candidate & ~table.card_occupied[rows]).any(axis=1)
+        codes[~has_candidate] = 2
+        codes[~has_candidate & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+        # Only nodes whose every candidate card already has occupants need the per-occupant tenant check.
+        for position in np.flatnonzero(has_candidate & ~open_card):
+            cards = table.nodes[rows[position]].cards
+            if not any(card_admits_tenant(cards[column], task.tenant_id, state.tenancy)
+                       for column in np.flatnonzero(candidate[position])):
+                codes[position] = 4
+
+
+def factory(setting: PluginSetting) -> ResourceFilter:
+    return ResourceFilter()

@@ -1,0 +1,35 @@
+"""topology: placement preference by the task's `region` / `zone` / `rack` labels (SPEC §6).
+
+Base 50; the node matches region +5, zone +15, rack +10, each independent (max 80). A node field left empty adds
+nothing. The `topology: required` hard constraint is the built-in affinity filter's.
+"""
+
+import numpy as np
+
+from scheduling.framework.interfaces import CycleState, RowPlugin
+from scheduling.framework.registry import PluginSetting
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.table import NO_CODE, NodeTable
+
+NAME = "topology"
+BASE = 50.0
+BONUS = {"region": 5.0, "zone": 15.0, "rack": 10.0}
+
+
+class Topology(RowPlugin):
+    name = NAME
+
+    def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        scores = np.full(len(rows), BASE)
+        columns = {"region": (table.region, table.regions), "zone": (table.zone, table.zones),
+                   "rack": (table.rack, table.racks)}
+        for field, (column, vocabulary) in columns.items():
+            wanted = str(task.labels.get(field, "")).strip()
+            code = vocabulary.lookup(wanted)
+            if code != NO_CODE:
+                scores[column[rows] == code] += BONUS[field]
+        return scores
+
+
+def factory(setting: PluginSetting) -> Topology:
+    return Topology()

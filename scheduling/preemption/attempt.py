@@ -1,0 +1,67 @@
+"""The cycle's entry into preemption (SPEC §9): called after a task's normal attempt failed."""
+
+import random
+from dataclasses import replace
+
+from scheduling import lifecycle
+from scheduling.framework.framework import Framework, ScheduleResult
+from scheduling.framework.reasons import INSUFFICIENT_RESOURCES, NO_SCHEDULABLE_NODES, PREEMPTION_PENDING
+from scheduling.framework.registry import PluginSet
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.status import SUCCESS, Status
+from scheduling.preemption.candidates import active_tasks_on_nodes
+from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
+from scheduling.preemption.planner import STAGE_DISABLED, FitCheck, may_preempt, plan_preemption
+
+# Only a lack of room is something evicting lower-priority work can cure.
+TRIGGER_CODES = frozenset({NO_SCHEDULABLE_NODES, INSUFFICIENT_RESOURCES})
+
+
+def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot,
+                   plugin_set: PluginSet) -> PreemptionOutcome | None:
+    """Evict lower-priority work so that `task` fits later; None when preemption does not apply to this failure.
+
+    An outcome whose `preempting` is true ends the attempt with PreemptionPending: its victims are `preempting`
+    (and stay counted) until settled, and the task binds in a later cycle. An outcome without victims keeps the
+    failure's code and says in its message why no node could be freed. Either way the caller records
+    `outcome.code`, `outcome.message` and `outcome.diagnostics` as the task's attempt.
+    """
+    if result.code not in TRIGGER_CODES or plugin_set.preempt_stage == STAGE_DISABLED or not may_preempt(task):
+        return None
+    candidates = active_tasks_on_nodes()
+    # Victims already evicted for this task are still stopping: wait for them rather than evict more.
+    unsettled = [c for c in candidates if c.status == lifecycle.PREEMPTING and c.preempted_by == task.id]
+    if unsettled:
+        node_name = _node_name(snapshot, unsettled[0].node_id)
+        return PreemptionOutcome(
+            code=PREEMPTION_PENDING,
+            message=f"{result.message} {pending_message(node_name=node_name, victims=unsettled)}",
+            node_name=node_name,
+            victims=tuple(victim.id for victim in unsettled),
+        )
+    fit_check = framework_fit_check(Framework(plugin_set, SchedulerConfig.from_settings()), snapshot)
+    search = plan_preemption(task, snapshot, candidates, fit_check, plugin_set.preempt_stage)
+    if search.plan is None:
+        return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
+                                 node_reasons=search.node_reasons)
+    outcome = execute_plan(search.plan, task)
+    code = outcome.code if outcome.preempting else result.code
+    return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+
+
+def framework_fit_check(framework: Framework, snapshot: ClusterSnapshot) -> FitCheck:
+    """Whether `task` fits `node` by the framework's whole filter chain, run on that node alone."""
+
+    def fits(task: TaskInfo, node: NodeInfo) -> Status:
+        alone = ClusterSnapshot(nodes=[node], tenancy=snapshot.tenancy)
+        result = framework.schedule(task, alone, random.Random(task.id))
+        if result.node is not None:
+            return SUCCESS
+        return result.filtered.get(node.id) or Status.unschedulable(result.message)
+
+    return fits
+
+
+def _node_name(snapshot: ClusterSnapshot, node_id: int) -> str:
+    node = snapshot.node(node_id)
+    return node.name if node is not None else f"node {node_id}"

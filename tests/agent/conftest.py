@@ -1,0 +1,16 @@
+"""Helpers for the node agent tests; nothing here touches Django or a database."""
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# The shared/ folder sits beside the repository checkout, on developer machines and in CI alike.
+SHARED_TOPOLOGY_FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "nvidia-smi-topo"
+
+
+@pytest.fixture
+def fixture_text():
+    def read(relative_path: str) -> str:
+        return (FIXTURES / relative_path).read_text()
+    return read

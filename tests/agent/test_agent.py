@@ -1,0 +1,263 @@
+"""The agent loop against a tiny fake control plane served by http.server on 127.0.0.1."""
+
+import json
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from nodes.agent.agent import GPU_TYPE_LABEL, Agent, default_pool_size
+from nodes.agent.client import AgentClient, AgentRequestError, RetryPolicy, ServerUnavailable
+from nodes.agent.detectors import fake_cards_for
+from nodes.agent.runtime import SimulatedRuntime
+from nodes.agent.topology import TOPOLOGY_LABEL, GpuTopology
+
+STATUS_PREFIX = "/api/v1/agent/tasks/"
+
+
+class FakeControlPlane:
+    """Records every request in ``events`` and answers from per-route scripts (200 once a script runs out)."""
+
+    def __init__(self, events: list):
+        self.events = events
+        self.requests: list[dict] = []
+        self.work = {"start": [], "stop": []}
+        self.heartbeat_codes: list[int] = []
+        self.status_codes: dict[int, list[int]] = defaultdict(list)
+        self.always_failing_status = False
+        plane = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                plane.handle(self, None)
+
+            def do_POST(self):
+                plane.handle(self, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def handle(self, request: BaseHTTPRequestHandler, body):
+        self.requests.append({"method": request.command, "path": request.path, "body": body,
+                              "authorization": request.headers.get("Authorization")})
+        code, answer = 200, {}
+        if request.path == "/api/v1/agent/heartbeat":
+            code = self.heartbeat_codes.pop(0) if self.heartbeat_codes else 200
+        elif request.path == "/api/v1/agent/work":
+            answer = self.work
+        elif request.path.startswith(STATUS_PREFIX):
+            task_id = int(request.path[len(STATUS_PREFIX):].split("/")[0])
+            scripted = self.status_codes[task_id]
+            code = 503 if self.always_failing_status else (scripted.pop(0) if scripted else 200)
+            self.events.append(("status", task_id, body["from"], body["to"], body.get("reason"), code))
+        else:
+            code = 404
+        payload = json.dumps(answer).encode()
+        request.send_response(code)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", str(len(payload)))
+        request.end_headers()
+        request.wfile.write(payload)
+
+    def paths(self) -> list[str]:
+        return [request["path"] for request in self.requests]
+
+
+class FakeRuntime:
+    def __init__(self, events: list):
+        self.events = events
+        self.exit_codes: dict[int, int] = {}
+
+    def start(self, spec):
+        self.events.append(("start", spec.id, spec.gpus))
+        return spec.id
+
+    def poll(self, handle):
+        return self.exit_codes.get(handle)
+
+    def stop(self, handle):
+        self.events.append(("stop", handle))
+
+
+TOPOLOGY = GpuTopology(links=frozenset({(0, 1)}), numa={0: 0, 1: 1}, cards=(0, 1))
+
+
+@pytest.fixture
+def events():
+    return []
+
+
+@pytest.fixture
+def plane(events):
+    control_plane = FakeControlPlane(events)
+    control_plane.thread.start()
+    yield control_plane
+    control_plane.server.shutdown()
+    control_plane.server.server_close()
+
+
+@pytest.fixture
+def sleeps():
+    return []
+
+
+def make_agent(plane, runtime, sleeps, attempts=3):
+    client = AgentClient(plane.url, "node-token", retry=RetryPolicy(attempts=attempts, base_delay=0.01),
+                         sleep=sleeps.append)
+    cards = fake_cards_for("nvidia", "NVIDIA A100-SXM4-80GB", 2, 81920)
+    return Agent(client, runtime, card_source=lambda: cards, topology_source=lambda: TOPOLOGY, workers=2,
+                 cpu_percent=lambda: 12.5, memory_used=lambda: 2048)
+
+
+def start_item(task_id, **extra):
+    return {"id": task_id, "image": "busybox", "command": "sleep 1", "gpus": [0], "port": None, "env": {}, **extra}
+
+
+def test_heartbeat_carries_cards_labels_and_node_token(plane, events, sleeps):
+    agent = make_agent(plane, FakeRuntime(events), sleeps)
+    agent.run_once()
+    heartbeat = plane.requests[0]
+    assert (heartbeat["method"], heartbeat["path"], heartbeat["authorization"]) == \
+        ("POST", "/api/v1/agent/heartbeat", "Token node-token")
+    body = heartbeat["body"]
+    assert (body["cpu_percent"], body["memory_used_mb"]) == (12.5, 2048)
+    assert body["labels"] == {TOPOLOGY_LABEL: "nv=0-1;numa=0:0,1:1", GPU_TYPE_LABEL: "nvidia"}
+    assert [set(gpu) for gpu in body["gpus"]] == [
+        {"index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature", "numa"}
+    ] * 2
+    # nvidia-smi --query-gpu has no NUMA column: the topology fills it in.
+    assert [gpu["numa"] for gpu in body["gpus"]] == [0, 1]
+    assert plane.paths() == ["/api/v1/agent/heartbeat", "/api/v1/agent/work"]
+    agent.close()
+
+
+def test_claims_before_starting_and_skips_a_lost_claim(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1, gpus=[0, 1]), start_item(2)], "stop": []}
+    plane.status_codes[2] = [409]
+    agent.run_once()
+
+    assert events.index(("status", 1, "scheduled", "running", None, 200)) < events.index(("start", 1, (0, 1)))
+    assert ("status", 2, "scheduled", "running", None, 409) in events
+    assert not [event for event in events if event[0] == "start" and event[1] == 2]
+    assert [event for event in events if event[1] == 2] == [("status", 2, "scheduled", "running", None, 409)]
+    agent.close()
+
+
+def test_exits_are_reported_as_succeeded_or_failed(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1), start_item(2)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    runtime.exit_codes.update({1: 0, 2: 137})
+    agent.run_once()
+    assert ("status", 1, "running", "succeeded", None, 200) in events
+    assert ("status", 2, "running", "failed", "exit code 137", 200) in events
+    events.clear()
+    agent.run_once()  # reported once only
+    assert not [event for event in events if event[0] == "status"]
+    agent.close()
+
+
+def test_stop_items_stop_the_container_then_settle_the_task(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1), start_item(2)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": [{"id": 1, "status": "preempting"}, {"id": 2, "status": "stopping"}]}
+    agent.run_once()
+    assert events.index(("stop", 1)) < events.index(("status", 1, "preempting", "pending", None, 200))
+    assert events.index(("stop", 2)) < events.index(("status", 2, "stopping", "stopped", None, 200))
+    agent.close()
+
+
+def test_retries_with_exponential_backoff_on_503_then_succeeds(plane, events, sleeps):
+    agent = make_agent(plane, FakeRuntime(events), sleeps, attempts=4)
+    plane.heartbeat_codes = [503, 503]
+    agent.run_once()
+    assert plane.paths() == ["/api/v1/agent/heartbeat"] * 3 + ["/api/v1/agent/work"]
+    assert sleeps == [0.01, 0.02]
+    agent.close()
+
+
+def test_reports_held_during_an_outage_are_sent_first_afterwards(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps, attempts=2)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    runtime.exit_codes[1] = 0
+    plane.always_failing_status = True
+    agent.run_once()  # the report fails every retry and is kept
+    plane.always_failing_status = False
+    plane.requests.clear()
+    agent.run_once()
+    assert plane.paths()[:2] == ["/api/v1/agent/tasks/1/status", "/api/v1/agent/heartbeat"]
+    assert events[-1] == ("status", 1, "running", "succeeded", None, 200)
+    agent.close()
+
+
+def test_a_lost_cas_on_a_final_report_is_accepted_silently(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    runtime.exit_codes[1] = 0
+    plane.status_codes[1] = [409]
+    agent.run_once()
+    agent.run_once()
+    assert [event for event in events if event[:4] == ("status", 1, "running", "succeeded")] == \
+        [("status", 1, "running", "succeeded", None, 409)]
+    agent.close()
+
+
+def test_unreachable_server_raises_after_retries(sleeps, events):
+    client = AgentClient("http://127.0.0.1:9", "node-token", retry=RetryPolicy(attempts=3, base_delay=0.01),
+                         sleep=sleeps.append)
+    agent = Agent(client, FakeRuntime(events), card_source=list, topology_source=lambda: None, workers=2,
+                  cpu_percent=lambda: 0.0, memory_used=lambda: 0)
+    with pytest.raises(ServerUnavailable):
+        agent.run_once()
+    assert sleeps == [0.01, 0.02]
+    agent.close()
+
+
+def test_simulated_task_runs_to_completion(plane, events, sleeps):
+    agent = make_agent(plane, SimulatedRuntime(), sleeps)
+    plane.work = {"start": [start_item(7, env={"HETEROFLOW_SIM_SECONDS": "0.2", "HETEROFLOW_SIM_EXIT_CODE": "4"})],
+                  "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    deadline = time.monotonic() + 10
+    while ("status", 7, "running", "failed", "exit code 4", 200) not in events and time.monotonic() < deadline:
+        time.sleep(0.1)
+        agent.run_once()
+    assert ("status", 7, "running", "failed", "exit code 4", 200) in events
+    agent.close()
+
+
+@pytest.mark.parametrize(("cores", "size"), [(1, 2), (2, 2), (8, 4), (64, 32), (256, 32)])
+def test_worker_pool_size(cores, size):
+    assert default_pool_size(cores) == size
+
+
+def test_a_rejected_token_is_not_retried(plane, events, sleeps):
+    agent = make_agent(plane, FakeRuntime(events), sleeps)
+    plane.heartbeat_codes = [401]
+    with pytest.raises(AgentRequestError):
+        agent.run_once()
+    assert plane.paths() == ["/api/v1/agent/heartbeat"]
+    assert sleeps == []
+    agent.close()

@@ -1,0 +1,143 @@
+import subprocess
+import time
+
+import pytest
+
+from nodes.agent.runtime import (
+    CONTAINER_GONE_EXIT_CODE, DockerRuntime, SimulatedRuntime, TaskSpec, docker_run_argv,
+)
+
+
+def test_docker_argv_for_an_nvidia_inference_task():
+    spec = TaskSpec.from_work_item({
+        "id": 42, "image": "vllm/vllm-openai:v0.6.3", "command": "vllm serve /models/qwen --port 8001",
+        "gpus": [2, 3], "port": 8001, "gpu_type": "nvidia",
+        "env": {"HETEROFLOW_GPU_MEMORY_LIMIT_MB": 8192, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"},
+    })
+    assert docker_run_argv(spec) == [
+        "docker", "run", "-d", "--name", "heteroflow-task-42",
+        "-e", "CUDA_VISIBLE_DEVICES=0,1",
+        "-e", "HETEROFLOW_GPU_MEMORY_LIMIT_MB=8192",
+        "-e", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50",
+        "-p", "8001:8001",
+        "--gpus", '"device=2,3"',
+        "vllm/vllm-openai:v0.6.3", "sh", "-c", "vllm serve /models/qwen --port 8001",
+    ]
+
+
+def test_docker_argv_for_ascend_passes_device_nodes():
+    spec = TaskSpec(id=7, image="mindie:1.0", command="python infer.py", gpus=(1,), gpu_type="ascend")
+    assert docker_run_argv(spec) == [
+        "docker", "run", "-d", "--name", "heteroflow-task-7",
+        "-e", "ASCEND_VISIBLE_DEVICES=0",
+        "--device", "/dev/davinci1", "--device", "/dev/davinci_manager", "--device", "/dev/devmm_svm",
+        "--device", "/dev/hisi_hdc", "-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
+        "mindie:1.0", "sh", "-c", "python infer.py",
+    ]
+
+
+def test_shared_device_vendors_name_host_cards():
+    # /dev/kfd exposes every DCU, so HIP_VISIBLE_DEVICES must pick the assigned host cards.
+    spec = TaskSpec(id=8, image="dtk:24.04", command="python train.py", gpus=(4, 5), gpu_type="hygon")
+    assert docker_run_argv(spec) == [
+        "docker", "run", "-d", "--name", "heteroflow-task-8", "-e", "HIP_VISIBLE_DEVICES=4,5",
+        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+        "dtk:24.04", "sh", "-c", "python train.py",
+    ]
+
+
+@pytest.mark.parametrize(("gpu_type", "variable"), [
+    ("nvidia", "CUDA_VISIBLE_DEVICES"), ("ascend", "ASCEND_VISIBLE_DEVICES"), ("musa", "MTHREADS_VISIBLE_DEVICES"),
+    ("hygon", "HIP_VISIBLE_DEVICES"), ("metax", "MACA_VISIBLE_DEVICES"), ("enflame", "TOPS_VISIBLE_DEVICES"),
+    ("iluvatar", "CUDA_VISIBLE_DEVICES"), ("biren", "BR_VISIBLE_DEVICES"), ("cambricon", "MLU_VISIBLE_DEVICES"),
+    ("kunlun", "XPU_VISIBLE_DEVICES"),
+])
+def test_every_vendor_gets_its_visible_devices_variable(gpu_type, variable):
+    argv = docker_run_argv(TaskSpec(id=1, image="img", command="true", gpus=(0,), gpu_type=gpu_type))
+    assert argv[5:7] == ["-e", f"{variable}=0"]
+
+
+def test_cpu_only_task_gets_no_device_flags_and_unknown_type_with_cards_is_refused():
+    assert docker_run_argv(TaskSpec(id=3, image="busybox", command="echo hi")) == [
+        "docker", "run", "-d", "--name", "heteroflow-task-3", "busybox", "sh", "-c", "echo hi"]
+    with pytest.raises(ValueError):
+        docker_run_argv(TaskSpec(id=3, image="busybox", command="echo hi", gpus=(0,), gpu_type="tpu"))
+
+
+def test_work_item_cards_may_be_card_objects():
+    spec = TaskSpec.from_work_item({"id": "5", "image": "img", "command": "true", "gpus": [{"index": 1}, {"index": 6}]},
+                                   default_gpu_type="metax")
+    assert (spec.id, spec.gpus, spec.gpu_type, spec.port) == (5, (1, 6), "metax", None)
+
+
+class FakeDocker:
+    def __init__(self, results: dict[str, tuple[int, str, str]]):
+        self.results = results
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        returncode, stdout, stderr = self.results.get(argv[1], (0, "", ""))
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+
+def test_docker_stop_is_graceful_then_kill():
+    docker = FakeDocker({"stop": (1, "", "timeout")})
+    DockerRuntime(docker).stop("heteroflow-task-9")
+    assert docker.calls == [["docker", "stop", "-t", "10", "heteroflow-task-9"],
+                            ["docker", "kill", "heteroflow-task-9"],
+                            ["docker", "rm", "-f", "heteroflow-task-9"]]
+
+
+def test_docker_stop_without_kill_when_graceful_stop_works():
+    docker = FakeDocker({})
+    DockerRuntime(docker).stop("heteroflow-task-9")
+    assert [call[1] for call in docker.calls] == ["stop", "rm"]
+
+
+@pytest.mark.parametrize(("inspect", "expected"), [
+    ((0, "running 0\n", ""), None),
+    ((0, "exited 3\n", ""), 3),
+    ((1, "", "Error: No such object: heteroflow-task-9"), CONTAINER_GONE_EXIT_CODE),
+    ((1, "", "Cannot connect to the Docker daemon"), None),
+])
+def test_docker_poll(inspect, expected):
+    assert DockerRuntime(FakeDocker({"inspect": inspect})).poll("heteroflow-task-9") == expected
+
+
+def test_docker_start_failure_raises():
+    with pytest.raises(RuntimeError, match="Conflict"):
+        DockerRuntime(FakeDocker({"run": (125, "", "Conflict. The container name is already in use")})).start(
+            TaskSpec(id=9, image="img", command="true"))
+
+
+def wait_for_exit(runtime: SimulatedRuntime, handle, timeout: float = 10.0) -> int | None:
+    deadline = time.monotonic() + timeout
+    while (code := runtime.poll(handle)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return code
+
+
+def test_simulated_runtime_runs_a_real_process_for_the_chosen_time_and_exit_code():
+    runtime = SimulatedRuntime()
+    started = time.monotonic()
+    handle = runtime.start(TaskSpec(id=1, image="sim", command="", env={"HETEROFLOW_SIM_SECONDS": "0.2",
+                                                                          "HETEROFLOW_SIM_EXIT_CODE": "3"}))
+    assert runtime.poll(handle) is None
+    assert wait_for_exit(runtime, handle) == 3
+    assert time.monotonic() - started >= 0.2
+
+
+def test_simulated_runtime_reads_labels_and_defaults_to_success():
+    runtime = SimulatedRuntime()
+    handle = runtime.start(TaskSpec(id=2, image="sim", command="", labels={"HETEROFLOW_SIM_SECONDS": "0.2"}))
+    assert wait_for_exit(runtime, handle) == 0
+
+
+def test_simulated_runtime_stop_terminates_the_process():
+    runtime = SimulatedRuntime()
+    handle = runtime.start(TaskSpec(id=3, image="sim", command=""))  # 30 s by default
+    started = time.monotonic()
+    runtime.stop(handle)
+    assert runtime.poll(handle) is not None
+    assert time.monotonic() - started < 5

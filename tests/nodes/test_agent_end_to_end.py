@@ -1,0 +1,114 @@
+"""The node agent against the real HTTP API of a live server, with the simulated runtime (SPEC §2, §14)."""
+
+import time
+
+import pytest
+import requests
+
+from nodes.agent.agent import Agent
+from nodes.agent.client import AgentClient, RetryPolicy
+from nodes.agent.detectors import fake_cards_for
+from nodes.agent.runtime import SimulatedRuntime
+from nodes.models import Node
+from scheduling.cycle import run_cycle
+from scheduling.models import Task, TaskEvent
+from tenants.services import tenant_user_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JOIN_TOKEN = "e2e-join-token"
+
+
+def _agent(server: str, token: str) -> Agent:
+    return Agent(
+        AgentClient(server, token, retry=RetryPolicy(attempts=1)),
+        SimulatedRuntime(),
+        card_source=lambda: fake_cards_for("nvidia", "A100", 2, 81920, [0, 1]),
+        topology_source=lambda: None,
+        cpu_percent=lambda: 5.0,
+        memory_used=lambda: 2048,
+        workers=2,
+    )
+
+
+def _run_until(agent: Agent, task_id: int, status: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while Task.objects.get(id=task_id).status != status:
+        assert time.monotonic() < deadline, f"task {task_id} never reached {status}"
+        time.sleep(0.1)
+        agent.run_once()
+
+
+@pytest.fixture
+def fleet(live_server, settings, tenant):
+    """A node registered over HTTP with the join token, its agent, and a tenant's HTTP session."""
+    settings.HETEROFLOW_JOIN_TOKEN = JOIN_TOKEN
+    registration = requests.post(
+        f"{live_server.url}/api/v1/agent/register",
+        json={"name": "sim-1", "internal_ip": "10.1.0.5/16", "public_ip": None, "cpu_cores": 32, "memory_gb": 128},
+        headers={"Authorization": f"Token {JOIN_TOKEN}"}, timeout=10,
+    )
+    assert registration.status_code == 200, registration.text
+    agent = _agent(live_server.url, registration.json()["token"])
+    _, tenant_token = tenant_user_create(tenant=tenant, username="e2e-user", password="e2e-password")
+    session = requests.Session()
+    session.headers["Authorization"] = f"Token {tenant_token.key}"
+    yield Node.objects.get(id=registration.json()["node_id"]), agent, session
+    agent.close()
+
+
+def _submit(live_server, session, **fields) -> int:
+    body = {"name": "e2e", "type": "batch", "image": "busybox", "command": "true", "gpu_type": "nvidia",
+            "gpu_required": 1, **fields}
+    response = session.post(f"{live_server.url}/api/v1/tasks", json=body, timeout=10)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def _schedule(task_id: int, node: Node) -> None:
+    assert run_cycle().bound == 1
+    task = Task.objects.get(id=task_id)
+    assert (task.status, task.node_id, len(task.gpus)) == ("scheduled", node.id, 1)
+
+
+def test_task_runs_to_success_and_releases_its_card(live_server, fleet):
+    node, agent, session = fleet
+    agent.run_once()
+    node.refresh_from_db()
+    assert (node.status, node.gpu_total, node.gpu_type) == ("online", 2, "nvidia")
+
+    task_id = _submit(live_server, session, labels={"HETEROFLOW_SIM_SECONDS": "0.3"})
+    _schedule(task_id, node)
+    node.refresh_from_db()
+    assert node.gpu_used == 1
+
+    agent.run_once()  # claims scheduled → running and starts the stand-in process
+    assert Task.objects.get(id=task_id).status == "running"
+    _run_until(agent, task_id, "succeeded")
+
+    node.refresh_from_db()
+    assert node.gpu_used == 0
+    assert list(TaskEvent.objects.filter(task_id=task_id).values_list("to_status", flat=True)) == [
+        "scheduled", "running", "succeeded"]
+
+
+def test_failing_process_is_reported_failed(live_server, fleet):
+    node, agent, session = fleet
+    agent.run_once()
+    task_id = _submit(live_server, session, labels={"HETEROFLOW_SIM_SECONDS": "0.1", "HETEROFLOW_SIM_EXIT_CODE": "3"})
+    _schedule(task_id, node)
+    _run_until(agent, task_id, "failed")
+    assert "exit code 3" in Task.objects.get(id=task_id).reason
+
+
+def test_user_stop_reaches_the_agent(live_server, fleet):
+    node, agent, session = fleet
+    agent.run_once()
+    task_id = _submit(live_server, session, labels={"HETEROFLOW_SIM_SECONDS": "60"})
+    _schedule(task_id, node)
+    agent.run_once()
+    assert Task.objects.get(id=task_id).status == "running"
+    assert session.post(f"{live_server.url}/api/v1/tasks/{task_id}/stop", timeout=10).status_code == 200
+    _run_until(agent, task_id, "stopped")
+    node.refresh_from_db()
+    assert node.gpu_used == 0

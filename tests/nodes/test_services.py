@@ -1,0 +1,232 @@
+import logging
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from heteroflow_site.errors import DomainError
+from nodes.agent.topology import TOPOLOGY_LABEL
+from nodes.models import GPU, Node, NodeAuditEntry
+from nodes.services import (
+    AgentArcRefused,
+    NotThisNodesTask,
+    agent_register,
+    agent_report_status,
+    node_for_token,
+    node_gpu_used_recount,
+    node_heartbeat_apply,
+    node_token_hash,
+    node_topology_update,
+    node_update,
+    nodes_mark_silent_offline,
+)
+from scheduling.lifecycle import IllegalTransition
+from scheduling.models import Task
+from scheduling.services.task_transition import task_transition
+from tests.factories import make_node, make_task
+from tests.nodes.conftest import NV4_LABEL, card
+
+
+def _heartbeat(node, gpus, labels=None, **fields):
+    return node_heartbeat_apply(node=node, cpu_percent=fields.get("cpu_percent", 10.0),
+                                memory_used_mb=fields.get("memory_used_mb", 1024), gpus=gpus, labels=labels or {})
+
+
+class TestRegister:
+    def test_stores_only_the_hash_of_the_token(self, db):
+        node, token = agent_register(name="n1", internal_ip="10.0.0.1/24", public_ip=None, cpu_cores=8, memory_gb=32)
+        assert token not in node.agent_token_hash
+        assert node.agent_token_hash == node_token_hash(token)
+        assert node_for_token(token) == node
+
+    def test_re_registering_returns_the_node_with_a_new_token_and_revokes_the_old(self, db):
+        first, old_token = agent_register(name="n1", internal_ip="10.0.0.1/24", public_ip=None, cpu_cores=8,
+                                          memory_gb=32)
+        again, new_token = agent_register(name="n1", internal_ip="10.0.0.2/24", public_ip=None, cpu_cores=16,
+                                          memory_gb=64)
+        assert again.id == first.id and new_token != old_token
+        assert node_for_token(old_token) is None
+        assert node_for_token(new_token) == again
+        assert (again.internal_ip, again.cpu_cores) == ("10.0.0.2/24", 16)
+
+
+class TestHeartbeat:
+    def test_records_figures_cards_and_comes_online(self, db):
+        node = make_node(cards=0, status="offline")
+        _heartbeat(node, [card(i) for i in range(4)], cpu_percent=33.0, memory_used_mb=4096)
+        node.refresh_from_db()
+        assert (node.status, node.cpu_percent, node.memory_used_mb) == ("online", 33.0, 4096)
+        assert (node.gpu_total, node.gpu_type) == (4, "nvidia")
+        assert node.last_heartbeat_at is not None
+        assert list(node.gpus.values_list("index", "numa")) == [(0, 0), (1, 0), (2, 1), (3, 1)]
+
+    def test_diffs_cards_by_index(self, db):
+        node = make_node(cards=3)
+        kept_row = GPU.objects.get(node=node, index=0)
+        _heartbeat(node, [card(0, uuid=kept_row.uuid, model="A100", numa=None), card(1, memory_used_mb=500),
+                          card(5)])
+        rows = {gpu.index: gpu for gpu in node.gpus.all()}
+        assert sorted(rows) == [0, 1, 5]
+        assert rows[0].id == kept_row.id
+        assert rows[1].memory_used_mb == 500
+        assert node.gpu_total == 3
+
+    def test_gpu_type_is_the_majority_of_the_cards(self, db):
+        node = make_node(cards=0)
+        _heartbeat(node, [card(0, type="ascend"), card(1, type="ascend"), card(2, type="nvidia")])
+        assert node.gpu_type == "ascend"
+        _heartbeat(node, [])
+        assert (node.gpu_type, node.gpu_total) == ("", 0)
+
+    def test_a_tie_goes_to_the_type_detected_first(self, db):
+        node = make_node(cards=0)
+        _heartbeat(node, [card(0, type="nvidia"), card(1, type="musa")])
+        assert node.gpu_type == "musa"
+
+    def test_busy_node_stays_busy(self, db):
+        node = make_node(cards=0, status="busy")
+        _heartbeat(node, [])
+        assert node.status == "busy"
+
+    def test_agent_labels_are_replaced_admin_labels_untouched(self, db):
+        node = make_node(labels={"rdma": "true", "heteroflow.io/gpu-type": "nvidia", TOPOLOGY_LABEL: "nv=;numa=0:-"})
+        _heartbeat(node, [card(0)], labels={TOPOLOGY_LABEL: NV4_LABEL})
+        assert node.labels == {"rdma": "true", TOPOLOGY_LABEL: NV4_LABEL}
+        _heartbeat(node, [card(0)], labels={})
+        assert node.labels == {"rdma": "true"}
+
+
+class TestRecount:
+    def test_matching_ledgers_change_nothing(self, db, tenant):
+        node = make_node()
+        make_task(tenant=tenant, node=node, status="running", gpu_required=2)
+        Node.objects.filter(id=node.id).update(gpu_used=2)
+        assert node_gpu_used_recount(node_id=node.id) is None
+
+    def test_drift_is_corrected_and_logged_with_both_numbers(self, db, tenant, caplog):
+        node = make_node()
+        for status, gpus in [("running", 2), ("scheduled", 1), ("preempting", 1), ("stopping", 1),
+                             ("pending", 4), ("succeeded", 3), ("failed", 2)]:
+            make_task(tenant=tenant, node=node, status=status, gpu_required=gpus)
+        Node.objects.filter(id=node.id).update(gpu_used=7)
+        with caplog.at_level(logging.WARNING, logger="nodes.services"):
+            assert node_gpu_used_recount(node_id=node.id) == 5
+        node.refresh_from_db()
+        assert node.gpu_used == 5
+        assert "stored 7, recounted 5" in caplog.text
+
+    def test_heartbeat_runs_the_recount(self, db, tenant):
+        node = make_node(cards=2)
+        make_task(tenant=tenant, node=node, status="running", gpu_required=1)
+        Node.objects.filter(id=node.id).update(gpu_used=0)
+        _heartbeat(node, [card(0), card(1)])
+        assert node.gpu_used == 1
+
+
+class TestLiveness:
+    def test_silent_nodes_go_offline_and_a_heartbeat_brings_them_back(self, db):
+        now = timezone.now()
+        silent = make_node(cards=1, last_heartbeat_at=now - timedelta(seconds=31))
+        busy_silent = make_node(cards=1, status="busy", last_heartbeat_at=now - timedelta(seconds=45))
+        fresh = make_node(cards=1, last_heartbeat_at=now - timedelta(seconds=29))
+        assert nodes_mark_silent_offline(now=now) == 2
+        statuses = dict(Node.objects.values_list("id", "status"))
+        assert statuses == {silent.id: "offline", busy_silent.id: "offline", fresh.id: "online"}
+        _heartbeat(silent, [card(0)])
+        assert silent.status == "online"
+
+    def test_a_node_that_never_reported_counts_from_its_creation(self, db):
+        never = make_node(cards=0)
+        assert nodes_mark_silent_offline(now=timezone.now()) == 0
+        assert nodes_mark_silent_offline(now=timezone.now() + timedelta(seconds=31)) == 1
+        never.refresh_from_db()
+        assert never.status == "offline"
+
+
+class TestAgentReport:
+    def _running_task(self, tenant, node, **fields):
+        task = make_task(tenant=tenant, gpu_required=1, **fields)
+        assert task_transition(task.id, "pending", "scheduled", node=node, gpus=[0])
+        return task
+
+    def test_claim_and_finish(self, db, tenant):
+        node = make_node()
+        task = self._running_task(tenant, node)
+        assert agent_report_status(node=node, task_id=task.id, from_status="scheduled", to_status="running")
+        assert agent_report_status(node=node, task_id=task.id, from_status="running", to_status="succeeded")
+        node.refresh_from_db()
+        assert node.gpu_used == 0
+
+    def test_stale_report_loses(self, db, tenant):
+        node = make_node()
+        task = self._running_task(tenant, node)
+        assert not agent_report_status(node=node, task_id=task.id, from_status="running", to_status="succeeded")
+        assert Task.objects.get(id=task.id).status == "scheduled"
+
+    def test_illegal_pair_names_both_states(self, db, tenant):
+        node = make_node()
+        task = self._running_task(tenant, node)
+        with pytest.raises(IllegalTransition, match="preempting → succeeded"):
+            agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="succeeded")
+
+    def test_control_plane_arcs_are_refused(self, db, tenant):
+        node = make_node()
+        task = self._running_task(tenant, node)
+        with pytest.raises(AgentArcRefused):
+            agent_report_status(node=node, task_id=task.id, from_status="scheduled", to_status="pending")
+        assert Task.objects.get(id=task.id).status == "scheduled"
+
+    def test_another_nodes_task_is_not_found(self, db, tenant):
+        node, other = make_node(), make_node()
+        task = self._running_task(tenant, node)
+        with pytest.raises(NotThisNodesTask):
+            agent_report_status(node=other, task_id=task.id, from_status="scheduled", to_status="running")
+        with pytest.raises(NotThisNodesTask):
+            agent_report_status(node=other, task_id=999999, from_status="scheduled", to_status="running")
+        assert Task.objects.get(id=task.id).status == "scheduled"
+
+    def test_preemption_settles_once(self, db, tenant):
+        node = make_node()
+        task = self._running_task(tenant, node, preemptible=True)
+        assert task_transition(task.id, "scheduled", "running")
+        assert task_transition(task.id, "running", "preempting")
+        assert agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="pending")
+        task.refresh_from_db()
+        node.refresh_from_db()
+        assert (task.status, task.node_id, task.preempt_count, task.preemptible) == ("pending", None, 1, False)
+        assert node.gpu_used == 0
+        assert not agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="pending")
+        task.refresh_from_db()
+        assert task.preempt_count == 1
+
+
+class TestAdminEdits:
+    def test_topology_update_is_audited(self, db, admin_user):
+        node = make_node(region="eu")
+        node_topology_update(node=node, region="eu", zone="eu-1a", rack="r7", actor=admin_user)
+        assert (node.region, node.zone, node.rack) == ("eu", "eu-1a", "r7")
+        entry = NodeAuditEntry.objects.get(node=node)
+        assert (entry.actor, entry.action) == (admin_user, "node.topology")
+        assert entry.before == {"zone": "", "rack": ""} and entry.after == {"zone": "eu-1a", "rack": "r7"}
+
+    def test_update_keeps_agent_labels_and_unmentioned_fields(self, db, admin_user, tenant):
+        node = make_node(labels={TOPOLOGY_LABEL: NV4_LABEL, "old": "x"}, dedicated_tenant=tenant)
+        node_update(node=node, labels={"rdma": "true"}, actor=admin_user)
+        assert node.labels == {"rdma": "true", TOPOLOGY_LABEL: NV4_LABEL}
+        assert node.dedicated_tenant_id == tenant.id and node.schedulable
+        node_update(node=node, schedulable=False, dedicated_tenant=None, actor=admin_user)
+        assert (node.schedulable, node.dedicated_tenant_id) == (False, None)
+        assert NodeAuditEntry.objects.filter(node=node).count() == 2
+
+    def test_admins_cannot_set_agent_labels(self, db, admin_user):
+        node = make_node(labels={})
+        with pytest.raises(DomainError) as refused:
+            node_update(node=node, labels={TOPOLOGY_LABEL: NV4_LABEL}, actor=admin_user)
+        assert refused.value.field == "labels"
+        node.refresh_from_db()
+        assert node.labels == {} and not NodeAuditEntry.objects.exists()
+
+    def test_no_change_writes_no_audit_row(self, db, admin_user):
+        node = make_node()
+        node_update(node=node, schedulable=True, actor=admin_user)
+        assert not NodeAuditEntry.objects.exists()

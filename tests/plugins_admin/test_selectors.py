@@ -1,0 +1,109 @@
+import pytest
+
+from plugins_admin.models import NotificationChannel, PluginConfig
+from plugins_admin.selectors import current_plugin_settings, plugin_listing, scheduler_plugins
+from plugins_admin.services import plugin_set_enabled, plugin_update
+from scheduling.framework.registry import PluginSetting
+
+pytestmark = pytest.mark.django_db
+
+CUSTOM_PLUGIN = "tests.plugins_admin.custom_plugins.team_affinity"
+
+SPEC_DEFAULTS = {
+    "spread": (True, 1, {}),
+    "binpack": (False, 0, {}),
+    "nvlink": (True, 1, {}),
+    "topology": (True, 1, {}),
+    "rdma": (True, 1, {}),
+    "preempt": (True, 0, {"preempt_stage": "running"}),
+    "resource-filter": (True, 1, {}),
+    "gpu-filter": (True, 1, {}),
+}
+
+
+def test_the_data_migration_stores_the_spec_defaults(create_default_rows):
+    PluginConfig.objects.all().delete()
+    NotificationChannel.objects.all().delete()
+
+    create_default_rows()
+
+    rows = {row.name: (row.enabled, row.weight, row.extra) for row in PluginConfig.objects.all()}
+    assert rows == SPEC_DEFAULTS
+    channels = {channel.kind: (channel.enabled, channel.target) for channel in NotificationChannel.objects.all()}
+    assert channels == {"webhook": (False, ""), "email": (False, "")}
+
+
+def test_current_plugin_settings_reads_every_row_in_one_query(django_assert_num_queries):
+    PluginConfig.objects.filter(name="topology").update(weight=40)
+
+    with django_assert_num_queries(1):
+        settings = current_plugin_settings()
+
+    by_name = {setting.name: setting for setting in settings}
+    assert set(by_name) == set(SPEC_DEFAULTS)
+    assert by_name["topology"] == PluginSetting("topology", True, 40, {})
+
+
+def test_a_plugin_without_a_row_uses_its_registered_defaults():
+    PluginConfig.objects.all().delete()
+
+    by_name = {setting.name: (setting.enabled, setting.weight, dict(setting.extra))
+               for setting in current_plugin_settings()}
+
+    assert by_name == SPEC_DEFAULTS
+
+
+def test_a_forced_filter_stays_on_whatever_its_row_says():
+    PluginConfig.objects.filter(name="gpu-filter").update(enabled=False)
+
+    gpu_filter = next(setting for setting in current_plugin_settings() if setting.name == "gpu-filter")
+
+    assert gpu_filter.enabled is True
+    assert "gpu-filter" in scheduler_plugins()["filters"]
+
+
+def test_the_scheduler_set_follows_the_stored_rows():
+    held = scheduler_plugins()
+    assert {"gpu-filter", "resource-filter"} <= set(held["filters"])
+    assert {"name": "spread", "weight": 1} in held["scorers"]
+    assert "binpack" not in [scorer["name"] for scorer in held["scorers"]]
+    assert held["preempt_stage"] == "running"
+
+    PluginConfig.objects.filter(name="preempt").update(enabled=False)
+    assert scheduler_plugins()["preempt_stage"] == "disabled"
+
+
+def test_listing_says_what_the_page_needs():
+    listing = {plugin["name"]: plugin for plugin in plugin_listing()}
+
+    assert list(listing)[:2] == ["gpu-filter", "resource-filter"]
+    assert listing["resource-filter"]["locked"] is True
+    assert listing["resource-filter"]["locked_reason"]
+    assert listing["spread"]["locked"] is False and listing["spread"]["locked_reason"] == ""
+    assert listing["spread"]["exclusive_with"] == ["binpack"]
+    assert listing["binpack"]["exclusive_with"] == ["spread"]
+    assert listing["spread"]["scores"] is True and listing["gpu-filter"]["scores"] is False
+    assert listing["preempt"]["extra"] == {"preempt_stage": "running"}
+    assert all(plugin["description"] for plugin in listing.values())
+
+
+def test_a_custom_plugin_from_settings_is_listed_and_held_with_its_defaults(settings, admin_user):
+    settings.HETEROFLOW_EXTRA_PLUGINS = [CUSTOM_PLUGIN]
+
+    listing = {plugin["name"]: plugin for plugin in plugin_listing()}
+    assert listing["team-affinity"]["weight"] == 3
+    assert listing["team-affinity"]["extra"] == {"label": "team"}
+    assert listing["team-affinity"]["description"] == "Prefers nodes whose team label matches the task's."
+    assert {"name": "team-affinity", "weight": 3} in scheduler_plugins()["scorers"]
+
+    plugin_update(name="team-affinity", weight=8, actor=admin_user)
+    assert {"name": "team-affinity", "weight": 8} in scheduler_plugins()["scorers"]
+    plugin_set_enabled(name="team-affinity", enabled=False, actor=admin_user)
+    assert "team-affinity" not in [scorer["name"] for scorer in scheduler_plugins()["scorers"]]
+
+
+def test_a_row_of_a_plugin_no_longer_registered_is_ignored():
+    PluginConfig.objects.create(name="retired-plugin", enabled=True, weight=5)
+
+    assert "retired-plugin" not in [setting.name for setting in current_plugin_settings()]
+    assert "retired-plugin" not in [plugin["name"] for plugin in plugin_listing()]

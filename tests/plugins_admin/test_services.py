@@ -1,0 +1,267 @@
+import threading
+
+import pytest
+from django.db import connection
+
+from heteroflow_site.errors import DomainError
+from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.selectors import scheduler_plugins
+from plugins_admin.services import (
+    UnknownPlugin,
+    notification_channel_update,
+    plugin_set_enabled,
+    plugin_update,
+)
+from plugins_admin.signals import plugin_set_changed
+
+pytestmark = pytest.mark.django_db
+
+
+def _state(name: str) -> tuple[bool, int, dict]:
+    row = PluginConfig.objects.get(name=name)
+    return row.enabled, row.weight, row.extra
+
+
+def _all_rows() -> list[tuple]:
+    return list(PluginConfig.objects.order_by("name").values_list("name", "enabled", "weight", "extra"))
+
+
+def test_enabling_binpack_disables_spread_and_gives_binpack_weight_one(admin_user):
+    plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
+
+    assert _state("binpack") == (True, 1, {})
+    assert _state("spread")[0] is False
+    scorers = [scorer["name"] for scorer in scheduler_plugins()["scorers"]]
+    assert "binpack" in scorers and "spread" not in scorers
+
+
+def test_enabling_spread_disables_binpack(admin_user):
+    plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
+
+    plugin_set_enabled(name="spread", enabled=True, actor=admin_user)
+
+    assert _state("spread")[0] is True
+    assert _state("binpack")[0] is False
+
+
+def test_enabling_a_scorer_keeps_a_weight_it_already_has(admin_user):
+    PluginConfig.objects.filter(name="nvlink").update(enabled=False, weight=7)
+
+    plugin_set_enabled(name="nvlink", enabled=True, actor=admin_user)
+
+    assert _state("nvlink") == (True, 7, {})
+
+
+def test_disabling_a_score_plugin_keeps_the_exclusive_partner_off(admin_user):
+    plugin_set_enabled(name="spread", enabled=False, actor=admin_user)
+
+    assert _state("spread")[0] is False
+    assert _state("binpack")[0] is False
+
+
+@pytest.mark.parametrize("name", ["resource-filter", "gpu-filter"])
+def test_disabling_a_forced_filter_is_refused_and_changes_nothing(admin_user, name, django_capture_on_commit_callbacks):
+    before = _all_rows()
+
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(DomainError) as refusal:
+        plugin_set_enabled(name=name, enabled=False, actor=admin_user)
+
+    assert refusal.value.field == "enabled"
+    assert "always on" in refusal.value.message
+    assert _all_rows() == before
+    assert not PluginChange.objects.exists()
+    assert callbacks == []
+
+
+def test_unknown_plugin_is_refused(admin_user):
+    with pytest.raises(UnknownPlugin):
+        plugin_set_enabled(name="no-such-plugin", enabled=True, actor=admin_user)
+    with pytest.raises(UnknownPlugin):
+        plugin_update(name="no-such-plugin", weight=3, actor=admin_user)
+    assert not PluginConfig.objects.filter(name="no-such-plugin").exists()
+
+
+def test_every_changed_row_gets_a_history_entry_with_before_after_and_actor(admin_user):
+    plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
+
+    changes = {change.plugin: change for change in PluginChange.objects.all()}
+    assert set(changes) == {"binpack", "spread"}
+    assert changes["binpack"].actor == admin_user
+    assert changes["binpack"].before == {"enabled": False, "weight": 0, "extra": {}}
+    assert changes["binpack"].after == {"enabled": True, "weight": 1, "extra": {}}
+    assert changes["spread"].before == {"enabled": True, "weight": 1, "extra": {}}
+    assert changes["spread"].after == {"enabled": False, "weight": 1, "extra": {}}
+    assert changes["spread"].at is not None
+
+
+def test_a_change_that_changes_nothing_writes_no_history_and_notifies_nobody(admin_user,
+                                                                              django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        plugin_set_enabled(name="spread", enabled=True, actor=admin_user)
+        plugin_update(name="nvlink", weight=1, actor=admin_user)
+
+    assert not PluginChange.objects.exists()
+    assert callbacks == []
+
+
+def test_listeners_hear_of_a_change_after_commit(admin_user, django_capture_on_commit_callbacks):
+    heard = []
+
+    def listener(sender, names, actor, **kwargs):
+        heard.append((names, actor))
+
+    plugin_set_changed.connect(listener)
+    try:
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
+        assert heard == []
+        for callback in callbacks:
+            callback()
+    finally:
+        plugin_set_changed.disconnect(listener)
+
+    assert heard == [(["binpack", "spread"], admin_user)]
+
+
+@pytest.mark.parametrize("weight", [-1, 101, 2.5, True, "5"])
+def test_weight_must_be_a_whole_number_from_0_to_100(admin_user, weight):
+    with pytest.raises(DomainError) as refusal:
+        plugin_update(name="topology", weight=weight, actor=admin_user)
+
+    assert refusal.value.field == "weight"
+    assert _state("topology") == (True, 1, {})
+
+
+def test_weight_is_saved_and_used_by_the_scheduler(admin_user):
+    plugin_update(name="topology", weight=100, actor=admin_user)
+
+    assert _state("topology")[1] == 100
+    assert {"name": "topology", "weight": 100} in scheduler_plugins()["scorers"]
+
+
+def test_an_enabled_scorer_cannot_get_weight_zero_but_a_disabled_one_can(admin_user):
+    with pytest.raises(DomainError) as refusal:
+        plugin_update(name="spread", weight=0, actor=admin_user)
+    assert refusal.value.field == "weight"
+    assert _state("spread")[1] == 1
+
+    PluginConfig.objects.filter(name="rdma").update(enabled=False, weight=4)
+    plugin_update(name="rdma", weight=0, actor=admin_user)
+    assert _state("rdma") == (False, 0, {})
+
+
+def test_a_plugin_that_does_not_score_has_no_weight(admin_user):
+    with pytest.raises(DomainError) as refusal:
+        plugin_update(name="gpu-filter", weight=5, actor=admin_user)
+
+    assert refusal.value.field == "weight"
+    assert _state("gpu-filter") == (True, 1, {})
+
+
+def test_preempt_stage_is_saved_and_reaches_the_scheduler(admin_user):
+    plugin_update(name="preempt", extra={"preempt_stage": "scheduled"}, actor=admin_user)
+
+    assert _state("preempt")[2] == {"preempt_stage": "scheduled"}
+    assert scheduler_plugins()["preempt_stage"] == "scheduled"
+    change = PluginChange.objects.get()
+    assert change.before["extra"] == {"preempt_stage": "running"}
+    assert change.after["extra"] == {"preempt_stage": "scheduled"}
+
+
+@pytest.mark.parametrize("extra", [{"preempt_stage": "always"}, {"preempt_stage": "running", "speed": 3}, ["running"]])
+def test_bad_extra_is_refused_naming_extra_and_changes_nothing(admin_user, extra):
+    with pytest.raises(DomainError) as refusal:
+        plugin_update(name="preempt", weight=None, extra=extra, actor=admin_user)
+
+    assert refusal.value.field == "extra"
+    assert _state("preempt")[2] == {"preempt_stage": "running"}
+    assert not PluginChange.objects.exists()
+
+
+def test_a_refused_weight_also_drops_the_extra_sent_with_it(admin_user):
+    with pytest.raises(DomainError):
+        plugin_update(name="preempt", weight=3, extra={"preempt_stage": "disabled"}, actor=admin_user)
+
+    assert _state("preempt")[2] == {"preempt_stage": "running"}
+
+
+def test_a_plugin_without_a_row_is_created_from_its_defaults_then_changed(admin_user):
+    PluginConfig.objects.filter(name="binpack").delete()
+
+    plugin_update(name="binpack", weight=9, actor=admin_user)
+
+    assert _state("binpack") == (False, 9, {})
+    assert PluginChange.objects.get().before == {"enabled": False, "weight": 0, "extra": {}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_enables_of_spread_and_binpack_leave_exactly_one_on(admin_user):
+    # Two admins flip the rivals on at the same time, again and again: the row locks serialise each pair of
+    # writes, so no interleaving may leave both on (or deadlock).
+    errors: list[Exception] = []
+    start = threading.Barrier(2)
+
+    def enable_repeatedly(name: str) -> None:
+        try:
+            start.wait()
+            for _ in range(20):
+                plugin_set_enabled(name=name, enabled=True, actor=admin_user)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=enable_repeatedly, args=(name,)) for name in ("spread", "binpack")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    on = set(PluginConfig.objects.filter(name__in=["spread", "binpack"], enabled=True).values_list("name", flat=True))
+    assert len(on) == 1
+    assert [scorer["name"] for scorer in scheduler_plugins()["scorers"] if scorer["name"] in ("spread", "binpack")] \
+        == list(on)
+
+
+def test_notification_channel_update_saves_and_records_history(admin_user, webhook_receiver):
+    channel = notification_channel_update(kind="webhook", enabled=True, target=f"  {webhook_receiver.url} ",
+                                          events=["succeeded", "failed"], actor=admin_user)
+
+    channel.refresh_from_db()
+    assert (channel.enabled, channel.target, channel.events) == (True, webhook_receiver.url, ["failed", "succeeded"])
+    change = PluginChange.objects.get()
+    assert change.plugin == "notification:webhook"
+    assert change.actor == admin_user
+    assert change.before == {"enabled": False, "target": "", "events": ["failed", "preempted", "succeeded"]}
+    assert change.after == {"enabled": True, "target": webhook_receiver.url, "events": ["failed", "succeeded"]}
+
+
+@pytest.mark.parametrize("kind, target, events, field", [
+    ("webhook", "not a url", ["failed"], "target"),
+    ("webhook", "ftp://example.com/hook", ["failed"], "target"),
+    ("webhook", "", ["failed"], "target"),
+    ("email", "ops@example.com, nobody", ["failed"], "target"),
+    ("email", "ops@example.com", ["exploded"], "events"),
+    ("email", "ops@example.com", [], "events"),
+])
+def test_notification_channel_update_validates_with_field_errors(admin_user, kind, target, events, field):
+    with pytest.raises(DomainError) as refusal:
+        notification_channel_update(kind=kind, enabled=True, target=target, events=events, actor=admin_user)
+
+    assert refusal.value.field == field
+    channel = NotificationChannel.objects.get(kind=kind)
+    assert (channel.enabled, channel.target) == (False, "")
+    assert not PluginChange.objects.exists()
+
+
+def test_email_addresses_are_normalised(admin_user):
+    channel = notification_channel_update(kind="email", enabled=True, target="a@example.com,  b@example.com ,",
+                                          events=["failed"], actor=admin_user)
+
+    assert channel.target == "a@example.com, b@example.com"
+
+
+def test_unknown_notification_channel_is_refused(admin_user):
+    with pytest.raises(UnknownPlugin):
+        notification_channel_update(kind="pager", enabled=False, target="", events=[], actor=admin_user)

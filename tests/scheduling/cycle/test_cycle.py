@@ -1,0 +1,195 @@
+"""The scheduling cycle of SPEC §4 end to end against PostgreSQL: placement policy, the walk-through of SPEC §5,
+the 200-task bound and the scan cursor."""
+
+import random
+from collections import Counter
+
+import pytest
+
+from nodes.models import GPU, Node
+from plugins_admin.models import PluginConfig
+from scheduling import immediate_queue, lifecycle
+from scheduling.cycle import CYCLE_LIMIT, run_cycle
+from scheduling.framework import reasons
+from scheduling.models import AttemptCodeCount, CycleRecord, ScanCursor, SchedulingAttempt, Task
+from scheduling.signals import cycle_completed
+from tests.factories import make_node, make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def _placements(tasks) -> Counter:
+    return Counter(Task.objects.filter(id__in=[task.id for task in tasks]).values_list("node__name", flat=True))
+
+
+def _switch_to_binpack():
+    PluginConfig.objects.update_or_create(name="spread", defaults={"enabled": False, "weight": 0})
+    PluginConfig.objects.update_or_create(name="binpack", defaults={"enabled": True, "weight": 1})
+
+
+def test_six_one_card_tasks_land_three_and_three_under_spread_in_one_cycle(tenant):
+    make_node(name="a", cards=8)
+    make_node(name="b", cards=8)
+    tasks = [make_task(tenant=tenant, gpu_required=1) for _ in range(6)]
+
+    result = run_cycle(rng=random.Random(1))
+
+    assert (result.considered, result.bound, result.failed) == (6, 6, 0)
+    assert _placements(tasks) == {"a": 3, "b": 3}
+    assert dict(Node.objects.values_list("name", "gpu_used")) == {"a": 3, "b": 3}
+
+
+def test_six_one_card_tasks_land_on_one_node_under_binpack_read_from_plugin_config_rows(tenant):
+    _switch_to_binpack()
+    make_node(name="a", cards=8)
+    make_node(name="b", cards=8)
+    tasks = [make_task(tenant=tenant, gpu_required=1) for _ in range(6)]
+
+    run_cycle(rng=random.Random(1))
+
+    assert sorted(_placements(tasks).values()) == [6]
+
+
+def test_spec_walkthrough_binds_to_the_free_nvidia_node_and_explains_every_other_node(
+    tenant, other_tenant, tenant_client
+):
+    make_node(name="offline", status=Node.Status.OFFLINE)
+    make_node(name="dedicated", dedicated_tenant=other_tenant)
+    hot = make_node(name="hot")
+    GPU.objects.filter(node=hot).update(memory_used_mb=79000)  # 96 % of 81920 MB on every card
+    make_node(name="ascend", gpu_type="ascend", model="Ascend 910B")
+    free = make_node(name="free")
+    task = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=4)
+
+    result = run_cycle(rng=random.Random(3))
+
+    assert result.bound == 1
+    task.refresh_from_db()
+    assert (task.status, task.node_id, len(task.gpus)) == (lifecycle.SCHEDULED, free.id, 4)
+    free.refresh_from_db()
+    assert free.gpu_used == 4
+    assert set(Node.objects.exclude(id=free.id).values_list("gpu_used", flat=True)) == {0}
+
+    diagnostics = tenant_client.get(f"/api/v1/tasks/{task.id}").json()["diagnostics"]
+    assert diagnostics["code"] == reasons.SCHEDULED
+    assert diagnostics["message"].startswith("1/5 nodes are available")
+    reason_of = {entry["node"]: entry["reason"] for entry in diagnostics["nodes"]}
+    assert reason_of == {
+        "offline": reasons.NODE_OFFLINE,
+        "dedicated": reasons.DEDICATED_OTHER_TENANT,
+        "hot": reason_of["hot"],
+        "ascend": reasons.GPU_TYPE_MISMATCH,
+        "free": None,
+    }
+    assert reason_of["hot"] in (reasons.CARDS_OVERLOADED, reasons.INSUFFICIENT_GPU)
+    scored = next(entry for entry in diagnostics["nodes"] if entry["node"] == "free")
+    assert scored["scores"] and scored["total"] is not None
+
+
+def test_a_task_that_fits_nowhere_stays_pending_with_its_code_and_the_code_is_counted(tenant):
+    make_node(name="small", cards=2)
+    task = make_task(tenant=tenant, gpu_required=4)
+
+    result = run_cycle()
+
+    assert (result.considered, result.bound, result.failed) == (1, 0, 1)
+    task.refresh_from_db()
+    assert task.status == lifecycle.PENDING
+    attempt = SchedulingAttempt.objects.get(task=task)
+    assert attempt.code == reasons.INSUFFICIENT_RESOURCES
+    assert attempt.message == f"0/1 nodes are available: 1 {reasons.INSUFFICIENT_GPU}."
+    assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 1
+    run_cycle()
+    assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 2
+
+
+def test_higher_priority_tasks_take_the_last_cards_first(tenant):
+    make_node(name="one", cards=1)
+    low = make_task(tenant=tenant, gpu_required=1, priority=10)
+    high = make_task(tenant=tenant, gpu_required=1, priority=90)
+
+    run_cycle()
+
+    assert Task.objects.get(id=high.id).status == lifecycle.SCHEDULED
+    assert Task.objects.get(id=low.id).status == lifecycle.PENDING
+
+
+def test_a_cycle_records_itself_and_tells_listeners_after_commit(tenant):
+    make_node(cards=1)
+    make_task(tenant=tenant, gpu_required=1)
+    heard = []
+
+    def listener(sender, **figures):
+        heard.append(figures)
+
+    cycle_completed.connect(listener)
+    try:
+        result = run_cycle()
+    finally:
+        cycle_completed.disconnect(listener)
+
+    record = CycleRecord.objects.get()
+    assert (record.considered, record.bound, record.failed, record.preempting) == (1, 1, 0, 0)
+    assert heard == [{"cycle_id": record.id, "considered": 1, "bound": 1, "failed": 0, "preempting": 0,
+                      "duration_ms": result.duration_ms}]
+
+
+def test_tasks_from_the_immediate_queue_go_before_the_queue_order(tenant):
+    make_node(name="one", cards=1)
+    older_high = make_task(tenant=tenant, gpu_required=1, priority=90)
+    fresh_low = make_task(tenant=tenant, gpu_required=1, priority=10)
+    immediate_queue.push(fresh_low.id)
+
+    run_cycle()
+
+    assert Task.objects.get(id=fresh_low.id).status == lifecycle.SCHEDULED
+    assert Task.objects.get(id=older_high.id).status == lifecycle.PENDING
+    assert immediate_queue.length() == 0
+
+
+def _bulk_pending(tenant, count: int, **fields) -> list[Task]:
+    return Task.objects.bulk_create(Task(tenant=tenant, name=f"t{i}", **fields) for i in range(count))
+
+
+def test_a_cycle_takes_at_most_200_tasks_and_the_cursor_reaches_the_tail_of_1000(tenant):
+    make_node(name="tiny", cards=1)
+    _bulk_pending(tenant, 999, gpu_required=2, priority=60)
+    tail = make_task(tenant=tenant, gpu_required=2, priority=5)
+
+    considered = []
+    for _ in range(5):
+        considered.append(run_cycle().considered)
+        if SchedulingAttempt.objects.filter(task=tail).exists():
+            break
+
+    assert considered == [CYCLE_LIMIT] * 5
+    assert SchedulingAttempt.objects.filter(task=tail).exists()
+    assert SchedulingAttempt.objects.count() == 1000
+
+
+def test_the_cursor_wraps_to_the_head_after_the_tail(tenant):
+    make_node(name="tiny", cards=1)
+    head, *_ = _bulk_pending(tenant, 300, gpu_required=2)
+
+    run_cycle()  # tasks 1–200
+    second = run_cycle()  # tasks 201–300, then 1–100 again
+
+    assert second.considered == CYCLE_LIMIT
+    cursor = ScanCursor.objects.get()
+    ordered = list(Task.objects.order_by("-priority", "created_at", "id").values_list("id", flat=True))
+    assert cursor.task_id == ordered[99]
+    first_attempt_at = SchedulingAttempt.objects.get(task_id=head.id).at
+    assert first_attempt_at > SchedulingAttempt.objects.get(task_id=ordered[150]).at
+
+
+def test_the_plugin_set_is_read_from_the_database_at_every_cycle(tenant):
+    make_node(name="a", cards=8)
+    make_node(name="b", cards=8)
+    first = [make_task(tenant=tenant, gpu_required=1) for _ in range(2)]
+    run_cycle(rng=random.Random(1))
+    assert sorted(_placements(first).values()) == [1, 1]
+
+    _switch_to_binpack()
+    second = [make_task(tenant=tenant, gpu_required=1) for _ in range(4)]
+    run_cycle(rng=random.Random(1))
+    assert sorted(_placements(second).values()) == [4]

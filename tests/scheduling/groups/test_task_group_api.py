@@ -1,0 +1,57 @@
+import pytest
+
+from scheduling.groups.replicas import rebuild_inference_groups
+from scheduling.models import Task, TaskGroup
+
+
+@pytest.mark.django_db
+def test_training_group_creates_ranked_pending_members(tenant_client):
+    response = tenant_client.post("/api/v1/task-groups", {
+        "name": "llm", "type": "training", "world_size": 4, "gpus_per_worker": 8, "gpu_type": "nvidia",
+        "parallelism": "data"}, format="json")
+
+    assert response.status_code == 201, response.data
+    members = response.data["members"]
+    assert [member["rank"] for member in members] == [0, 1, 2, 3]
+    assert {Task.objects.get(id=member["task"]).gpu_required for member in members} == {8}
+    assert {member["node"] for member in members} == {None}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("body,field", [
+    ({"world_size": 0}, "world_size"),
+    ({"parallelism": "magic"}, "parallelism"),
+    ({"replicas": 2}, "replicas"),
+    ({"elastic": True}, "elastic"),
+    ({"type": "inference", "window": {"start": "09:00", "end": "18:00", "action": "scale"}}, "window"),
+])
+def test_bad_group_input_names_the_field_and_creates_nothing(tenant_client, body, field):
+    base = {"name": "g", "type": "training", "world_size": 2, "gpus_per_worker": 1}
+    response = tenant_client.post("/api/v1/task-groups", {**base, **body}, format="json")
+
+    assert response.status_code == 400
+    assert field in response.data
+    assert not TaskGroup.objects.exists() and not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_groups_are_tenant_scoped(tenant_client, other_tenant_client):
+    created = tenant_client.post("/api/v1/task-groups", {"name": "g", "type": "training", "world_size": 2,
+                                                         "gpus_per_worker": 1}, format="json").data
+
+    assert other_tenant_client.get(f"/api/v1/task-groups/{created['id']}").status_code == 404
+    assert other_tenant_client.get("/api/v1/task-groups").data == []
+    assert tenant_client.get(f"/api/v1/task-groups/{created['id']}").status_code == 200
+
+
+@pytest.mark.django_db
+def test_inference_rebuild_creates_missing_replicas(tenant_client):
+    created = tenant_client.post("/api/v1/task-groups", {"name": "svc", "type": "inference", "world_size": 1,
+                                                         "gpus_per_worker": 1, "replicas": 3}, format="json").data
+    group = TaskGroup.objects.get(id=created["id"])
+    first = group.members.order_by("rank").first()
+    Task.objects.filter(id=first.id).update(status="failed")
+
+    assert rebuild_inference_groups() == 1
+    assert group.members.filter(status="pending").count() == 3
+    assert rebuild_inference_groups() == 0

@@ -1,0 +1,83 @@
+from scheduling.framework import reasons
+from scheduling.framework.snapshot import TenancyView
+from scheduling.plugins.resource_filter import ResourceFilter
+from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
+
+# 81920 MB cards: reserve = max(500, 10 %) = 8192 MB.
+
+
+def check(task, node, tenancy=None):
+    return ResourceFilter().filter(make_state(tenancy), task, node)
+
+
+def test_whole_card_needs_enough_free_cards():
+    node = make_node(cards=4)
+    for card in node.cards[:3]:
+        occupy(card, tenant_id=1)
+    assert check(make_task(gpu_required=1), node).is_success
+    assert check(make_task(gpu_required=2), node).reasons == (reasons.INSUFFICIENT_GPU,)
+
+
+def test_a_shard_makes_a_card_not_free_for_whole_card_tasks():
+    node = make_node(cards=1)
+    occupy(node.cards[0], tenant_id=1, shard_mb=1000)
+    assert check(make_task(gpu_required=1), node).reasons == (reasons.INSUFFICIENT_GPU,)
+
+
+def test_cards_at_95_percent_memory_do_not_count():
+    node = make_node(cards=2)
+    node.cards[0].memory_used_mb = int(81920 * 0.95)
+    assert check(make_task(gpu_required=1), node).is_success
+    assert check(make_task(gpu_required=2), node).reasons == (reasons.INSUFFICIENT_GPU,)
+    node.cards[1].memory_used_mb = 81000
+    assert check(make_task(gpu_required=1), node).reasons == (reasons.CARDS_OVERLOADED,)
+
+
+def test_whole_card_memory_condition_uses_free_memory_after_reserve():
+    node = make_node(cards=2)
+    node.cards[0].memory_used_mb = 40000  # 81920 − 8192 − 40000 = 33728 free
+    assert check(make_task(gpu_required=2, gpu_memory_mb=33728), node).is_success
+    status = check(make_task(gpu_required=2, gpu_memory_mb=33729), node)
+    assert status.reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+
+
+def test_fractional_needs_one_card_with_room_after_reserve_and_shards():
+    node = make_node(cards=1)
+    occupy(node.cards[0], tenant_id=1, shard_mb=30000)  # 81920 − 8192 − 30000 = 43728
+    assert check(make_task(gpu_memory_mb=43728), node).is_success
+    assert check(make_task(gpu_memory_mb=43729), node).reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+
+
+def test_fractional_counts_reported_memory_when_larger_than_bookings():
+    node = make_node(cards=1)
+    node.cards[0].memory_used_mb = 50000
+    occupy(node.cards[0], tenant_id=1, shard_mb=10000)  # reported use covers the shard: free 23728
+    assert check(make_task(gpu_memory_mb=23728), node).is_success
+    assert not check(make_task(gpu_memory_mb=23729), node).is_success
+
+
+def test_fractional_never_joins_a_whole_card_occupant():
+    node = make_node(cards=1)
+    occupy(node.cards[0], tenant_id=1)
+    assert check(make_task(gpu_memory_mb=100), node).reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+
+
+def test_fractional_tenant_boundary():
+    node = make_node(cards=1)
+    occupy(node.cards[0], tenant_id=2, shard_mb=1000)
+    task = make_task(tenant_id=1, gpu_memory_mb=1000)
+    assert check(task, node).reasons == (reasons.NO_TENANT_ELIGIBLE_CARD,)
+    shared = TenancyView(groups_of={1: frozenset({10}), 2: frozenset({10})})
+    assert check(task, node, shared).is_success
+
+
+def test_fractional_prefers_any_open_card_over_the_tenant_check():
+    node = make_node(cards=2)
+    occupy(node.cards[0], tenant_id=2, shard_mb=1000)
+    assert check(make_task(tenant_id=1, gpu_memory_mb=1000), node).is_success
+
+
+def test_task_without_gpus_passes():
+    node = make_node(cards=1)
+    occupy(node.cards[0], tenant_id=2)
+    assert check(make_task(cpu_cores=2), node).is_success
