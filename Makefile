@@ -26,7 +26,7 @@ run: $(INSTALLED)
 
 # pytest exits 5 when it collected no tests: that is a failure here like any other non-zero exit.
 test: $(INSTALLED)
-	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile --create-db $(PYTEST_ARGS)
 
 bench: $(INSTALLED)
 	$(PY) manage.py bench_scheduler --nodes 300 --pending 2000

@@ -147,8 +147,10 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
     """The heartbeat ledger of SPEC §7: set `gpu_used` to SUM(gpu_required) of the node's active tasks.
 
     Returns the corrected value, or None when the ledgers agreed. The stored value and the sum are read in one
-    statement under the node's row lock: a transition that already moved the counter holds that lock until it
-    commits (so we see its task too), one that has not yet moved it must wait for us (so we see neither).
+    statement AFTER taking the node's row lock in an earlier one: a transition that already moved the counter held
+    that lock until it committed (so the fresh snapshot sees its task too), one that has not yet moved it must wait
+    for us (so we see neither). Reading under `FOR UPDATE` in the same statement would not do: after waiting for the
+    lock, PostgreSQL re-reads the node row but keeps the old snapshot for the sum.
     """
     active_gpus = (
         Task.objects.filter(node_id=OuterRef("id"), status__in=ACTIVE_STATES)
@@ -158,14 +160,15 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
         .values("total")
     )
     with transaction.atomic():
+        if not Node.objects.select_for_update().filter(id=node_id).exists():
+            return None
         row = (
-            Node.objects.select_for_update()
-            .filter(id=node_id)
+            Node.objects.filter(id=node_id)
             .annotate(recount=Coalesce(Subquery(active_gpus, output_field=IntegerField()), Value(0)))
             .values("name", "gpu_used", "recount")
             .first()
         )
-        if row is None or row["gpu_used"] == row["recount"]:
+        if row["gpu_used"] == row["recount"]:
             return None
         corrected = Node.objects.filter(id=node_id, gpu_used=row["gpu_used"]).update(gpu_used=row["recount"])
     if corrected:

@@ -4,6 +4,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from plugins_admin.notifications import TASK_EVENTS
@@ -70,6 +71,9 @@ class PluginDetailApi(APIView):
             plugin_set_enabled(name=name, enabled=PLUGIN_ACTIONS[action], actor=request.user)
         except UnknownPlugin:
             raise NotFound(f"no plugin named {name!r}") from None
+        except DomainError as exc:
+            # Over the API the switch is the `action` parameter.
+            raise DomainError(exc.message, field="action") from None
         return Response(PluginOutput(_plugin_entry(name)).data)
 
     @extend_schema(request=InputSerializer, responses=PluginOutput)

@@ -130,12 +130,12 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
         raise ShardAllocationError(f"card {card_index} is not on node {node_id}")
     held = shard_occupancy(node_id).get(card_index)
     if held is not None:
-        pass
+        _check_may_join(task.tenant_id, held)
     vendor = gpu["type"] or node_gpu_type
     memory_total = gpu["memory_total_mb"]
     in_use = max(gpu["memory_used_mb"], held["memory_mb"] if held else 0)
     free_mb = int(memory_total - SchedulerConfig.from_settings().reserve_mb(memory_total) - in_use)
-    if False:
+    if task.gpu_memory_mb > free_mb:
         raise ShardAllocationError(
             f"card {card_index} has {max(free_mb, 0)} MB free after reserve, the task needs {task.gpu_memory_mb} MB"
         )

@@ -46,7 +46,7 @@ class PreemptionPlan:
 
     @property
     def rank(self) -> tuple[int, int, int]:
-        return len(self.victims), self.priority_sum, self.node_id
+        return len(self.victims), self.node_id, self.priority_sum
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,15 @@ class TestHeartbeat:
         node = Node.objects.get(id=registered[0].id)
         assert (node.gpu_total, node.gpu_type, node.labels[TOPOLOGY_LABEL]) == (4, "nvidia", NV4_LABEL)
 
+    def test_corrects_ledger_drift_and_revives_an_offline_node(self, agent, registered, tenant, caplog):
+        node = registered[0]
+        make_task(tenant=tenant, node=node, status="running", gpu_required=3)
+        Node.objects.filter(id=node.id).update(gpu_used=1, status="offline")
+        assert agent.post(HEARTBEAT, heartbeat_body(cards=4), format="json").status_code == 200
+        node.refresh_from_db()
+        assert (node.gpu_used, node.status) == (3, "online")
+        assert "stored 1, recounted 3" in caplog.text
+
     @pytest.mark.parametrize(
         ("change", "field"),
         [

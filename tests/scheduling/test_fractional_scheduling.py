@@ -254,5 +254,4 @@ def test_two_scheduler_processes_never_overcommit_a_card_or_mix_non_sharing_tena
         assert sum(task.shard["compute_percent"] for task in holders) <= 100
         for first, second in combinations({task.tenant_id for task in holders}, 2):
             assert may_share(first, second, tenancy), f"tenants {first} and {second} share card {card}"
-    from scheduling.models import CycleRecord, AttemptCodeCount; print("PLACED", placed, list(CycleRecord.objects.values_list("bound","failed")), list(AttemptCodeCount.objects.values_list("code","count")))
     assert placed == Task.objects.filter(status=lifecycle.SCHEDULED).count() > 0

@@ -1,0 +1,161 @@
+import pytest
+from rest_framework.test import APIClient
+
+from plugins_admin.models import PluginChange, PluginConfig
+
+pytestmark = pytest.mark.django_db
+
+
+def _enabled(name: str) -> bool:
+    return PluginConfig.objects.get(name=name).enabled
+
+
+def test_anyone_signed_in_may_read_the_plugins(tenant_client):
+    response = tenant_client.get("/api/v1/plugins")
+
+    assert response.status_code == 200
+    plugins = {plugin["name"]: plugin for plugin in response.json()}
+    assert len(plugins) == 8
+    assert plugins["resource-filter"]["locked"] is True
+    assert plugins["preempt"]["extra"] == {"preempt_stage": "running"}
+    assert plugins["spread"]["exclusive_with"] == ["binpack"]
+
+
+def test_anonymous_callers_are_refused():
+    assert APIClient().get("/api/v1/plugins").status_code in (401, 403)
+    assert APIClient().get("/api/v1/scheduler/plugins").status_code in (401, 403)
+
+
+def test_tenants_may_not_change_plugins(tenant_client):
+    assert tenant_client.post("/api/v1/plugins/binpack?action=enable").status_code == 403
+    assert tenant_client.put("/api/v1/plugins/topology", {"weight": 5}, format="json").status_code == 403
+    assert tenant_client.get("/api/v1/plugins/history").status_code == 403
+    assert not _enabled("binpack")
+    assert PluginConfig.objects.get(name="topology").weight == 1
+
+
+def test_enabling_binpack_changes_the_set_the_scheduler_holds(admin_client):
+    response = admin_client.post("/api/v1/plugins/binpack?action=enable")
+
+    assert response.status_code == 200
+    assert response.json()["enabled"] is True and response.json()["weight"] == 1
+    held = admin_client.get("/api/v1/scheduler/plugins").json()
+    names = [scorer["name"] for scorer in held["scorers"]]
+    assert "binpack" in names and "spread" not in names
+    listed = {plugin["name"]: plugin["enabled"] for plugin in admin_client.get("/api/v1/plugins").json()}
+    assert (listed["spread"], listed["binpack"]) == (False, True)
+
+
+def test_disable_action(admin_client):
+    response = admin_client.post("/api/v1/plugins/rdma?action=disable")
+
+    assert response.status_code == 200
+    assert not _enabled("rdma")
+    assert "rdma" not in [scorer["name"] for scorer in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]]
+
+
+@pytest.mark.parametrize("query", ["", "?action=toggle", "?action="])
+def test_a_bad_action_is_a_400_naming_action(admin_client, query):
+    response = admin_client.post(f"/api/v1/plugins/binpack{query}")
+
+    assert response.status_code == 400
+    assert "action" in response.json()
+    assert not _enabled("binpack")
+
+
+def test_disabling_a_forced_filter_is_a_400_and_changes_nothing(admin_client):
+    response = admin_client.post("/api/v1/plugins/resource-filter?action=disable")
+
+    assert response.status_code == 400
+    assert "always on" in response.json()["action"][0]
+    assert _enabled("resource-filter")
+    assert "resource-filter" in admin_client.get("/api/v1/scheduler/plugins").json()["filters"]
+
+
+def test_unknown_plugin_is_a_404(admin_client):
+    assert admin_client.post("/api/v1/plugins/magic?action=enable").status_code == 404
+    assert admin_client.put("/api/v1/plugins/magic", {"weight": 2}, format="json").status_code == 404
+
+
+def test_put_weight(admin_client):
+    response = admin_client.put("/api/v1/plugins/topology", {"weight": 25}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["weight"] == 25
+    assert {"name": "topology", "weight": 25} in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]
+
+
+def test_put_preempt_stage_reaches_the_scheduler(admin_client):
+    response = admin_client.put("/api/v1/plugins/preempt", {"extra": {"preempt_stage": "scheduled"}}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["extra"] == {"preempt_stage": "scheduled"}
+    assert admin_client.get("/api/v1/scheduler/plugins").json()["preempt_stage"] == "scheduled"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"weight": 5, "require_nvlink": True}, "require_nvlink"),
+    ({"weight": 101}, "weight"),
+    ({"weight": -1}, "weight"),
+    ({"weight": "heavy"}, "weight"),
+    ({"extra": "running"}, "extra"),
+])
+def test_bad_put_bodies_are_400s_naming_the_field(admin_client, body, field):
+    response = admin_client.put("/api/v1/plugins/topology", body, format="json")
+
+    assert response.status_code == 400
+    assert field in response.json()
+    assert PluginConfig.objects.get(name="topology").weight == 1
+
+
+def test_a_bad_preempt_stage_is_a_400_naming_extra(admin_client):
+    response = admin_client.put("/api/v1/plugins/preempt", {"extra": {"preempt_stage": "eventually"}}, format="json")
+
+    assert response.status_code == 400
+    assert "preempt_stage" in response.json()["extra"][0]
+    assert admin_client.get("/api/v1/scheduler/plugins").json()["preempt_stage"] == "running"
+
+
+def test_an_empty_put_is_refused(admin_client):
+    assert admin_client.put("/api/v1/plugins/topology", {}, format="json").status_code == 400
+
+
+def test_history_lists_the_changes_newest_first(admin_client, admin_user):
+    admin_client.put("/api/v1/plugins/topology", {"weight": 3}, format="json")
+    admin_client.post("/api/v1/plugins/binpack?action=enable")
+
+    history = admin_client.get("/api/v1/plugins/history").json()
+
+    assert [entry["plugin"] for entry in history] == ["spread", "binpack", "topology"]
+    assert history[2]["before"]["weight"] == 1 and history[2]["after"]["weight"] == 3
+    assert {entry["actor"] for entry in history} == {admin_user.username}
+    assert len(admin_client.get("/api/v1/plugins/history?limit=1").json()) == 1
+    assert admin_client.get("/api/v1/plugins/history?limit=0").status_code == 400
+    assert PluginChange.objects.count() == 3
+
+
+def test_custom_plugin_is_listed_and_held(settings, admin_client):
+    settings.HETEROFLOW_EXTRA_PLUGINS = ["tests.plugins_admin.custom_plugins.team_affinity"]
+
+    assert "team-affinity" in [plugin["name"] for plugin in admin_client.get("/api/v1/plugins").json()]
+    assert admin_client.put("/api/v1/plugins/team-affinity", {"weight": 6}, format="json").status_code == 200
+    assert {"name": "team-affinity", "weight": 6} in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]
+
+
+def test_notification_channel_api(admin_client, tenant_client, webhook_receiver):
+    body = {"enabled": True, "target": webhook_receiver.url, "events": ["failed"]}
+    assert tenant_client.put("/api/v1/notification-channels/webhook", body, format="json").status_code == 403
+
+    response = admin_client.put("/api/v1/notification-channels/webhook", body, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"kind": "webhook", **body}
+
+    bad = admin_client.put("/api/v1/notification-channels/webhook", {**body, "target": "nope"}, format="json")
+    assert bad.status_code == 400 and "target" in bad.json()
+    assert admin_client.put("/api/v1/notification-channels/pager", body, format="json").status_code == 404
+
+    tested = admin_client.post("/api/v1/notification-channels/webhook/test")
+    assert tested.status_code == 200 and tested.json()["ok"] is True
+    assert webhook_receiver.requests[-1]["json"]["event"] == "test"
+    listing = admin_client.get("/api/v1/notification-channels").json()
+    assert [channel["kind"] for channel in listing] == ["webhook", "email"]

@@ -1,0 +1,58 @@
+"""Micro-benchmark of Framework.schedule + select_cards + apply_bind, no database:
+
+    .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000
+"""
+
+import random
+import sys
+import time
+from pathlib import Path
+
+import django
+
+TYPES = ["nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun"]
+
+
+def main(node_count: int, task_count: int) -> None:
+    from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
+    from scheduling.framework.framework import Framework, apply_bind
+    from scheduling.framework.registry import build_plugin_set
+    from scheduling.framework.snapshot import SchedulerConfig
+    from tests.scheduling.framework.builders import make_node, make_snapshot, make_task
+
+    dgx = encode_label(parse_nvidia_smi_topo(
+        Path("/work/shared/fixtures/nvidia-smi-topo/dgx-a100-8gpu-nv12-10nic.txt").read_text()))
+    rng = random.Random(1)
+    nodes = []
+    for i in range(node_count):
+        gpu_type = TYPES[i % 3] if i % 5 else rng.choice(TYPES)
+        labels = {TOPOLOGY_LABEL: dgx} if gpu_type == "nvidia" else {}
+        if i % 4 == 0:
+            labels["rdma"] = "true"
+        nodes.append(make_node(gpu_type=gpu_type, cpu_percent=rng.uniform(0, 80), memory_used_mb=rng.randint(0, 4e5),
+                               zone=f"z{i % 6}", rack=f"r{i % 40}", status="offline" if i % 50 == 0 else "online",
+                               dedicated_tenant_id=7 if i % 97 == 0 else None, labels=labels))
+    snapshot = make_snapshot(*nodes)
+    tasks = [make_task(tenant_id=rng.randint(1, 5), gpu_type=TYPES[i % 3], gpu_required=rng.choice([0, 1, 1, 2, 4]),
+                       gpu_memory_mb=rng.choice([0, 4000]), labels={"zone": f"z{i % 6}"}) for i in range(task_count)]
+    framework = Framework(build_plugin_set([]), SchedulerConfig())
+    started = time.perf_counter()
+    bound = 0
+    for task in tasks:
+        result = framework.schedule(task, snapshot, rng)
+        if result.node is not None:
+            cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)
+            apply_bind(snapshot, task, result.node, cards)
+            bound += 1
+        result.diagnostic_nodes()
+    elapsed = time.perf_counter() - started
+    print(f"{node_count} nodes, {task_count} tasks: {elapsed * 1000 / task_count:.3f} ms/task "
+          f"({task_count / elapsed:.0f} tasks/s incl. diagnostics), {bound} bound")
+
+
+if __name__ == "__main__":
+    import os
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
+    django.setup()
+    main(int(sys.argv[1]), int(sys.argv[2]))

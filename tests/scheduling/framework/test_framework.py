@@ -1,0 +1,199 @@
+import random
+from collections import Counter
+from pathlib import Path
+
+from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
+from scheduling.framework import reasons
+from scheduling.framework.framework import Framework, apply_bind, select_cards
+from scheduling.framework.registry import PluginSetting, build_plugin_set, default_registry
+from scheduling.framework.snapshot import SchedulerConfig, TenancyView
+from scheduling.framework.status import Code
+from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
+
+CAPTURES = Path("/work/shared/fixtures/nvidia-smi-topo")
+
+
+def framework(*settings, extra_plugins=()):
+    return Framework(build_plugin_set(settings, default_registry(extra_plugins=list(extra_plugins))), CONFIG)
+
+
+def run(framework_, snapshot, *tasks, seed=0):
+    rng = random.Random(seed)
+    placed = []
+    for task in tasks:
+        result = framework_.schedule(task, snapshot, rng)
+        assert result.node is not None, result.message
+        apply_bind(snapshot, task, result.node, framework_.select_cards(task, result.node, tenancy=snapshot.tenancy))
+        placed.append(result.node.name)
+    return Counter(placed)
+
+
+def test_six_one_card_tasks_spread_three_and_three():
+    snapshot = make_snapshot(make_node(name="a"), make_node(name="b"))
+    assert run(framework(), snapshot, *[make_task(gpu_required=1) for _ in range(6)]) == {"a": 3, "b": 3}
+    assert [node.gpu_used for node in snapshot.nodes] == [3, 3]
+
+
+def test_six_one_card_tasks_binpack_onto_one_node():
+    binpack = framework(PluginSetting("spread", False), PluginSetting("binpack", True, 1))
+    snapshot = make_snapshot(make_node(name="a"), make_node(name="b"))
+    assert sorted(run(binpack, snapshot, *[make_task(gpu_required=1) for _ in range(6)]).values()) == [6]
+
+
+def test_spec_walk_through():
+    tenant, other = 1, 2
+    overloaded = make_node(name="hot")
+    for card in overloaded.cards:
+        card.memory_used_mb = 80000
+    snapshot = make_snapshot(
+        make_node(name="offline", status="offline"),
+        make_node(name="dedicated", dedicated_tenant_id=other),
+        overloaded,
+        make_node(name="ascend", gpu_type="ascend", model="910B"),
+        make_node(name="free"),
+    )
+    task = make_task(tenant_id=tenant, gpu_type="nvidia", gpu_required=4)
+    result = framework().schedule(task, snapshot, random.Random(1))
+    assert result.node.name == "free" and result.code is None
+    assert framework().select_cards(task, result.node) == [0, 1, 2, 3]
+    by_name = {entry["node"]: entry for entry in result.diagnostic_nodes()}
+    assert {name: entry["reason"] for name, entry in by_name.items()} == {
+        "offline": reasons.NODE_OFFLINE, "dedicated": reasons.DEDICATED_OTHER_TENANT,
+        "hot": reasons.CARDS_OVERLOADED, "ascend": reasons.GPU_TYPE_MISMATCH, "free": None,
+    }
+    assert by_name["free"]["scores"] == {"spread": result.scores[result.node.id]["spread"], "nvlink": 50.0,
+                                         "topology": 50.0, "rdma": 50.0}
+    assert by_name["free"]["total"] == round(sum(by_name["free"]["scores"].values()), 3)
+    assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
+                              "1 dedicated to another tenant, 1 node offline.")
+    assert result.filtered[snapshot.nodes[0].id].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert result.filtered[snapshot.nodes[2].id].code == Code.UNSCHEDULABLE
+
+
+def test_ties_are_broken_at_random():
+    snapshot = make_snapshot(make_node(name="a"), make_node(name="b"), make_node(name="c", cpu_percent=50))
+    rng = random.Random(42)
+    picks = Counter(framework().schedule(make_task(gpu_required=1), snapshot, rng).node.name for _ in range(200))
+    assert set(picks) == {"a", "b"} and min(picks.values()) > 60
+
+
+def test_same_seed_same_choice():
+    snapshot = make_snapshot(*[make_node() for _ in range(10)])
+    first = [framework().schedule(make_task(gpu_required=1), snapshot, random.Random(7)).node.id for _ in range(3)]
+    assert len(set(first)) == 1
+
+
+def test_codes_when_nothing_fits():
+    task = make_task(gpu_type="nvidia", gpu_required=1)
+    unreachable = make_snapshot(make_node(status="offline"), make_node(gpu_type="ascend"))
+    assert framework().schedule(task, unreachable, random.Random()).code == reasons.NO_SCHEDULABLE_NODES
+    full = make_node(cards=1)
+    occupy(full.cards[0], tenant_id=5)
+    result = framework().schedule(task, make_snapshot(full, make_node(status="offline")), random.Random())
+    assert result.code == reasons.INSUFFICIENT_RESOURCES and result.node is None
+    assert result.message == "0/2 nodes are available: 1 Insufficient GPU, 1 node offline."
+
+
+def test_tenant_boundary_alone_gives_no_tenant_eligible_gpu():
+    shared = make_node(cards=1)
+    occupy(shared.cards[0], tenant_id=2, shard_mb=1000)
+    snapshot = make_snapshot(shared, make_node(status="offline"))
+    result = framework().schedule(make_task(tenant_id=1, gpu_memory_mb=1000), snapshot, random.Random())
+    assert result.code == reasons.NO_TENANT_ELIGIBLE_GPU
+
+
+def test_apply_bind_makes_the_next_fractional_task_respect_the_tenant_boundary():
+    snapshot = make_snapshot(make_node(cards=1), tenancy=TenancyView())
+    fw = framework()
+    first = make_task(tenant_id=1, gpu_memory_mb=1000)
+    result = fw.schedule(first, snapshot, random.Random())
+    apply_bind(snapshot, first, result.node, fw.select_cards(first, result.node, tenancy=snapshot.tenancy))
+    assert snapshot.nodes[0].cards[0].occupant_tenants == {1}
+    same_tenant = fw.schedule(make_task(tenant_id=1, gpu_memory_mb=1000), snapshot, random.Random())
+    assert same_tenant.node is not None
+    assert fw.schedule(make_task(tenant_id=2, gpu_memory_mb=1000), snapshot,
+                       random.Random()).code == reasons.NO_TENANT_ELIGIBLE_GPU
+
+
+def test_inference_limit_per_node():
+    config = SchedulerConfig(inference_max_per_node=2)
+    fw = Framework(build_plugin_set([], default_registry(extra_plugins=[])), config)
+    snapshot = make_snapshot(make_node())
+    for _ in range(2):
+        task = make_task(type="inference", gpu_required=1)
+        result = fw.schedule(task, snapshot, random.Random())
+        apply_bind(snapshot, task, result.node, fw.select_cards(task, result.node))
+    result = fw.schedule(make_task(type="inference", gpu_required=1), snapshot, random.Random())
+    assert result.code == reasons.INSUFFICIENT_RESOURCES
+    assert reasons.INFERENCE_LIMIT in result.message
+
+
+def test_topology_required_is_hard_only_where_the_node_has_the_field():
+    snapshot = make_snapshot(make_node(name="eu", zone="eu-1"), make_node(name="us", zone="us-1"),
+                             make_node(name="unset"))
+    task = make_task(gpu_required=1, labels={"topology": "required", "zone": "eu-1"})
+    result = framework().schedule(task, snapshot, random.Random())
+    assert result.node.name == "eu"  # zone +15 beats the unset node
+    assert {entry["node"]: entry["reason"] for entry in result.diagnostic_nodes()}["us"] == reasons.ZONE_MISMATCH
+    assert len(result.totals) == 2
+
+
+def test_diagnostics_keep_the_best_fifty_feasible_nodes():
+    nodes = [make_node(cpu_percent=i) for i in range(60)] + [make_node(status="offline") for _ in range(3)]
+    result = framework().schedule(make_task(gpu_required=1), make_snapshot(*nodes), random.Random())
+    entries = result.diagnostic_nodes()
+    assert len(entries) == 53
+    feasible = [entry for entry in entries if entry["reason"] is None]
+    assert feasible[0]["node"] == nodes[0].name
+    assert [entry["total"] for entry in feasible] == sorted((entry["total"] for entry in feasible), reverse=True)
+
+
+def test_custom_per_node_plugin_runs_in_the_pipeline():
+    hot, cool = make_node(name="hot"), make_node(name="cool")
+    for card in hot.cards:
+        card.temperature = 80
+    for card in cool.cards:
+        card.temperature = 40
+    fw = framework(extra_plugins=["tests.example_plugins.cool_cards.factory"])
+    result = fw.schedule(make_task(gpu_required=1), make_snapshot(hot, cool), random.Random())
+    assert result.node.name == "cool"
+    assert result.filtered[hot.id].reasons == ("all cards too hot",)
+    assert result.scores[cool.id]["cool-cards"] == 60
+
+
+def captured(capture):
+    topology = parse_nvidia_smi_topo((CAPTURES / capture).read_text())
+    numa = [topology.numa[card] for card in topology.cards]
+    node = make_node(cards=len(numa), labels={TOPOLOGY_LABEL: encode_label(topology)})
+    for card, numa_node in zip(node.cards, numa):
+        card.numa = numa_node
+    return node
+
+
+def test_select_cards_with_nvlink_prefers_one_numa_node():
+    dgx = captured("dgx-a100-8gpu-nv12-10nic.txt")
+    assert select_cards(make_task(gpu_required=2), dgx, CONFIG) == [0, 1]
+    quad = captured("4gpu-nv4-2numa-1nic.txt")
+    occupy(quad.cards[0], tenant_id=3)
+    assert select_cards(make_task(gpu_required=2), quad, CONFIG) == [2, 3]
+    assert select_cards(make_task(gpu_required=4), quad, CONFIG) == []
+
+
+def test_select_cards_without_topology_takes_the_least_busy_lowest_index():
+    node = make_node(cards=4)
+    occupy(node.cards[1], tenant_id=3)
+    assert select_cards(make_task(gpu_required=2), node, CONFIG) == [0, 2]
+
+
+def test_select_cards_fractional_takes_the_card_with_most_free_memory():
+    node = make_node(cards=3)
+    occupy(node.cards[0], tenant_id=1, shard_mb=2000)
+    occupy(node.cards[1], tenant_id=2, shard_mb=1000)
+    occupy(node.cards[2], tenant_id=1, shard_mb=1000)
+    assert select_cards(make_task(tenant_id=1, gpu_memory_mb=500), node, CONFIG, tenancy=TenancyView()) == [2]
+
+
+def test_pcie_node_spreads_a_multi_card_task_over_single_domains():
+    pcie = captured("8gpu-pcie-pix-phb-sys.txt")
+    occupy(pcie.cards[0], tenant_id=3)
+    assert select_cards(make_task(gpu_required=3), pcie, CONFIG) == [1, 2, 3]
