@@ -1,6 +1,7 @@
 import ipaddress
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
@@ -14,7 +15,6 @@ from nodes.authentication import IsAdminOrJoinToken, IsNodeAgent, JoinTokenAuthe
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import agent_work, node_detail, nodes_list, nodes_visible_to_tenant
 from nodes.services import (
-    AGENT_LABEL_PREFIX,
     KEEP,
     AgentArcRefused,
     NotThisNodesTask,
@@ -137,14 +137,6 @@ class AgentHeartbeatApi(AgentApi):
                 raise serializers.ValidationError(errors)
             return cards
 
-        def validate_labels(self, value):
-            foreign = sorted(key for key in value if not key.startswith(AGENT_LABEL_PREFIX))
-            if foreign:
-                raise serializers.ValidationError(
-                    {key: [f"agents may only set labels under {AGENT_LABEL_PREFIX}"] for key in foreign}
-                )
-            return value
-
     @extend_schema(request=InputSerializer, responses={200: inline_serializer("HeartbeatAck", {
         "node_id": serializers.IntegerField(), "status": serializers.CharField()})})
     def post(self, request):
@@ -162,7 +154,7 @@ class AgentWorkApi(AgentApi):
 
 class AgentTaskStatusApi(AgentApi):
     class InputSerializer(StrictSerializer):
-        # "from" is a Python keyword, hence the declared fields below.
+        # "from" is a Python keyword, so it cannot be a class attribute: get_fields adds it.
         to = serializers.ChoiceField(choices=TaskStatus.choices)
         reason = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
 
@@ -225,6 +217,7 @@ class NodeDetailApi(APIView):
             queryset=Tenant.objects.all(), required=False, allow_null=True
         )
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, node_id: int):
         node = get_object_or_404(_nodes_for(request.user).select_related("dedicated_tenant"), id=node_id)
         if is_admin(request.user):
@@ -232,7 +225,7 @@ class NodeDetailApi(APIView):
         tenant = tenant_of(request.user)
         return Response(node_detail(node, tenant_id=tenant.id if tenant else -1))
 
-    @extend_schema(request=PatchInput)
+    @extend_schema(request=PatchInput, responses=OpenApiTypes.OBJECT)
     def patch(self, request, node_id: int):
         node = get_object_or_404(Node, id=node_id)
         changes = validated(self.PatchInput, request.data)
@@ -249,7 +242,7 @@ class NodeTopologyApi(APIView):
         zone = serializers.CharField(max_length=100, allow_blank=True)
         rack = serializers.CharField(max_length=100, allow_blank=True)
 
-    @extend_schema(request=InputSerializer)
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
     def put(self, request, node_id: int):
         node = get_object_or_404(Node, id=node_id)
         node = node_topology_update(node=node, actor=request.user, **validated(self.InputSerializer, request.data))

@@ -4,6 +4,7 @@ import hmac
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -72,3 +73,21 @@ class IsAdminOrJoinToken(BasePermission):
         if request.auth == JOIN_TOKEN:
             return True
         return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+
+
+class NodeTokenScheme(OpenApiAuthenticationExtension):
+    target_class = NodeTokenAuthentication
+    name = "nodeToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <node token>` as returned by POST /api/v1/agent/register"}
+
+
+class JoinTokenScheme(OpenApiAuthenticationExtension):
+    target_class = JoinTokenAuthentication
+    name = "joinToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <HETEROFLOW_JOIN_TOKEN>`, the cluster join token"}

@@ -17,6 +17,7 @@ from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, Node, NodeAuditEntry
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
 from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
@@ -99,8 +100,7 @@ def node_heartbeat_apply(
         # The lock orders this heartbeat against binds and admin edits of the same node; see node_gpu_used_recount.
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
-        merged_labels = {key: value for key, value in locked.labels.items() if not key.startswith(AGENT_LABEL_PREFIX)}
-        merged_labels.update(labels)
+        merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
         Node.objects.filter(id=node.id).update(
             cpu_percent=cpu_percent,
             memory_used_mb=memory_used_mb,
@@ -206,6 +206,16 @@ class NotThisNodesTask(Exception):
     """The task does not exist or belongs to another node."""
 
 
+def merge_heartbeat_labels(*, current: dict[str, str], reported: dict[str, str]) -> dict[str, str]:
+    """Agent-owned `heteroflow.io/` keys follow the agent; any other key it reports (say `rdma`, discovered on the
+    host) only fills a gap, because a value an admin set is never overwritten by a heartbeat."""
+    admin_labels = {key: value for key, value in current.items() if not key.startswith(AGENT_LABEL_PREFIX)}
+    agent_labels = {key: value for key, value in reported.items() if key.startswith(AGENT_LABEL_PREFIX)}
+    discovered = {key: value for key, value in reported.items()
+                  if not key.startswith(AGENT_LABEL_PREFIX) and key not in admin_labels}
+    return {**admin_labels, **discovered, **agent_labels}
+
+
 def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status: str, reason: str = "") -> bool:
     """Apply an agent's report on one of its tasks; True if the CAS won (SPEC §2, §9).
 
@@ -229,6 +239,11 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
             # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
             # report that arrives after the watchdog change nothing.
             return settle_preempted(task_id, reason=reason)
+        if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
+            # A stop the scheduler ordered for a timeout ends as a failure with that reason (SPEC §11).
+            stopping = Task.objects.only("reason").get(id=task_id)
+            if final_status_after_stop(stopping) == lifecycle.FAILED:
+                return task_transition(task_id, from_status, lifecycle.FAILED, reason=stopping.reason)
         return task_transition(task_id, from_status, to_status, reason=reason)
 
 

@@ -1,5 +1,6 @@
 """Reads of the plugin set: the stored rows (SPEC §1 PluginConfig) merged with the registered plugins."""
 
+from importlib import import_module
 from typing import Any
 
 from django.db.models import QuerySet
@@ -24,9 +25,9 @@ BUILTIN_DESCRIPTIONS = {
     "resource-filter": "Keeps nodes with enough free cards, or card memory for a fractional task.",
     "spread": "Prefers the least used nodes, spreading load across the cluster.",
     "binpack": "Prefers the most used nodes, packing tasks to keep whole nodes free.",
-    "nvlink": "Prefers card groups inside one NVLink domain; `nvlink: required` makes it a filter.",
-    "topology": "Prefers the region, zone and rack the task asks for; `topology: required` makes them hard.",
-    "rdma": "Prefers RDMA-capable nodes and faster links; `rdma: required` drops nodes labelled false.",
+    "nvlink": "Prefers card groups inside one NVLink domain; the task label nvlink: required makes it a filter.",
+    "topology": "Prefers the region, zone and rack a task asks for; topology: required makes them hard limits.",
+    "rdma": "Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.",
     "preempt": "Frees cards from lower-priority preemptible tasks when nothing fits.",
 }
 
@@ -89,7 +90,8 @@ def plugin_listing() -> list[dict[str, Any]]:
 
 
 def plugin_description(spec: PluginSpec) -> str:
-    description = BUILTIN_DESCRIPTIONS.get(spec.name) or spec.factory.__doc__ or ""
+    description = (BUILTIN_DESCRIPTIONS.get(spec.name) or spec.factory.__doc__
+                   or getattr(import_module(spec.factory.__module__), "__doc__", None) or "")
     return " ".join(description.strip().split("\n\n")[0].split())
 
 

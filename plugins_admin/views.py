@@ -1,5 +1,6 @@
 """The `/plugins/` admin page: one view serves the page and, for htmx requests, the fragments it swaps."""
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,17 @@ def _preempt_stage(request: HttpRequest) -> HttpResponse:
                           lambda: plugin_update(name=name, extra={"preempt_stage": stage}, actor=request.user))
 
 
+def _extra(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "")
+    raw = request.POST.get("extra", "").strip()
+    try:
+        extra = json.loads(raw)
+    except ValueError:
+        return _plugin_errors(request, name, "extra", 'enter a JSON object, e.g. {"key": 1}', submitted=raw)
+    return _plugin_change(request, name, "extra",
+                          lambda: plugin_update(name=name, extra=extra, actor=request.user), submitted=raw)
+
+
 def _plugin_change(request: HttpRequest, name: str, field: str, change: Callable[[], Any], *,
                    submitted: str = "") -> HttpResponse:
     try:
@@ -135,6 +147,7 @@ _OPERATIONS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
     "preempt-stage": _preempt_stage,
+    "extra": _extra,
     "channel": _channel_save,
     "channel-test": _channel_test,
 }
@@ -149,7 +162,8 @@ def _page_context(*, errors: dict | None = None, channel_override: dict | None =
 
 def _plugin_context(*, errors: dict | None = None, notice: str = "") -> dict[str, Any]:
     errors = errors or {}
-    plugins = [{**plugin, "errors": errors.get(plugin["name"], {})} for plugin in plugin_listing()]
+    plugins = [{**plugin, "extra_json": json.dumps(plugin["extra"]), "errors": errors.get(plugin["name"], {})}
+               for plugin in plugin_listing()]
     return {
         "plugins": plugins,
         "scheduler": _scheduler_view(scheduler_plugins()),

@@ -13,7 +13,7 @@ Any refusal raises inside the transaction, so the task stays pending and no ledg
 another scheduler instance took the task: that is `BindConflict`, skipped silently by the cycle.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connection, transaction
@@ -23,7 +23,8 @@ from psycopg.types.json import Jsonb
 from nodes.models import GPU, Node
 from scheduling import lifecycle, quotas
 from scheduling.framework import reasons
-from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.framework import select_cards
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskEvent, TaskType
 from scheduling.shards import ShardAllocationError, allocate_shard
@@ -34,7 +35,7 @@ _AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
 _ACTIVE = sorted(ACTIVE_STATES)
 
 _LOCK_NODE = f"""
-SELECT n.name, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb, n.memory_gb,
+SELECT n.name, n.gpu_type, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb, n.memory_gb,
        n.gpu_total, n.gpu_used,
        (SELECT t.gpu_quota FROM {Tenant._meta.db_table} t WHERE t.id = %(tenant_id)s)
 FROM {Node._meta.db_table} n WHERE n.id = %(node_id)s
@@ -45,7 +46,7 @@ _LIVE_NODE = f"""
 SELECT
   (SELECT coalesce(json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
                                              g.temperature)), '[]'::json)
-     FROM {GPU._meta.db_table} g WHERE g.node_id = %(node_id)s AND g.index = ANY(%(cards)s)),
+     FROM {GPU._meta.db_table} g WHERE g.node_id = %(node_id)s),
   (SELECT coalesce(json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port)), '[]'::json)
      FROM {Task._meta.db_table} t WHERE t.node_id = %(node_id)s AND t.status = ANY(%(active)s))
 """
@@ -72,8 +73,11 @@ SELECT tenant_id FROM claimed
 class BindOutcome:
     code: str
     message: str
+    cards: tuple[int, ...] = ()
     port: int | None = None
     shard: dict[str, Any] | None = None
+    # The node itself is over a load threshold: no task may bind there until its next heartbeat says otherwise.
+    node_overloaded: bool = False
 
     @property
     def bound(self) -> bool:
@@ -85,15 +89,17 @@ class BindOutcome:
 
 
 class BindRefused(Exception):
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, *, node_overloaded: bool = False):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.node_overloaded = node_overloaded
 
 
 @dataclass(frozen=True)
 class _LiveNode:
     name: str
+    gpu_type: str
     status: str
     schedulable: bool
     dedicated_tenant_id: int | None
@@ -105,17 +111,25 @@ class _LiveNode:
     tenant_quota: int | None
 
 
-def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: SchedulerConfig) -> BindOutcome:
-    """Place `task` on `cards` of `node` (SPEC §5) or change nothing; the outcome's code says which."""
+def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: SchedulerConfig,
+              tenancy: TenancyView | None = None) -> BindOutcome:
+    """Place `task` on `node` (SPEC §5) or change nothing; the outcome's code says which.
+
+    `cards` is the framework's choice over the snapshot. When live data shows one of them taken or over a card
+    threshold (utilisation, temperature, memory), the cards are chosen again over the live cards that qualify,
+    so a slightly stale snapshot costs nothing as long as the node still has room. `tenancy` (the cycle's share
+    groups) lets a fractional task's new card choice consider shared cards; without it only empty cards qualify.
+    """
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
                 live = _lock_node(cursor, task, node)
                 if live is None:
                     raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
-                live_cards, placements = _read_live(cursor, node.id, cards)
                 _check_node(task, live, config)
-                _check_cards(task, live, cards, live_cards, placements, config)
+                live_node, placements = _read_live(cursor, node, live)
+                cards = _choose_cards(task, live_node, cards, config, tenancy)
+                _check_inference_limit(task, live, placements, config)
                 port = _choose_port(task, live, placements, config)
                 shard = _make_shard(task, node, cards)
                 if live.tenant_quota is not None:
@@ -124,8 +138,9 @@ def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: Sched
                 if not _claim(cursor, task, node.id, cards, port=port, shard=shard, reason=reason):
                     raise BindRefused(reasons.BIND_CONFLICT, "another scheduler instance bound the task first")
     except BindRefused as refused:
-        return BindOutcome(code=refused.code, message=refused.message)
-    return BindOutcome(code=reasons.SCHEDULED, message=_bound_message(live.name, cards, port), port=port, shard=shard)
+        return BindOutcome(code=refused.code, message=refused.message, node_overloaded=refused.node_overloaded)
+    return BindOutcome(code=reasons.SCHEDULED, message=_bound_message(live.name, cards, port), cards=tuple(cards),
+                       port=port, shard=shard)
 
 
 def _lock_node(cursor, task: TaskInfo, node: NodeInfo) -> _LiveNode | None:
@@ -134,28 +149,32 @@ def _lock_node(cursor, task: TaskInfo, node: NodeInfo) -> _LiveNode | None:
     return _LiveNode(*row) if row else None
 
 
-def _read_live(cursor, node_id: int, cards: list[int]) -> tuple[dict[int, CardInfo], list[list]]:
-    cursor.execute(_LIVE_NODE, {"node_id": node_id, "cards": list(cards), "active": _ACTIVE})
+def _read_live(cursor, node: NodeInfo, live: _LiveNode) -> tuple[NodeInfo, list[list]]:
+    """The node as the database holds it now: cards with their reported figures and their active occupants."""
+    cursor.execute(_LIVE_NODE, {"node_id": node.id, "active": _ACTIVE})
     card_rows, placements = cursor.fetchone()
-    live_cards = {
+    cards = {
         index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
                         temperature=temperature)
         for index, total, used, utilization, temperature in card_rows
     }
     for tenant_id, _type, gpus, shard, _port in placements:
         if shard:
-            card = live_cards.get(shard.get("card"))
+            card = cards.get(shard.get("card"))
             if card is not None:
                 card.shard_tasks += 1
                 card.shard_memory_mb += int(shard.get("memory_limit_mb") or 0)
                 card.occupant_tenants.add(tenant_id)
             continue
         for index in gpus or ():
-            card = live_cards.get(index)
+            card = cards.get(index)
             if card is not None:
                 card.whole_card_tasks += 1
                 card.occupant_tenants.add(tenant_id)
-    return live_cards, placements
+    live_node = NodeInfo(id=node.id, name=live.name, gpu_type=live.gpu_type, gpu_total=live.gpu_total,
+                         gpu_used=live.gpu_used, labels=node.labels, cards=sorted(cards.values(),
+                                                                                 key=lambda card: card.index))
+    return live_node, placements
 
 
 def _check_node(task: TaskInfo, live: _LiveNode, config: SchedulerConfig) -> None:
@@ -166,58 +185,68 @@ def _check_node(task: TaskInfo, live: _LiveNode, config: SchedulerConfig) -> Non
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {live.name} is {reasons.DEDICATED_OTHER_TENANT}")
     if live.cpu_percent >= config.cpu_percent:
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                          f"node {live.name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)")
+                          f"node {live.name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
+                          node_overloaded=True)
     if live.memory_gb:
         memory_percent = 100.0 * live.memory_used_mb / (live.memory_gb * 1024)
         if memory_percent >= config.memory_percent:
             raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
                               f"node {live.name} memory at {memory_percent:.1f} % "
-                              f"(threshold {config.memory_percent:g} %)")
+                              f"(threshold {config.memory_percent:g} %)", node_overloaded=True)
     if task.gpu_required and live.gpu_used + task.gpu_required > live.gpu_total:
         raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
                           f"node {live.name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, "
                           f"the task needs {task.gpu_required}")
 
 
-def _check_cards(task: TaskInfo, live: _LiveNode, cards: list[int], live_cards: dict[int, CardInfo],
-                 placements: list[list], config: SchedulerConfig) -> None:
+def _choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
+                  tenancy: TenancyView | None) -> list[int]:
+    """The preferred cards if they all still qualify on live data, else a new choice over the qualifying cards."""
     wanted = task.gpu_required or (1 if task.is_fractional else 0)
-    if len(set(cards)) != wanted:
+    if not wanted:
+        return []
+    cool = [card for card in live_node.cards if _card_under_thresholds(card, config)]
+    by_index = {card.index: card for card in cool}
+    if len(set(preferred)) == wanted and all(
+        index in by_index and _card_takes(task, by_index[index], config) for index in preferred
+    ):
+        return sorted(set(preferred))
+    chosen = select_cards(task, replace(live_node, cards=cool), config, tenancy=tenancy)
+    if len(chosen) == wanted:
+        return chosen
+    if sum(1 for card in live_node.cards if _card_takes(task, card, config)) >= wanted:
+        hot = "; ".join(_card_load(card, config) for card in live_node.cards if card.index not in by_index)
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED, f"node {live_node.name}: {hot}")
+    raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                      f"node {live_node.name} no longer has {wanted} card{'s' if wanted > 1 else ''} for the task")
+
+
+def _card_takes(task: TaskInfo, card: CardInfo, config: SchedulerConfig) -> bool:
+    """Whether the card can still take the task (a shard's memory, compute and tenants are allocate_shard's)."""
+    if task.is_fractional:
+        return card.whole_card_tasks == 0
+    return card.is_free and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)
+
+
+def _card_under_thresholds(card: CardInfo, config: SchedulerConfig) -> bool:
+    return (not config.card_overloaded(card) and card.utilization < config.gpu_utilization_percent
+            and card.temperature < config.gpu_temperature_threshold)
+
+
+def _card_load(card: CardInfo, config: SchedulerConfig) -> str:
+    return (f"card {card.index} at {card.memory_utilization_percent:.1f} % memory "
+            f"(threshold {config.gpu_memory_percent:g} %), {card.utilization:g} % utilisation "
+            f"(threshold {config.gpu_utilization_percent:g} %), {card.temperature:g} °C "
+            f"(threshold {config.gpu_temperature_threshold:g} °C)")
+
+
+def _check_inference_limit(task: TaskInfo, live: _LiveNode, placements: list[list], config: SchedulerConfig) -> None:
+    if task.type != TaskType.INFERENCE:
+        return
+    inference = sum(1 for placement in placements if placement[1] == TaskType.INFERENCE)
+    if inference >= config.inference_max_per_node:
         raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                          f"node {live.name} offers {len(set(cards))} cards, the task needs {wanted}")
-    if task.type == TaskType.INFERENCE:
-        inference = sum(1 for placement in placements if placement[1] == TaskType.INFERENCE)
-        if inference >= config.inference_max_per_node:
-            raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                              f"node {live.name} already runs {inference} inference containers")
-    for index in cards:
-        card = live_cards.get(index)
-        if card is None:
-            raise BindRefused(reasons.INSUFFICIENT_RESOURCES, f"node {live.name} has no card {index}")
-        _check_card_load(live.name, card, config)
-        if task.is_fractional:
-            continue  # memory, compute and tenants of a shared card are the shard allocation's to check
-        if not card.is_free:
-            raise BindRefused(reasons.INSUFFICIENT_RESOURCES, f"card {index} of {live.name} is taken")
-        if task.gpu_memory_mb and config.card_free_mb(card) < task.gpu_memory_mb:
-            raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                              f"card {index} of {live.name} has {max(config.card_free_mb(card), 0):.0f} MB free "
-                              f"after reserve, the task needs {task.gpu_memory_mb} MB")
-
-
-def _check_card_load(node_name: str, card: CardInfo, config: SchedulerConfig) -> None:
-    where = f"card {card.index} of {node_name}"
-    if config.card_overloaded(card):
-        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                          f"{where} memory at {card.memory_utilization_percent:.1f} % "
-                          f"(threshold {config.gpu_memory_percent:g} %)")
-    if card.utilization >= config.gpu_utilization_percent:
-        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                          f"{where} utilisation at {card.utilization:g} % "
-                          f"(threshold {config.gpu_utilization_percent:g} %)")
-    if card.temperature >= config.gpu_temperature_threshold:
-        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                          f"{where} at {card.temperature:g} °C (threshold {config.gpu_temperature_threshold:g} °C)")
+                          f"node {live.name} already runs {inference} inference containers")
 
 
 def _choose_port(task: TaskInfo, live: _LiveNode, placements: list[list], config: SchedulerConfig) -> int | None:

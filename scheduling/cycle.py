@@ -36,6 +36,8 @@ CURSOR_NAME = "main"
 IMMEDIATE_SHARE = 0.5
 # Only these failures can be cured by evicting lower-priority work (SPEC §9).
 PREEMPTION_TRIGGERS = frozenset({reasons.NO_SCHEDULABLE_NODES, reasons.INSUFFICIENT_RESOURCES})
+# Nodes one task tries to bind to before it waits for the next cycle (the framework's choice and runners-up).
+BIND_TRIES = 3
 _QUEUE_ORDER = ("-priority", "created_at", "id")
 
 
@@ -68,8 +70,9 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
         snapshot = build_snapshot()
         usage = quotas.QuotaUsage.load()
         attempts = AttemptBatch()
+        overloaded: set[int] = set()
         for task in tasks:
-            outcome = _place(task, framework, snapshot, usage, attempts, rng)
+            outcome = _place(task, framework, snapshot, usage, attempts, rng, overloaded)
             bound += outcome == reasons.SCHEDULED
             preempting += outcome == reasons.PREEMPTION_PENDING
             failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
@@ -104,7 +107,7 @@ def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnap
 
 
 def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
-           attempts: AttemptBatch, rng: random.Random) -> str:
+           attempts: AttemptBatch, rng: random.Random, overloaded: set[int]) -> str:
     """One task through admission, the framework and bind; returns the attempt code."""
     refusal = check_admission(task, usage)
     if refusal is not None:
@@ -119,24 +122,54 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
             return outcome.code
         attempts.add(task.id, result.code, result.message, result.diagnostic_nodes())
         return result.code
-    node = result.node
-    cards = framework.select_cards(task, node, tenancy=snapshot.tenancy)
-    bind = bind_task(task, node, cards, config=framework.config)
-    if bind.conflict:
-        # Another instance placed the task; its attempt is the one to keep.
-        attempts.count(reasons.BIND_CONFLICT)
-        return reasons.BIND_CONFLICT
-    if bind.bound:
-        apply_bind(snapshot, task, node, cards)
-        usage.record_bind(task)
-        attempts.add(task.id, reasons.SCHEDULED, result.message, result.diagnostic_nodes(),
-                     {"bound": bind.message})
-        return reasons.SCHEDULED
-    # Live data disagreed with the snapshot: refresh that node so later tasks of this cycle judge it correctly.
-    refresh_node(snapshot, node.id)
-    attempts.add(task.id, bind.code, f"{result.message} Bind to {node.name} refused: {bind.message}",
+    refusals = []
+    for node in _bind_candidates(result, snapshot, overloaded):
+        cards = framework.select_cards(task, node, tenancy=snapshot.tenancy)
+        bind = bind_task(task, node, cards, config=framework.config, tenancy=snapshot.tenancy)
+        if bind.conflict:
+            # Another instance placed the task; its attempt is the one to keep.
+            attempts.count(reasons.BIND_CONFLICT)
+            return reasons.BIND_CONFLICT
+        if bind.bound:
+            apply_bind(snapshot, task, node, list(bind.cards))
+            usage.record_bind(task)
+            attempts.add(task.id, reasons.SCHEDULED, result.message, result.diagnostic_nodes(),
+                         {"bound": bind.message})
+            return reasons.SCHEDULED
+        refusals.append(bind)
+        if bind.node_overloaded:
+            overloaded.add(node.id)
+        else:
+            # Live data disagreed with the snapshot: refresh the node so later tasks of the cycle judge it right.
+            refresh_node(snapshot, node.id)
+    if not refusals:
+        code = reasons.LOAD_THRESHOLD_EXCEEDED
+        attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.",
+                     result.diagnostic_nodes())
+        return code
+    last = refusals[-1]
+    attempts.add(task.id, last.code,
+                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals),
                  result.diagnostic_nodes())
-    return bind.code
+    return last.code
+
+
+def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, overloaded: set[int]):
+    """The framework's choice, then the next best feasible nodes, skipping nodes found over a load threshold
+    this cycle (the filters leave CPU and memory load to bind, SPEC §6), at most BIND_TRIES of them."""
+    tries = 0
+    if result.node.id not in overloaded:
+        tries += 1
+        yield result.node
+    if tries == BIND_TRIES:
+        return
+    for node_id, _total in sorted(result.totals.items(), key=lambda item: -item[1]):
+        if node_id == result.node.id or node_id in overloaded:
+            continue
+        tries += 1
+        yield snapshot.node(node_id)
+        if tries == BIND_TRIES:
+            return
 
 
 def take_pending_tasks(limit: int = CYCLE_LIMIT) -> list[TaskInfo]:

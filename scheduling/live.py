@@ -6,6 +6,7 @@ and a missing channel layer only costs a log line: the pages fall back to pollin
 
 import asyncio
 import logging
+import os
 import threading
 
 from channels.layers import get_channel_layer
@@ -26,18 +27,22 @@ def tenant_group(tenant_id: int) -> str:
 
 
 class _Publisher:
-    """A daemon thread owning one asyncio loop, so the channel layer keeps its Redis connections between sends."""
+    """A daemon thread owning one asyncio loop, so the channel layer keeps its Redis connections between sends.
+
+    A forked child (Celery prefork, a test server) inherits the loop object but not its thread: it starts its own.
+    """
 
     def __init__(self):
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid: int | None = None
         self._lock = threading.Lock()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._loop is None or self._loop.is_closed():
+            if self._loop is None or self._loop.is_closed() or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="live-publisher", daemon=True).start()
-                self._loop = loop
+                self._loop, self._pid = loop, os.getpid()
             return self._loop
 
     def publish(self, group: str, message: dict) -> None:

@@ -105,8 +105,8 @@ def fragmentation_panel() -> dict:
     top = max(bar["value"] for bar in bars) or 1
     for position, bar in enumerate(bars):
         bar["y"] = 8 + position * 30
-        bar["w"] = 380 * bar["value"] / top
-        bar["end_x"] = 116 + bar["w"] + 8
+        bar["w"] = 210 * bar["value"] / top
+        bar["end_x"] = 96 + bar["w"] + 6
     return {"free": free, "bars": bars, "height": 16 + len(bars) * 30}
 
 

@@ -18,6 +18,38 @@ NO_CODE = -1
 UNKNOWN_CODE = -2  # a task value no node has
 
 
+# Node columns, in the order `NodeTable._node_values` returns them.
+_NODE_COLUMNS = (
+    ("available", bool),            # status online or busy
+    ("schedulable", bool),          # not cordoned
+    ("dedicated", np.int64),        # dedicated tenant id, -1 for none
+    ("gpu_total", np.int64),
+    ("gpu_used", np.int64),         # the scheduler's ledger
+    ("inference_tasks", np.int64),
+    ("cpu_usage", float),           # CPU % / 100
+    ("memory_usage", float),        # used MB / (GB × 1024); NaN when the node has not reported its size
+    ("has_gpu_info", bool),         # a GPU type or a card list has been reported
+    ("type_bits", np.uint64),       # bit i: GPU type number i (gpu_types) on the node
+    ("type_overflow", bool),        # a 65th GPU type: checked per node
+    ("region", np.int64),           # vocabulary codes, NO_CODE when the field is empty
+    ("zone", np.int64),
+    ("rack", np.int64),
+    ("rdma_score", float),
+    ("rdma_false", bool),           # labelled rdma: false
+    ("cards_by_position", bool),    # card i sits in column i (lets plugins use bitmasks)
+)
+# Card columns (node × card position), in the order `NodeTable._card_values` returns them.
+_CARD_COLUMNS = (
+    ("card_exists", bool),
+    ("card_free", bool),            # no active occupant
+    ("card_no_whole", bool),        # no whole-card occupant (shards may stack)
+    ("card_ok", bool),              # memory utilisation under the threshold
+    ("card_occupied", bool),        # some tenant holds part of it
+    ("card_free_mb", float),        # SchedulerConfig.card_free_mb
+    ("card_capacity_mb", float),    # total − reserve: what an empty card offers
+)
+
+
 class _Vocabulary(dict[str, int]):
     def code(self, value: str) -> int:
         if not value:
@@ -34,79 +66,80 @@ class NodeTable:
         self.config = config
         self.size = count = len(nodes)
         self.row_of = {node.id: row for row, node in enumerate(nodes)}
+        self.names = [node.name for node in nodes]
         self.width = width = max((len(node.cards) for node in nodes), default=0) or 1
         self.regions, self.zones, self.racks, self.gpu_types = _Vocabulary(), _Vocabulary(), _Vocabulary(), {}
         self.plugin_cache: dict[str, Any] = {}
 
-        self.available = np.zeros(count, bool)
-        self.schedulable = np.zeros(count, bool)
-        self.dedicated = np.full(count, -1, np.int64)
-        self.gpu_total = np.zeros(count, np.int64)
-        self.gpu_used = np.zeros(count, np.int64)
-        self.inference_tasks = np.zeros(count, np.int64)
-        self.cpu_usage = np.zeros(count)
-        self.memory_usage = np.zeros(count)  # NaN for a node that has not reported its memory size
-        self.has_gpu_info = np.zeros(count, bool)
-        self.type_bits = np.zeros(count, np.uint64)
-        self.type_overflow = np.zeros(count, bool)  # a 65th GPU type: checked per node
-        self.region = np.full(count, NO_CODE, np.int64)
-        self.zone = np.full(count, NO_CODE, np.int64)
-        self.rack = np.full(count, NO_CODE, np.int64)
-        self.rdma_score = np.full(count, 50.0)
-        self.rdma_false = np.zeros(count, bool)
+        node_rows = [self._node_values(node) for node in nodes]
+        columns = list(zip(*node_rows)) if node_rows else [()] * len(_NODE_COLUMNS)
+        for (name, dtype), values in zip(_NODE_COLUMNS, columns):
+            setattr(self, name, np.array(values, dtype=dtype).reshape(count))
         self.row_version = np.zeros(count, np.int64)
 
-        shape = (count, width)
-        self.card_exists = np.zeros(shape, bool)
-        self.card_free = np.zeros(shape, bool)            # no active occupant
-        self.card_no_whole = np.zeros(shape, bool)        # no whole-card occupant (shards may stack)
-        self.card_ok = np.zeros(shape, bool)              # memory utilisation under the threshold
-        self.card_occupied = np.zeros(shape, bool)        # some tenant holds part of it
-        self.card_free_mb = np.zeros(shape)               # SchedulerConfig.card_free_mb
-        self.card_capacity_mb = np.zeros(shape)           # total − reserve: what an empty card offers
-
+        positions, card_rows = [], []
         for row, node in enumerate(nodes):
-            self._fill(row, node)
+            for column, values in enumerate(self._card_values(node)):
+                positions.append(row * width + column)
+                card_rows.append(values)
+        flat = np.zeros((count * width, len(_CARD_COLUMNS)))
+        if card_rows:
+            flat[positions] = card_rows
+        for index, (name, dtype) in enumerate(_CARD_COLUMNS):
+            setattr(self, name, flat[:, index].reshape(count, width).astype(dtype))
 
     def refresh_row(self, row: int) -> None:
-        self._fill(row, self.nodes[row])
+        node = self.nodes[row]
+        for (name, _), value in zip(_NODE_COLUMNS, self._node_values(node)):
+            getattr(self, name)[row] = value
+        for name, _ in _CARD_COLUMNS:
+            getattr(self, name)[row] = 0
+        for column, values in enumerate(self._card_values(node)):
+            for (name, _), value in zip(_CARD_COLUMNS, values):
+                getattr(self, name)[row, column] = value
         self.row_version[row] += 1
 
-    def _fill(self, row: int, node: NodeInfo) -> None:
-        config = self.config
-        self.available[row] = node.status in AVAILABLE_STATUSES
-        self.schedulable[row] = node.schedulable
-        self.dedicated[row] = -1 if node.dedicated_tenant_id is None else node.dedicated_tenant_id
-        self.gpu_total[row] = node.gpu_total
-        self.gpu_used[row] = node.gpu_used
-        self.inference_tasks[row] = node.inference_tasks
-        self.cpu_usage[row] = node.cpu_percent / 100
-        self.memory_usage[row] = node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else np.nan
+    def _node_values(self, node: NodeInfo) -> tuple:
+        """One row of _NODE_COLUMNS, in that order."""
         types = {card.type.lower() for card in node.cards if card.type}
         if node.gpu_type:
             types.add(node.gpu_type.lower())
-        self.has_gpu_info[row] = bool(types) or bool(node.cards)
-        bits = 0
+        bits, overflow = 0, False
         for gpu_type in types:
             bit = self.gpu_types.setdefault(gpu_type, len(self.gpu_types))
             if bit < 64:
                 bits |= 1 << bit
             else:
-                self.type_overflow[row] = True
-        self.type_bits[row] = bits
-        self.region[row] = self.regions.code(node.region)
-        self.zone[row] = self.zones.code(node.zone)
-        self.rack[row] = self.racks.code(node.rack)
-        self.rdma_score[row], self.rdma_false[row] = _rdma(node.labels)
+                overflow = True
+        rdma_score, rdma_false = _rdma(node.labels)
+        return (
+            node.status in AVAILABLE_STATUSES, node.schedulable,
+            -1 if node.dedicated_tenant_id is None else node.dedicated_tenant_id,
+            node.gpu_total, node.gpu_used, node.inference_tasks, node.cpu_percent / 100,
+            node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else np.nan,
+            bool(types) or bool(node.cards), bits, overflow,
+            self.regions.code(node.region), self.zones.code(node.zone), self.racks.code(node.rack),
+            rdma_score, rdma_false,
+            all(card.index == column for column, card in enumerate(node.cards)),
+        )
 
-        for column, card in enumerate(node.cards[: self.width]):
-            self.card_exists[row, column] = True
-            self.card_free[row, column] = card.is_free
-            self.card_no_whole[row, column] = card.whole_card_tasks == 0
-            self.card_ok[row, column] = not config.card_overloaded(card)
-            self.card_occupied[row, column] = card.active_tasks > 0
-            self.card_free_mb[row, column] = config.card_free_mb(card)
-            self.card_capacity_mb[row, column] = card.memory_total_mb - config.reserve_mb(card.memory_total_mb)
+    def _card_values(self, node: NodeInfo) -> list[tuple]:
+        """Rows of _CARD_COLUMNS, one per card, in that order."""
+        config = self.config
+        return [
+            (True, card.is_free, card.whole_card_tasks == 0, not config.card_overloaded(card), card.active_tasks > 0,
+             config.card_free_mb(card), card.memory_total_mb - config.reserve_mb(card.memory_total_mb))
+            for card in node.cards[: self.width]
+        ]
+
+    def free_card_bits(self, rows: np.ndarray) -> np.ndarray:
+        """Per row, bit i set when card i is free and under the memory threshold (rows with cards by position and
+        at most 63 cards; other rows get -1)."""
+        mask = self.card_free[rows] & self.card_ok[rows]
+        if self.width > 63:
+            return np.full(len(rows), -1, np.int64)
+        bits = mask.astype(np.int64) @ (np.int64(1) << np.arange(self.width, dtype=np.int64))
+        return np.where(self.cards_by_position[rows], bits, -1)
 
 
 def _rdma(labels: dict[str, str]) -> tuple[float, bool]:

@@ -40,7 +40,7 @@ def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnap
             victims=tuple(victim.id for victim in unsettled),
         )
     fit_check = framework_fit_check(Framework(plugin_set, SchedulerConfig.from_settings()), snapshot)
-    search = plan_preemption(task, snapshot, candidates, fit_check, plugin_set.preempt_stage)
+    search = plan_preemption(task, snapshot, candidates, fit_check, plugin_set.preempt_stage, result.filtered)
     if search.plan is None:
         return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
                                  node_reasons=search.node_reasons)

@@ -6,19 +6,18 @@ dedicated nodes) holds for the plan as well.
 """
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduling import lifecycle
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
-from scheduling.framework.status import Status
+from scheduling.framework.status import Code, Status
 from scheduling.models import TaskType
 from scheduling.preemption.candidates import ActiveTask
 
 STAGE_DISABLED = "disabled"
 STAGE_SCHEDULED = "scheduled"
 STAGE_RUNNING = "running"
-PREEMPT_STAGES = (STAGE_DISABLED, STAGE_SCHEDULED, STAGE_RUNNING)
 
 # The victim states each preempt_stage allows.
 VICTIM_STATES: dict[str, frozenset[str]] = {
@@ -46,7 +45,7 @@ class PreemptionPlan:
 
     @property
     def rank(self) -> tuple[int, int, int]:
-        return len(self.victims), self.node_id, self.priority_sum
+        return len(self.victims), self.priority_sum, self.node_id
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,15 @@ def eviction_order(victim: ActiveTask) -> tuple:
 
 
 def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Iterable[ActiveTask],
-                    fit_check: FitCheck, preempt_stage: str) -> PlanSearch:
+                    fit_check: FitCheck, preempt_stage: str,
+                    rejections: Mapping[int, Status] | None = None) -> PlanSearch:
     """Per node, the shortest prefix of eligible victims that makes `task` fit; the best such node overall.
 
     Best: fewest victims, then smallest priority sum, then node id. No feasible node ⇒ no plan, nobody is evicted.
+    `rejections` (node id → why the normal attempt passed it over) lets nodes that no eviction can cure (wrong GPU
+    type, offline, dedicated elsewhere) be skipped without re-running their filters.
     """
+    rejections = rejections or {}
     on_node: dict[int, list[ActiveTask]] = defaultdict(list)
     for candidate in candidates:
         on_node[candidate.node_id].append(candidate)
@@ -99,6 +102,10 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
     best: PreemptionPlan | None = None
     reasons: dict[str, str] = {}
     for node in sorted(snapshot.nodes, key=lambda node: node.id):
+        rejection = rejections.get(node.id)
+        if rejection is not None and rejection.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            reasons[node.name] = f"preemption would not help ({rejection.reason})"
+            continue
         occupants = on_node.get(node.id, [])
         victims = sorted(
             (v for v in occupants if ineligibility(v, preemptor=task, preempt_stage=preempt_stage) is None),

@@ -95,6 +95,11 @@ class TestHeartbeat:
         _heartbeat(node, [card(0)], labels={})
         assert node.labels == {"rdma": "true"}
 
+    def test_labels_the_agent_discovers_fill_gaps_but_never_overwrite_admin_values(self, db):
+        node = make_node(labels={"rdma": "false"})
+        _heartbeat(node, [card(0)], labels={"rdma": "true", "rdma-speed": "200"})
+        assert node.labels == {"rdma": "false", "rdma-speed": "200"}
+
 
 class TestRecount:
     def test_matching_ledgers_change_nothing(self, db, tenant):
@@ -230,3 +235,22 @@ class TestAdminEdits:
         node = make_node()
         node_update(node=node, schedulable=True, actor=admin_user)
         assert not NodeAuditEntry.objects.exists()
+
+
+class TestTimeoutStops:
+    def test_a_confirmed_stop_of_a_timed_out_task_ends_failed_with_timeout(self, db, tenant):
+        from nodes.services import agent_report_status
+        from scheduling.loops import enforce_task_timeouts
+
+        node = make_node(cards=2)
+        task = make_task(tenant=tenant, gpu_required=1)
+        task_transition(task.id, "pending", "scheduled", node=node, gpus=[0])
+        task_transition(task.id, "scheduled", "running")
+        Task.objects.filter(id=task.id).update(started_at=timezone.now() - timedelta(hours=3))
+        assert enforce_task_timeouts() == 1
+
+        assert agent_report_status(node=node, task_id=task.id, from_status="stopping", to_status="stopped")
+
+        task.refresh_from_db()
+        node.refresh_from_db()
+        assert (task.status, task.reason, node.gpu_used) == ("failed", "Timeout", 0)

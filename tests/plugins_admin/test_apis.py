@@ -135,11 +135,13 @@ def test_history_lists_the_changes_newest_first(admin_client, admin_user):
 
 
 def test_custom_plugin_is_listed_and_held(settings, admin_client):
-    settings.HETEROFLOW_EXTRA_PLUGINS = ["tests.plugins_admin.custom_plugins.team_affinity"]
+    settings.HETEROFLOW_EXTRA_PLUGINS = ["tests.example_plugins.cool_cards.factory"]
 
-    assert "team-affinity" in [plugin["name"] for plugin in admin_client.get("/api/v1/plugins").json()]
-    assert admin_client.put("/api/v1/plugins/team-affinity", {"weight": 6}, format="json").status_code == 200
-    assert {"name": "team-affinity", "weight": 6} in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]
+    assert "cool-cards" in [plugin["name"] for plugin in admin_client.get("/api/v1/plugins").json()]
+    assert admin_client.put("/api/v1/plugins/cool-cards", {"weight": 6}, format="json").status_code == 200
+    assert {"name": "cool-cards", "weight": 6} in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]
+    bad = admin_client.put("/api/v1/plugins/cool-cards", {"extra": {"max_temperature": "hot"}}, format="json")
+    assert bad.status_code == 400 and "max_temperature" in bad.json()["extra"][0]
 
 
 def test_notification_channel_api(admin_client, tenant_client, webhook_receiver):

@@ -1,5 +1,6 @@
 import pytest
 
+from heteroflow_site.errors import DomainError
 from plugins_admin.models import NotificationChannel, PluginConfig
 from plugins_admin.selectors import current_plugin_settings, plugin_listing, scheduler_plugins
 from plugins_admin.services import plugin_set_enabled, plugin_update
@@ -7,7 +8,7 @@ from scheduling.framework.registry import PluginSetting
 
 pytestmark = pytest.mark.django_db
 
-CUSTOM_PLUGIN = "tests.plugins_admin.custom_plugins.team_affinity"
+CUSTOM_PLUGIN = "tests.example_plugins.cool_cards.factory"
 
 SPEC_DEFAULTS = {
     "spread": (True, 1, {}),
@@ -91,15 +92,17 @@ def test_a_custom_plugin_from_settings_is_listed_and_held_with_its_defaults(sett
     settings.HETEROFLOW_EXTRA_PLUGINS = [CUSTOM_PLUGIN]
 
     listing = {plugin["name"]: plugin for plugin in plugin_listing()}
-    assert listing["team-affinity"]["weight"] == 3
-    assert listing["team-affinity"]["extra"] == {"label": "team"}
-    assert listing["team-affinity"]["description"] == "Prefers nodes whose team label matches the task's."
-    assert {"name": "team-affinity", "weight": 3} in scheduler_plugins()["scorers"]
+    assert listing["cool-cards"]["weight"] == 2
+    assert listing["cool-cards"]["extra"] == {"max_temperature": 75}
+    assert listing["cool-cards"]["kinds"] == ["filter", "score"]
+    assert listing["cool-cards"]["description"].startswith("cool-cards: an example custom plugin")
+    held = scheduler_plugins()
+    assert "cool-cards" in held["filters"] and {"name": "cool-cards", "weight": 2} in held["scorers"]
 
-    plugin_update(name="team-affinity", weight=8, actor=admin_user)
-    assert {"name": "team-affinity", "weight": 8} in scheduler_plugins()["scorers"]
-    plugin_set_enabled(name="team-affinity", enabled=False, actor=admin_user)
-    assert "team-affinity" not in [scorer["name"] for scorer in scheduler_plugins()["scorers"]]
+    plugin_update(name="cool-cards", weight=8, actor=admin_user)
+    assert {"name": "cool-cards", "weight": 8} in scheduler_plugins()["scorers"]
+    plugin_set_enabled(name="cool-cards", enabled=False, actor=admin_user)
+    assert "cool-cards" not in scheduler_plugins()["filters"]
 
 
 def test_a_row_of_a_plugin_no_longer_registered_is_ignored():
@@ -107,3 +110,14 @@ def test_a_row_of_a_plugin_no_longer_registered_is_ignored():
 
     assert "retired-plugin" not in [setting.name for setting in current_plugin_settings()]
     assert "retired-plugin" not in [plugin["name"] for plugin in plugin_listing()]
+
+
+def test_a_custom_plugin_checks_its_own_extra(settings, admin_user):
+    settings.HETEROFLOW_EXTRA_PLUGINS = [CUSTOM_PLUGIN]
+
+    with pytest.raises(DomainError) as refusal:
+        plugin_update(name="cool-cards", extra={"max_temperature": 200}, actor=admin_user)
+    assert refusal.value.field == "extra" and "max_temperature" in refusal.value.message
+
+    plugin_update(name="cool-cards", extra={"max_temperature": 70}, actor=admin_user)
+    assert PluginConfig.objects.get(name="cool-cards").extra == {"max_temperature": 70}

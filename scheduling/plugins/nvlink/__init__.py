@@ -93,6 +93,20 @@ def largest_free_domain(topology: NodeTopology, free: set[int]) -> int:
     return max((sum(card in free for card in domain) for domain in topology.domains), default=0)
 
 
+@lru_cache(maxsize=65536)
+def _row_value(text: str, free_bits: int, key: int | str) -> float:
+    # Keyed by label text and free set: a cluster has few node models and most nodes are empty or full, so a
+    # 5,000-node snapshot computes a handful of distinct groups, not 5,000.
+    topology = _decode(text)
+    if topology is None:
+        return np.nan
+    free = {card for domain in topology.domains for card in domain if free_bits >> card & 1}
+    return largest_free_domain(topology, free) if key == LARGEST else group_score(topology, free, key)
+
+
+LARGEST = "largest"
+
+
 class Nvlink(RowPlugin):
     name = NAME
     reasons = (NVLINK_REQUIRED,)
@@ -100,28 +114,30 @@ class Nvlink(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
             return np.zeros(len(rows), np.int8)
-        largest = self._per_row(table, rows, "largest", lambda topo, free: largest_free_domain(topo, free))
         # NaN (no topology data) compares False: the node passes.
-        return (largest < task.gpu_required).astype(np.int8)
+        return (self._per_row(table, rows, LARGEST) < task.gpu_required).astype(np.int8)
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        k = task.gpu_required
-        if k < 2:
+        if task.gpu_required < 2:
             return np.full(len(rows), NEUTRAL)
-        scores = self._per_row(table, rows, k, lambda topo, free: group_score(topo, free, k))
+        scores = self._per_row(table, rows, task.gpu_required)
         return np.where(np.isnan(scores), NEUTRAL, scores)
 
     @staticmethod
-    def _per_row(table: NodeTable, rows: np.ndarray, key, compute) -> np.ndarray:
+    def _per_row(table: NodeTable, rows: np.ndarray, key: int | str) -> np.ndarray:
         cache = table.plugin_cache.setdefault(NAME, {})
         if key not in cache:
             cache[key] = (np.full(table.size, np.nan), np.full(table.size, -1, np.int64))
         values, versions = cache[key]
-        for row in rows[versions[rows] != table.row_version[rows]]:
-            node = table.nodes[row]
-            topology = node_topology(node)
-            values[row] = np.nan if topology is None else compute(topology, free_cards(node, table.config))
-            versions[row] = table.row_version[row]
+        stale = rows[versions[rows] != table.row_version[rows]]
+        if len(stale):
+            for row, bits in zip(stale.tolist(), table.free_card_bits(stale).tolist()):
+                node = table.nodes[row]
+                text = node.labels.get(TOPOLOGY_LABEL)
+                if bits < 0:
+                    bits = sum(1 << card for card in free_cards(node, table.config) if card < 63)
+                values[row] = _row_value(text, bits, key) if text else np.nan
+            versions[stale] = table.row_version[stale]
         return values[rows]
 
 

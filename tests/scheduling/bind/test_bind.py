@@ -86,7 +86,7 @@ def test_losing_the_claim_to_another_instance_is_a_silent_bind_conflict(tenant):
     assert TaskEvent.objects.filter(task=task).count() == 1
 
 
-def test_a_card_taken_since_the_snapshot_refuses_the_bind(tenant, other_tenant):
+def test_a_card_taken_since_the_snapshot_is_replaced_by_a_free_one(tenant, other_tenant):
     node = make_node(cards=2)
     task = make_task(tenant=tenant, gpu_required=1)
     stale = _node_info(node)
@@ -94,8 +94,36 @@ def test_a_card_taken_since_the_snapshot_refuses_the_bind(tenant, other_tenant):
 
     outcome = bind_task(_info(task), stale, [0], config=SchedulerConfig())
 
+    assert outcome.bound and outcome.cards == (1,)
+    task.refresh_from_db()
+    assert task.gpus == [1]
+
+
+def test_a_node_filled_since_the_snapshot_refuses_the_bind(tenant, other_tenant):
+    node = make_node(cards=2)
+    task = make_task(tenant=tenant, gpu_required=1)
+    stale = _node_info(node)
+    _occupy(node, other_tenant, [0, 1])
+
+    outcome = bind_task(_info(task), stale, [0], config=SchedulerConfig())
+
     assert outcome.code == reasons.INSUFFICIENT_RESOURCES
-    _unchanged(task, node, gpu_used=1)
+    _unchanged(task, node, gpu_used=2)
+
+
+def test_a_hot_card_is_swapped_for_a_cool_one_and_all_hot_cards_refuse_the_bind(tenant):
+    node = make_node(cards=2)
+    task = make_task(tenant=tenant, gpu_required=1)
+    snapshot_node = _node_info(node)
+    GPU.objects.filter(node=node, index=0).update(temperature=85)
+
+    assert bind_task(_info(task), snapshot_node, [0], config=SchedulerConfig()).cards == (1,)
+
+    other = make_task(tenant=tenant, gpu_required=1)
+    outcome = bind_task(_info(other), snapshot_node, [0], config=SchedulerConfig())
+    assert outcome.code == reasons.LOAD_THRESHOLD_EXCEEDED  # the one free card is too hot
+    assert "85 °C" in outcome.message
+    _unchanged(other, node, gpu_used=1)
 
 
 @pytest.mark.parametrize(
@@ -197,15 +225,18 @@ def test_cpu_above_threshold_rolls_the_bind_back_through_the_cycle(tenant):
     assert SchedulingAttempt.objects.get(task=task).code == reasons.LOAD_THRESHOLD_EXCEEDED
 
 
-def test_a_refused_bind_refreshes_the_node_so_the_rest_of_the_cycle_goes_elsewhere(tenant):
+def test_a_node_over_the_cpu_threshold_is_skipped_for_the_rest_of_the_cycle_in_favour_of_the_runner_up(tenant):
     hot = make_node(name="hot", cards=8, cpu_percent=95)
     cool = make_node(name="cool", cards=2, cpu_percent=50)
     tasks = [make_task(tenant=tenant, gpu_required=1) for _ in range(3)]
 
     result = run_cycle(rng=random.Random(1))
 
-    # Spread prefers the emptier 8-card node until its live CPU figure is seen; then the 2-card node fills up.
+    # The first task takes the cooler node; the second is refused by the hot node and binds to the runner-up;
+    # the third finds the hot node already known overloaded and the cool node full.
     assert (result.bound, result.failed) == (2, 1)
+    codes = set(SchedulingAttempt.objects.values_list("code", flat=True))
+    assert codes == {reasons.SCHEDULED, reasons.LOAD_THRESHOLD_EXCEEDED}
     hot.refresh_from_db()
     cool.refresh_from_db()
     assert (hot.gpu_used, cool.gpu_used) == (0, 2)

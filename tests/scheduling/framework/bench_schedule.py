@@ -1,8 +1,9 @@
 """Micro-benchmark of Framework.schedule + select_cards + apply_bind, no database:
 
-    .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000
+    .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000 [--freeze]
 """
 
+import gc
 import random
 import sys
 import time
@@ -13,7 +14,7 @@ import django
 TYPES = ["nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun"]
 
 
-def main(node_count: int, task_count: int) -> None:
+def main(node_count: int, task_count: int, freeze: bool = False) -> None:
     from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
     from scheduling.framework.framework import Framework, apply_bind
     from scheduling.framework.registry import build_plugin_set
@@ -36,6 +37,8 @@ def main(node_count: int, task_count: int) -> None:
     tasks = [make_task(tenant_id=rng.randint(1, 5), gpu_type=TYPES[i % 3], gpu_required=rng.choice([0, 1, 1, 2, 4]),
                        gpu_memory_mb=rng.choice([0, 4000]), labels={"zone": f"z{i % 6}"}) for i in range(task_count)]
     framework = Framework(build_plugin_set([]), SchedulerConfig())
+    if freeze:
+        gc.freeze()
     started = time.perf_counter()
     bound = 0
     for task in tasks:
@@ -47,7 +50,9 @@ def main(node_count: int, task_count: int) -> None:
         result.diagnostic_nodes()
     elapsed = time.perf_counter() - started
     print(f"{node_count} nodes, {task_count} tasks: {elapsed * 1000 / task_count:.3f} ms/task "
-          f"({task_count / elapsed:.0f} tasks/s incl. diagnostics), {bound} bound")
+          f"({task_count / elapsed:.0f} tasks/s incl. diagnostics), {bound} bound, gc.freeze: {freeze}")
+    if freeze:
+        gc.unfreeze()
 
 
 if __name__ == "__main__":
@@ -55,4 +60,4 @@ if __name__ == "__main__":
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
     django.setup()
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), freeze="--freeze" in sys.argv)

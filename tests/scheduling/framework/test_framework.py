@@ -2,6 +2,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, apply_bind, select_cards
@@ -92,6 +94,15 @@ def test_codes_when_nothing_fits():
     result = framework().schedule(task, make_snapshot(full, make_node(status="offline")), random.Random())
     assert result.code == reasons.INSUFFICIENT_RESOURCES and result.node is None
     assert result.message == "0/2 nodes are available: 1 Insufficient GPU, 1 node offline."
+
+
+def test_a_full_node_of_the_wrong_type_is_a_type_mismatch():
+    full_ascend = make_node(gpu_type="ascend", cards=1, gpu_used=1)
+    occupy(full_ascend.cards[0], tenant_id=5)
+    snapshot = make_snapshot(full_ascend, make_node(status="offline"))
+    result = framework().schedule(make_task(gpu_type="nvidia", gpu_required=1), snapshot, random.Random())
+    assert result.code == reasons.NO_SCHEDULABLE_NODES
+    assert result.message == "0/2 nodes are available: 1 GPU type mismatch, 1 node offline."
 
 
 def test_tenant_boundary_alone_gives_no_tenant_eligible_gpu():
@@ -197,3 +208,42 @@ def test_pcie_node_spreads_a_multi_card_task_over_single_domains():
     pcie = captured("8gpu-pcie-pix-phb-sys.txt")
     occupy(pcie.cards[0], tenant_id=3)
     assert select_cards(make_task(gpu_required=3), pcie, CONFIG) == [1, 2, 3]
+
+
+def test_total_is_the_weighted_sum():
+    fast, plain = make_node(name="fast", labels={"rdma": "true", "rdma-speed": "400"}), make_node(name="plain")
+    plain.cpu_percent = 0
+    fast.cpu_percent = 30  # spread: fast loses 10 points (mean usage +0.1) but rdma gives +50 × weight
+    fw = framework(PluginSetting("rdma", True, 3))
+    result = fw.schedule(make_task(gpu_required=1), make_snapshot(fast, plain), random.Random())
+    scores = result.scores[fast.id]
+    expected = sum(weight * scores[name] for name, weight in
+                   [("spread", 1), ("nvlink", 1), ("topology", 1), ("rdma", 3)])
+    assert result.totals[fast.id] == pytest.approx(expected, abs=0.01)
+    assert result.node.name == "fast"
+
+
+class AvoidNode:
+    """A post-scorer that vetoes one node by name, to check PostScore sees and changes the totals."""
+
+    name = "avoid"
+
+    def __init__(self, setting):
+        self.avoided = setting.extra["node"]
+
+    def post_score(self, state, task, totals):
+        for node_id in totals:
+            if node_id == self.avoided:
+                totals[node_id] = -1
+
+
+def test_post_score_can_change_totals():
+    from scheduling.framework.registry import POST_SCORE, PluginSpec
+
+    first, second = make_node(), make_node(cpu_percent=80)
+    registry = default_registry(extra_plugins=[])
+    registry.register(PluginSpec("avoid", AvoidNode, kinds=frozenset({POST_SCORE}),
+                                 default=PluginSetting("avoid", True, 0, {"node": first.id})))
+    fw = Framework(build_plugin_set([], registry), CONFIG)
+    result = fw.schedule(make_task(gpu_required=1), make_snapshot(first, second), random.Random())
+    assert result.node is second and result.totals[first.id] == -1

@@ -2,6 +2,7 @@
 
 import pytest
 
+from nodes.agent.topology import TOPOLOGY_LABEL
 from scheduling.cycle import run_cycle
 from scheduling.models import Task
 from tests.factories import make_node, make_task
@@ -226,15 +227,19 @@ def test_quota_exceeded_does_not_trigger_preemption(tenant, other_tenant, runnin
     assert attempt_of(over_quota).code == "QuotaExceeded"
 
 
-@pytest.mark.parametrize(("keeper_tenant", "preempted"), [("same", True), ("other", False)])
-def test_the_preemptors_sharing_boundary_holds_after_eviction(tenant, other_tenant, running_stage, keeper_tenant,
-                                                                preempted):
+@pytest.mark.parametrize(
+    ("victim_tenant", "keeper_tenant", "preempted"),
+    [("own", "own", True), ("other", "own", True), ("own", "other", False)],
+)
+def test_the_preemptors_sharing_boundary_holds_after_eviction(tenant, other_tenant, running_stage, victim_tenant,
+                                                                keeper_tenant, preempted):
     """A fractional preemptor may only land on a card whose remaining occupants may share with its tenant."""
+    tenants = {"own": tenant, "other": other_tenant}
     node = make_node(cards=1, memory_mb=81920)  # 73,728 MB after the 10 % reserve
-    victim = placed_task(tenant=tenant, node=node, gpu_memory_mb=40000, priority=10,
+    victim = placed_task(tenant=tenants[victim_tenant], node=node, gpu_memory_mb=40000, priority=10,
                          shard={"card": 0, "memory_limit_mb": 40000, "compute_percent": 40})
-    placed_task(tenant=tenant if keeper_tenant == "same" else other_tenant, node=node, gpu_memory_mb=30000,
-                priority=0, preemptible=False, shard={"card": 0, "memory_limit_mb": 30000, "compute_percent": 30})
+    placed_task(tenant=tenants[keeper_tenant], node=node, gpu_memory_mb=30000, priority=0, preemptible=False,
+                shard={"card": 0, "memory_limit_mb": 30000, "compute_percent": 30})
     fractional = make_task(tenant=tenant, priority=90, gpu_memory_mb=20000)
 
     run_cycle()
@@ -257,3 +262,34 @@ def test_gpu_model_label_limits_the_nodes_a_plan_may_use(tenant, running_stage):
 
     assert statuses(cheap, dear) == ["running", "preempting"]
     assert attempt_of(picky).extra["preemption"]["node"] == a100.name
+
+
+@pytest.mark.parametrize(("labels", "evicted"), [({"nvlink": "required"}, {"p10", "p20"}), ({}, {"p10"})],
+                         ids=["nvlink-required", "no-nvlink-label"])
+def test_nvlink_required_holds_for_the_freed_cards(tenant, running_stage, labels, evicted):
+    """NVLink domains {0, 1} and {2, 3}: freeing card 2 gives two free cards, but not inside one domain."""
+    node = make_node(cards=4, numa=[0, 0, 1, 1], labels={TOPOLOGY_LABEL: "nv=0-1,2-3;numa=0:0,1:0,2:1,3:1"})
+    victims = {"p20": placed_task(tenant=tenant, node=node, gpus=[0], priority=20),
+               "p10": placed_task(tenant=tenant, node=node, gpus=[2], priority=10)}
+    filler(tenant, node, [3])
+    make_task(tenant=tenant, priority=90, gpu_required=2, labels=labels)
+
+    run_cycle()
+
+    assert {name for name, task in victims.items() if statuses(task) == ["preempting"]} == evicted
+
+
+def test_nodes_no_eviction_can_cure_are_named_and_skipped(tenant, running_stage):
+    v100 = make_node(cards=4, model="V100")
+    victim = placed_task(tenant=tenant, node=v100, gpus=[0, 1, 2, 3], priority=5)
+    a100 = make_node(cards=4, model="A100")
+    filler(tenant, a100, [0, 1, 2, 3])
+    picky = make_task(tenant=tenant, priority=90, gpu_required=4, labels={"gpu-model": "A100"})
+
+    run_cycle()
+
+    assert statuses(victim) == ["running"]
+    assert attempt_of(picky).extra["preemption"]["node_reasons"] == {
+        v100.name: "preemption would not help (GPU model mismatch)",
+        a100.name: "no eligible victims",
+    }

@@ -1,0 +1,175 @@
+"""Gang placement of a training group (SPEC §10): every member gets a node and cards, or the gang gets nothing.
+
+Pure over the cycle's snapshot: members are placed in rank order on a copy-on-write scratch view of it, each with
+the framework's own filters (availability, tenant, GPU type, resources), so a node's capacity is never counted
+twice; the parallelism path (`parallelism.py`) orders the nodes that pass. Rank 0's node is the master.
+Nothing here touches the database: `gang_bind.bind_gang` turns a `GangPlan` into placements.
+"""
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scheduling.framework import reasons
+from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.table import AVAILABLE_STATUSES
+from scheduling.groups.parallelism import PlanContext, path_key
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    id: int
+    tenant_id: int
+    name: str
+    world_size: int
+    gpus_per_worker: int
+    gpu_type: str = ""
+    parallelism: str = "data"
+
+
+@dataclass(frozen=True)
+class MemberPlacement:
+    rank: int
+    task: TaskInfo
+    node_id: int
+    node_name: str
+    cards: tuple[int, ...]
+
+
+@dataclass
+class GangPlan:
+    group: GroupInfo
+    placements: list[MemberPlacement]  # by rank; rank 0 runs on the master node
+    message: str
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted({placement.node_id for placement in self.placements})
+
+
+@dataclass
+class GangFailure:
+    """Why the gang does not fit now. `rank`/`task_id` name the first member that found no place (None when the
+    gang as a whole is refused, e.g. its GPU type is out of reach); `reason` is that attempt's summary line."""
+
+    group: GroupInfo
+    code: str
+    message: str
+    rank: int | None = None
+    task_id: int | None = None
+    reason: str = ""
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+
+    def diagnostics(self) -> dict[str, Any]:
+        """The TaskGroup.diagnostics document: {code, message, member, reason}."""
+        member = None if self.rank is None else {"rank": self.rank, "task": self.task_id}
+        return {"code": self.code, "message": self.message, "member": member, "reason": self.reason}
+
+
+def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapshot, framework: Framework,
+              rng: random.Random) -> GangPlan | GangFailure:
+    """Place `members` (in rank order: members[i] gets rank i) on `snapshot` without changing it."""
+    gpu_type = common_gpu_type(members)
+    if gpu_type:
+        unavailable = gpu_type_unavailable(gpu_type, group.tenant_id, snapshot)
+        if unavailable:
+            return GangFailure(group, reasons.GPU_TYPE_UNAVAILABLE, unavailable, reason=unavailable)
+    scratch = _Scratch(snapshot)
+    order = path_key(group.parallelism)
+    context: PlanContext | None = None
+    placements: list[MemberPlacement] = []
+    for rank, member in enumerate(members):
+        result = framework.schedule(member, scratch.snapshot, rng)
+        totals = result.totals
+        candidates = [node for node in map(scratch.snapshot.node, totals) if node is not None
+                      and (not gpu_type or gpu_type in node_gpu_types(node))]
+        if context is None:
+            context = PlanContext.start(candidates, cards_per_member=member.gpu_required, members=len(members),
+                                        config=framework.config)
+        candidates.sort(key=lambda node: (order(node, context), totals[node.id], -node.id), reverse=True)
+        placed = _first_fitting(member, candidates, framework, scratch)
+        if placed is None:
+            return _incomplete(group, members, rank, member, result.message, result.diagnostic_nodes())
+        node, cards = placed
+        context.record(node)
+        placements.append(MemberPlacement(rank, member, node.id, node.name, tuple(cards)))
+    return GangPlan(group, placements, _describe(placements))
+
+
+def common_gpu_type(members: list[TaskInfo]) -> str:
+    """The one GPU type every member declares, or "" when they declare none or several."""
+    types = {member.gpu_type.strip().lower() for member in members}
+    return types.pop() if len(types) == 1 else ""
+
+
+def node_gpu_types(node: NodeInfo) -> set[str]:
+    return {card.type.lower() for card in node.cards if card.type} | ({node.gpu_type.lower()} if node.gpu_type else set())
+
+
+def gpu_type_unavailable(gpu_type: str, tenant_id: int, snapshot: ClusterSnapshot) -> str:
+    """Why no node of `gpu_type` can serve the tenant at all right now ("" when some can)."""
+    of_type = [node for node in snapshot.nodes if gpu_type in node_gpu_types(node)]
+    if not of_type:
+        return f"no {gpu_type} node in the cluster"
+    reachable = [node for node in of_type if node.dedicated_tenant_id in (None, tenant_id)]
+    if not reachable:
+        return (f"no {gpu_type} node within the tenant's reach: {len(of_type)} "
+                f"{reasons.DEDICATED_OTHER_TENANT}")
+    if not any(node.status in AVAILABLE_STATUSES and node.schedulable for node in reachable):
+        return f"no {gpu_type} node available now: {len(reachable)} offline or cordoned"
+    return ""
+
+
+def _first_fitting(member: TaskInfo, candidates: list[NodeInfo], framework: Framework,
+                   scratch: "_Scratch") -> tuple[NodeInfo, list[int]] | None:
+    for node in candidates:
+        cards = framework.select_cards(member, node, tenancy=scratch.snapshot.tenancy)
+        if cards or (member.gpu_required == 0 and not member.is_fractional):
+            owned = scratch.own(node)
+            apply_bind(scratch.snapshot, member, owned, cards)
+            return owned, cards
+    return None
+
+
+def _incomplete(group: GroupInfo, members: list[TaskInfo], rank: int, member: TaskInfo, summary: str,
+                nodes: list[dict[str, Any]]) -> GangFailure:
+    message = (f"gang {group.name}: member rank {rank} (task {member.id}) found no place after {rank} of "
+               f"{len(members)} members: {summary}")
+    return GangFailure(group, reasons.GANG_INCOMPLETE, message, rank=rank, task_id=member.id, reason=summary,
+                       nodes=nodes)
+
+
+def _describe(placements: list[MemberPlacement]) -> str:
+    ranks_by_node: dict[str, list[int]] = {}
+    for placement in placements:
+        ranks_by_node.setdefault(placement.node_name, []).append(placement.rank)
+    parts = ", ".join(f"{name} (ranks {_span(ranks)})" for name, ranks in ranks_by_node.items())
+    return f"{len(placements)} members on {len(ranks_by_node)} nodes: {parts}"
+
+
+def _span(ranks: list[int]) -> str:
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 1:
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(map(str, ranks))
+
+
+class _Scratch:
+    """A copy-on-write view of the snapshot: a node is cloned the first time a simulated bind changes it, so the
+    cycle's snapshot stays untouched and planning costs a copy of the nodes it uses, not of the cluster."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = ClusterSnapshot(nodes=list(snapshot.nodes), tenancy=snapshot.tenancy)
+        self._position = {node.id: position for position, node in enumerate(self.snapshot.nodes)}
+        self._owned: set[int] = set()
+
+    def own(self, node: NodeInfo) -> NodeInfo:
+        if node.id in self._owned:
+            return node
+        clone = replace(node, labels=dict(node.labels), cache={},
+                        cards=[replace(card, occupant_tenants=set(card.occupant_tenants)) for card in node.cards])
+        self.snapshot.nodes[self._position[node.id]] = clone
+        self.snapshot._by_id = None
+        self._owned.add(node.id)
+        # The framework's table (same node list) refreshes this row when apply_bind records the clone's bind.
+        return clone

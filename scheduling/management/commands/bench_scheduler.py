@@ -1,0 +1,294 @@
+"""End-to-end scheduler benchmark in a throwaway database (`hf_bench_<pid>` on the default database's server).
+
+Seeds a heterogeneous cluster and a pending queue, then runs scheduling cycles in K scheduler processes at once
+until nothing more binds, and prints cycle time p50/p99, wall time, peak memory and `tasks_per_second=<float>`
+(tasks bound per second of wall time, commits included).
+
+Model imports stay inside functions: the scheduler processes are spawned and import this module before
+`django.setup()`.
+"""
+
+import csv
+import math
+import multiprocessing
+import os
+import random
+import resource
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+GPU_TYPE_WEIGHTS = {
+    "nvidia": 40, "ascend": 10, "musa": 6, "hygon": 8, "metax": 6, "enflame": 6, "iluvatar": 6, "biren": 6,
+    "cambricon": 6, "kunlun": 6,
+}
+CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
+TENANTS = 5
+OPENB_DIR = Path(__file__).resolve().parents[4] / "shared" / "traces" / "openb"
+# Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
+OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
+
+
+class Command(BaseCommand):
+    help = "Benchmark scheduling cycles end to end on a synthetic (or openb trace) cluster in a throwaway database."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--nodes", type=int, default=300)
+        parser.add_argument("--pending", type=int, default=2000)
+        parser.add_argument("--instances", type=int, default=1, help="scheduler processes running cycles at once")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
+        parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
+
+    def handle(self, *args, nodes: int, pending: int, instances: int, seed: int, trace: str | None, keep: bool,
+               **options):
+        original = settings.DATABASES["default"]["NAME"]
+        bench = f"hf_bench_{os.getpid()}"
+        _execute_autocommit(f'CREATE DATABASE "{bench}"')
+        try:
+            _use_database(bench)
+            started = time.perf_counter()
+            call_command("migrate", verbosity=0, interactive=False)
+            rng = random.Random(seed)
+            if trace == "openb":
+                nodes_made, tasks_made = _seed_openb(rng, nodes, pending)
+            else:
+                nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
+            self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks "
+                              f"(migrated and seeded in {time.perf_counter() - started:.1f} s)")
+            connections.close_all()
+            report = _run_instances(bench, instances, seed)
+            self._print(report, tasks_made)
+        finally:
+            connections.close_all()
+            _use_database(original)
+            if not keep:
+                _execute_autocommit(f'DROP DATABASE IF EXISTS "{bench}" WITH (FORCE)')
+
+    def _print(self, report: dict, pending: int) -> None:
+        durations = sorted(report["durations_ms"])
+        wall = report["wall_s"]
+        self.stdout.write(
+            f"instances={report['instances']} cycles={len(durations)} considered={report['considered']} "
+            f"bound={report['bound']} of {pending} pending, still pending={report['pending_left']}"
+        )
+        if durations:
+            self.stdout.write(f"cycle_ms p50={_percentile(durations, 50):.1f} p99={_percentile(durations, 99):.1f} "
+                              f"max={durations[-1]:.1f}")
+        self.stdout.write(f"wall_s={wall:.2f}")
+        self.stdout.write(f"peak_rss_mb={report['rss_mb']:.0f} (scheduler processes summed; "
+                          f"seeding process {_max_rss_mb():.0f})")
+        self.stdout.write(f"tasks_per_second={report['bound'] / wall if wall else 0.0:.1f}")
+
+
+def _percentile(ordered: list[float], percent: float) -> float:
+    position = max(math.ceil(len(ordered) * percent / 100) - 1, 0)
+    return ordered[position]
+
+
+def _max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _execute_autocommit(sql: str) -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute(sql)
+
+
+def _use_database(name: str) -> None:
+    connections["default"].close()
+    settings.DATABASES["default"]["NAME"] = name
+    connections["default"].settings_dict["NAME"] = name
+
+
+def _database_url(name: str) -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+# --- running the scheduler processes -------------------------------------------------------------------------
+
+
+def _run_instances(database: str, instances: int, seed: int) -> dict:
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(instances + 1)
+    results = context.Queue()
+    url = _database_url(database)
+    processes = [
+        context.Process(target=_scheduler_process, args=(url, f"bench-{index}", seed + index, ready, results))
+        for index in range(instances)
+    ]
+    for process in processes:
+        process.start()
+    ready.wait()
+    started = time.perf_counter()
+    reports = [results.get() for _ in processes]
+    wall = time.perf_counter() - started
+    for process in processes:
+        process.join()
+    return {
+        "instances": instances,
+        "wall_s": wall,
+        "durations_ms": [duration for report in reports for duration in report["durations_ms"]],
+        "considered": sum(report["considered"] for report in reports),
+        "bound": sum(report["bound"] for report in reports),
+        "pending_left": min(report["pending_left"] for report in reports),
+        "rss_mb": sum(report["rss_mb"] for report in reports),
+    }
+
+
+def _scheduler_process(database_url: str, instance: str, seed: int, ready, results) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
+    import django
+
+    django.setup()
+    from scheduling import lifecycle
+    from scheduling.cycle import CYCLE_LIMIT, run_cycle
+    from scheduling.models import Task
+
+    rng = random.Random(seed)
+    ready.wait()
+    durations, considered, bound, idle = [], 0, 0, 0
+    while True:
+        result = run_cycle(instance=instance, rng=rng)
+        durations.append(result.duration_ms)
+        considered += result.considered
+        bound += result.bound
+        idle = idle + 1 if result.bound == 0 else 0
+        pending = Task.objects.filter(status=lifecycle.PENDING).count()
+        # Done when nothing is pending, or when this instance went a whole pass over the queue binding nothing.
+        if pending == 0 or idle > math.ceil(pending / CYCLE_LIMIT):
+            break
+    results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
+                 "rss_mb": _max_rss_mb()})
+
+
+# --- synthetic cluster ---------------------------------------------------------------------------------------
+
+
+def _seed_synthetic(rng: random.Random, node_count: int, pending: int) -> tuple[int, int]:
+    from nodes.agent.topology import TOPOLOGY_LABEL
+    from nodes.demo_cluster import DEMO_FLEET, REGIONS, topology_label
+    from nodes.models import GPU, Node
+    from tenants.models import Tenant
+
+    tenants = Tenant.objects.bulk_create(Tenant(name=f"bench-{index}") for index in range(TENANTS))
+    models_of: dict[str, list] = {}
+    for _, node_model in DEMO_FLEET:
+        models_of.setdefault(node_model.gpu_type, []).append(node_model)
+    placements = [(region, zone, f"{zone}-r{rack}") for region, zones in REGIONS for zone in zones
+                  for rack in range(1, 5)]
+    nodes, cards = [], []
+    for serial in range(node_count):
+        gpu_type = _weighted(rng, GPU_TYPE_WEIGHTS)
+        node_model = rng.choice(models_of[gpu_type])
+        count = _weighted(rng, CARD_COUNT_WEIGHTS)
+        labels = {}
+        if gpu_type == "nvidia" and count >= 2 and node_model.nvlink:
+            labels[TOPOLOGY_LABEL] = topology_label(replace(node_model, cards=count))
+        if rng.random() < 0.3:
+            labels.update({"rdma": "true", "rdma-speed": str(rng.choice((100, 200, 400)))})
+        elif rng.random() < 0.1:
+            labels["rdma"] = "false"
+        region, zone, rack = rng.choice(placements)
+        status = Node.Status.OFFLINE if rng.random() < 0.02 else Node.Status.ONLINE
+        node = Node(
+            name=f"bench-{serial:05d}", status=status, gpu_type=gpu_type, gpu_total=count,
+            region=region, zone=zone, rack=rack, labels=labels, cpu_cores=node_model.cpu_cores,
+            memory_gb=node_model.memory_gb, cpu_percent=round(rng.uniform(2, 60), 1),
+            memory_used_mb=int(node_model.memory_gb * 1024 * rng.uniform(0.05, 0.6)),
+            dedicated_tenant=tenants[0] if rng.random() < 0.02 else None,
+            internal_ip=f"10.{serial // 65536}.{serial // 256 % 256}.{serial % 256}/16",
+        )
+        nodes.append((node, node_model, count))
+    Node.objects.bulk_create([node for node, _, _ in nodes], batch_size=2000)
+    for node, node_model, count in nodes:
+        for index in range(count):
+            cards.append(GPU(node=node, index=index, uuid=f"{node.name}-{index}", type=node_model.gpu_type,
+                             model=node_model.model, memory_total_mb=node_model.memory_mb,
+                             memory_used_mb=int(node_model.memory_mb * rng.uniform(0, 0.2)),
+                             utilization=round(rng.uniform(0, 60), 1), temperature=round(rng.uniform(35, 70), 1),
+                             numa=index * 2 // count))
+    GPU.objects.bulk_create(cards, batch_size=5000)
+    _seed_tasks(rng, tenants, pending, [gpu_type for gpu_type in GPU_TYPE_WEIGHTS])
+    return len(nodes), pending
+
+
+def _seed_tasks(rng: random.Random, tenants, pending: int, gpu_types: list[str]) -> None:
+    from scheduling.models import Task, TaskType
+
+    shapes = {1: 50, 2: 10, 4: 5, 8: 2, "fractional": 25, 0: 8}
+    tasks = []
+    for serial in range(pending):
+        shape = _weighted(rng, shapes)
+        fields = {"gpu_required": 0, "gpu_memory_mb": 0}
+        if shape == "fractional":
+            fields["gpu_memory_mb"] = rng.choice((2048, 4096, 8192))
+        else:
+            fields["gpu_required"] = shape
+        labels = {}
+        if rng.random() < 0.2:
+            labels["zone"] = rng.choice(("cn-north-a", "cn-north-b", "cn-east-a"))
+        if shape in (2, 4, 8) and rng.random() < 0.2:
+            labels["nvlink"] = "required"
+        if rng.random() < 0.05:
+            labels["rdma"] = "required"
+        task_type = TaskType.INFERENCE if rng.random() < 0.1 else TaskType.BATCH
+        tasks.append(Task(
+            tenant=rng.choice(tenants), name=f"bench-task-{serial}", type=task_type,
+            gpu_type=_weighted(rng, GPU_TYPE_WEIGHTS) if shape != 0 and rng.random() < 0.6 else "",
+            priority=rng.randint(0, 100), cpu_cores=rng.choice((1, 2, 4, 8)), memory_mb=rng.choice((2048, 8192)),
+            labels=labels, **fields,
+        ))
+    Task.objects.bulk_create(tasks, batch_size=2000)
+
+
+def _weighted(rng: random.Random, weights: dict):
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+# --- openb trace ---------------------------------------------------------------------------------------------
+
+
+def _seed_openb(rng: random.Random, node_limit: int, pending: int) -> tuple[int, int]:
+    """Nodes and pods of the openb trace (README in shared/traces): pods become tasks in creation order."""
+    from nodes.models import GPU, Node
+    from scheduling.models import Task
+    from tenants.models import Tenant
+
+    tenants = Tenant.objects.bulk_create(Tenant(name=f"openb-{index}") for index in range(TENANTS))
+    with open(OPENB_DIR / "openb_node_list_gpu_node.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))[:node_limit]
+    nodes = [
+        Node(name=row["sn"], status=Node.Status.ONLINE, gpu_type="nvidia", gpu_total=int(row["gpu"]),
+             cpu_cores=int(row["cpu_milli"]) // 1000, memory_gb=int(row["memory_mib"]) // 1024)
+        for row in rows
+    ]
+    Node.objects.bulk_create(nodes, batch_size=2000)
+    GPU.objects.bulk_create(
+        (GPU(node=node, index=index, type="nvidia", model=row["model"],
+             memory_total_mb=OPENB_MEMORY_MB.get(row["model"], 32768))
+         for node, row in zip(nodes, rows) for index in range(int(row["gpu"]))),
+        batch_size=5000,
+    )
+    with open(OPENB_DIR / "openb_pod_list_default.csv", newline="") as handle:
+        pods = list(csv.DictReader(handle))[:pending]
+    tasks = []
+    for pod in pods:
+        gpus, milli = int(pod["num_gpu"]), int(pod["gpu_milli"] or 0)
+        fields = {"gpu_required": gpus, "gpu_memory_mb": 0}
+        if gpus == 1 and 0 < milli < 1000:
+            fields = {"gpu_required": 0, "gpu_memory_mb": max(16384 * milli // 1000, 1)}
+        labels = {"gpu-model": pod["gpu_spec"]} if pod.get("gpu_spec") else {}
+        tasks.append(Task(tenant=rng.choice(tenants), name=pod["name"], cpu_cores=int(pod["cpu_milli"]) / 1000,
+                          memory_mb=int(pod["memory_mib"]), labels=labels, **fields))
+    Task.objects.bulk_create(tasks, batch_size=2000)
+    return len(nodes), len(tasks)

@@ -1,0 +1,165 @@
+"""End-to-end scenarios in headless Chromium against a real ASGI server (daphne, with websockets)."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from channels.layers import channel_layers
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from playwright.sync_api import expect, sync_playwright
+from rest_framework.authtoken.models import Token
+
+from nodes.models import Node
+from scheduling.models import CycleRecord, Task
+from tenants.models import Tenant
+from tenants.services import tenant_user_create
+from tests.factories import make_node, make_task
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.browser
+class ConsoleBrowserTests(ChannelsLiveServerTestCase):
+    host = "127.0.0.1"
+
+    @classmethod
+    def setUpClass(cls):
+        # pytest-django already points NAME at the test database; keep the server process on that same name.
+        test_settings = settings.DATABASES["default"].setdefault("TEST", {})
+        cls._previous_test_name = test_settings.get("NAME")
+        test_settings["NAME"] = settings.DATABASES["default"]["NAME"]
+        # The forked server must open its own Redis connections, not reuse this process's.
+        channel_layers.backends.clear()
+        super().setUpClass()
+        ARTIFACTS.mkdir(exist_ok=True)
+        # Playwright's sync API keeps an event loop in this thread; the ORM calls here are still plain sync code.
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        cls._playwright = sync_playwright().start()
+        cls._browser = cls._playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                                        args=CHROMIUM_ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._browser.close()
+        cls._playwright.stop()
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        super().tearDownClass()
+        settings.DATABASES["default"]["TEST"]["NAME"] = cls._previous_test_name
+
+    def setUp(self):
+        from django.contrib.auth import get_user_model
+
+        self.tenant = Tenant.objects.create(name="acme")
+        tenant_user_create(tenant=self.tenant, username="alice", password="tenant-password")
+        self.admin = get_user_model().objects.create_user(username="admin", password="admin-password",
+                                                          is_staff=True)
+        self.context = self._browser.new_context(viewport={"width": 1400, "height": 900})
+        self.page = self.context.new_page()
+
+    def tearDown(self):
+        self.context.close()
+
+    def sign_in(self, username: str, password: str) -> None:
+        self.page.goto(f"{self.live_server_url}/login/")
+        self.page.fill("input[name=username]", username)
+        self.page.fill("input[name=password]", password)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(f"{self.live_server_url}/")
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def test_tenant_submits_the_job_form_with_an_error_then_correctly(self):
+        self.sign_in("alice", "tenant-password")
+        self.shot("dashboard-tenant")
+        self.page.goto(f"{self.live_server_url}/tasks/new/")
+        self.page.fill("input[name=name]", "bert-finetune")
+        self.page.fill("input[name=gpu_required]", "-1")
+        self.page.click("button:has-text('Submit job')")
+        error = self.page.locator(".field.has-error .field-error[data-field=gpu_required]")
+        expect(error).to_be_visible()
+        self.shot("job-form-error")
+        assert not Task.objects.exists()
+
+        self.page.fill("input[name=gpu_required]", "1")
+        self.page.fill("input[name=label_key]", "nvlink")
+        self.page.fill("input[name=label_value]", "required")
+        self.page.click("button:has-text('Submit job')")
+        self.page.wait_for_url(re.compile(r"/tasks/\d+/$"))
+        task = Task.objects.get()
+        assert self.page.url.endswith(f"/tasks/{task.id}/")
+        assert (task.name, task.gpu_required, task.labels) == ("bert-finetune", 1, {"nvlink": "required"})
+        self.shot("task-detail")
+        self.page.goto(f"{self.live_server_url}/tasks/")
+        expect(self.page.locator(f"#task-row-{task.id}")).to_contain_text("bert-finetune")
+        self.shot("task-list")
+
+    def test_admin_sets_the_node_topology_through_htmx(self):
+        node = make_node(cards=8, numa=[0, 0, 0, 0, 1, 1, 1, 1],
+                         labels={"heteroflow.io/gpu-topology":
+                                 "nv=0-1,1-2,2-3,4-5,5-6,6-7;numa=0:0,1:0,2:0,3:0,4:1,5:1,6:1,7:1"})
+        self.sign_in("admin", "admin-password")
+        self.page.goto(f"{self.live_server_url}/nodes/{node.id}/")
+        self.page.evaluate("window.__notReloaded = true")
+        self.page.fill("input[name=region]", "eu-west")
+        self.page.fill("input[name=zone]", "eu-west-1a")
+        self.page.fill("input[name=rack]", "r12")
+        self.page.click("button:has-text('Save placement')")
+        expect(self.page.locator("#topology-saved")).to_be_visible()
+        assert self.page.evaluate("window.__notReloaded") is True
+        self.shot("node-detail")
+
+        token = Token.objects.create(user=self.admin).key
+        response = self.page.request.get(f"{self.live_server_url}/api/v1/nodes/{node.id}",
+                                          headers={"Authorization": f"Token {token}"})
+        assert response.ok
+        body = response.json()
+        assert (body["region"], body["zone"], body["rack"]) == ("eu-west", "eu-west-1a", "r12")
+        assert Node.objects.filter(id=node.id, region="eu-west", zone="eu-west-1a", rack="r12").exists()
+
+        self.page.goto(f"{self.live_server_url}/nodes/")
+        self.page.select_option("select[name=region]", "eu-west")
+        expect(self.page.locator("#node-table")).to_contain_text(node.name)
+        self.shot("node-list")
+
+    def test_tenant_is_refused_the_plugins_page(self):
+        self.sign_in("alice", "tenant-password")
+        response = self.page.goto(f"{self.live_server_url}/plugins/")
+        assert response.status == 403
+
+    def test_diagnostics_receives_a_cycle_pushed_by_the_server(self):
+        make_node(cards=8)
+        make_task(tenant=self.tenant, name="queued", gpu_required=2)
+        self.sign_in("admin", "admin-password")
+        with self.page.expect_websocket(lambda ws: ws.url.endswith("/ws/diagnostics/")) as socket_info:
+            self.page.goto(f"{self.live_server_url}/diagnostics/")
+        socket = socket_info.value
+        expect(self.page.locator(".cycle-row")).to_have_count(0)
+        self.page.wait_for_timeout(300)  # let the consumer join its group before the cycle is announced
+
+        token = Token.objects.create(user=self.admin).key
+        with socket.expect_event("framereceived", timeout=5000):
+            response = self.page.request.post(f"{self.live_server_url}/api/v1/scheduler/cycles",
+                                              headers={"Authorization": f"Token {token}"})
+        assert response.ok, response.text()
+        cycle = CycleRecord.objects.get()
+        expect(self.page.locator(f"#cycle-{cycle.id}")).to_be_visible(timeout=5000)
+        assert Task.objects.get().status == "scheduled"
+        self.shot("diagnostics")
+
+    def test_admin_enables_binpack_on_the_plugins_page(self):
+        from plugins_admin.models import PluginConfig
+
+        PluginConfig.objects.update_or_create(name="binpack", defaults={"enabled": False, "weight": 0})
+        self.sign_in("admin", "admin-password")
+        self.page.goto(f"{self.live_server_url}/plugins/")
+        self.page.evaluate("window.__notReloaded = true")
+        self.page.locator("#plugin-binpack input[type=checkbox][name=enabled]").check()
+        expect(self.page.locator("#plugin-binpack .switch-state")).to_have_text("On")
+        assert self.page.evaluate("window.__notReloaded") is True
+        assert PluginConfig.objects.get(name="binpack").enabled is True
+        self.shot("plugins")

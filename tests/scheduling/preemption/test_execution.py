@@ -1,0 +1,171 @@
+"""Carrying out a plan and settling it (SPEC §9): victims stay counted until their stop is confirmed."""
+
+import pytest
+
+from nodes.models import Node
+from scheduling import immediate_queue
+from scheduling.cycle import run_cycle
+from scheduling.lifecycle import IllegalTransition
+from scheduling.models import SchedulingAttempt, Task, TaskEvent
+from scheduling.preemption.candidates import active_tasks_on_nodes
+from scheduling.preemption.execute import execute_plan
+from scheduling.preemption.planner import PreemptionPlan
+from scheduling.preemption.settle import settle_preempted
+from scheduling.services.task_transition import task_transition
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from tests.factories import make_node, make_task
+from tests.scheduling.preemption.conftest import placed_task, statuses
+
+
+def gpu_used(node: Node) -> int:
+    return Node.objects.values_list("gpu_used", flat=True).get(id=node.id)
+
+
+@pytest.fixture
+def preempted_cluster(tenant, running_stage):
+    """An 8-card node where a priority-90 task has just preempted the priority-10 holder of 4 cards."""
+    node = make_node(cards=8)
+    low = placed_task(tenant=tenant, node=node, gpus=[0, 1, 2, 3], priority=10)
+    mid = placed_task(tenant=tenant, node=node, gpus=[4, 5], priority=20)
+    top = placed_task(tenant=tenant, node=node, gpus=[6, 7], priority=30)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=4)
+    assert run_cycle().preempting == 1
+    return node, low, mid, top, urgent
+
+
+def test_the_victim_keeps_its_cards_and_the_ledger_while_preempting(preempted_cluster):
+    node, low, *_ = preempted_cluster
+    victim = Task.objects.get(id=low.id)
+    assert (victim.status, victim.node_id, victim.gpus) == ("preempting", node.id, [0, 1, 2, 3])
+    assert gpu_used(node) == 8
+
+
+def test_the_victims_diagnostics_say_who_preempted_it(preempted_cluster, admin_client):
+    _, low, _, _, urgent = preempted_cluster
+    diagnostics = admin_client.get(f"/api/v1/tasks/{low.id}").json()["diagnostics"]
+    assert diagnostics["preempted_by"] == urgent.id
+    assert diagnostics["reason"].startswith(f"preempted by task {urgent.id} (priority 90)")
+    event = TaskEvent.objects.get(task_id=low.id, to_status="preempting")
+    assert event.reason == diagnostics["reason"]
+
+
+def test_a_third_task_cannot_take_the_cards_before_the_victim_is_confirmed_stopped(preempted_cluster, tenant):
+    node, low, mid, top, urgent = preempted_cluster
+    # Training never preempts, so only a free card could place it.
+    third = make_task(tenant=tenant, type="training", priority=95, gpu_required=4)
+
+    cycle = run_cycle()
+
+    assert statuses(low, mid, top, urgent, third) == ["preempting", "running", "running", "pending", "pending"]
+    assert cycle.bound == 0 and gpu_used(node) == 8
+
+
+def test_the_preemptor_waits_for_its_victims_instead_of_evicting_more(preempted_cluster):
+    _, low, mid, top, urgent = preempted_cluster
+
+    cycle = run_cycle()
+
+    assert cycle.preempting == 1
+    assert statuses(low, mid, top, urgent) == ["preempting", "running", "running", "pending"]
+    attempt = Task.objects.select_related("attempt").get(id=urgent.id).attempt
+    assert attempt.code == "PreemptionPending"
+    assert attempt.extra["preemption"]["victims"] == [low.id]
+
+
+def test_the_preemptor_binds_in_a_later_cycle_once_the_victim_is_settled(preempted_cluster):
+    node, low, mid, top, urgent = preempted_cluster
+    assert settle_preempted(low.id)
+
+    cycle = run_cycle()
+
+    assert cycle.bound == 1
+    urgent.refresh_from_db()
+    assert (urgent.status, urgent.node_id, sorted(urgent.gpus)) == ("scheduled", node.id, [0, 1, 2, 3])
+    assert statuses(low, mid, top) == ["pending", "running", "running"]
+    assert gpu_used(node) == 8
+
+
+def test_settlement_returns_the_placement_and_counts_the_preemption(preempted_cluster):
+    node, low, *_ = preempted_cluster
+
+    assert settle_preempted(low.id)
+
+    victim = Task.objects.get(id=low.id)
+    assert (victim.status, victim.node_id, victim.gpus, victim.port, victim.shard) == ("pending", None, [], None, None)
+    assert (victim.preempt_count, victim.preemptible) == (1, False)
+    assert gpu_used(node) == 4
+    assert TaskEvent.objects.filter(task_id=low.id, from_status="preempting", to_status="pending").count() == 1
+
+
+def test_settlement_releases_a_fractional_victims_shard(tenant):
+    node = make_node(cards=1)
+    shard = {"card": 0, "memory_limit_mb": 8000, "compute_percent": 20}
+    victim = placed_task(tenant=tenant, node=node, gpu_memory_mb=8000, shard=shard, status="preempting")
+    assert active_tasks_on_nodes()[0].shard_card == 0
+
+    assert settle_preempted(victim.id)
+
+    victim.refresh_from_db()
+    assert (victim.status, victim.shard, victim.node_id) == ("pending", None, None)
+    assert active_tasks_on_nodes() == []
+
+
+def test_settlement_happens_at_most_once(preempted_cluster):
+    node, low, *_ = preempted_cluster
+    assert settle_preempted(low.id)
+    assert not settle_preempted(low.id)
+    assert not settle_preempted(low.id, forced=True)
+    victim = Task.objects.get(id=low.id)
+    assert victim.preempt_count == 1 and gpu_used(node) == 4
+
+
+def test_only_a_preempting_task_can_be_settled(tenant):
+    node = make_node(cards=2)
+    running = placed_task(tenant=tenant, node=node, gpus=[0], priority=10)
+    assert not settle_preempted(running.id)
+    running.refresh_from_db()
+    assert (running.status, running.node_id, running.preempt_count) == ("running", node.id, 0)
+
+
+def test_preempting_to_succeeded_is_refused(preempted_cluster):
+    _, low, *_ = preempted_cluster
+    with pytest.raises(IllegalTransition, match="preempting → succeeded"):
+        task_transition(low.id, "preempting", "succeeded")
+    assert statuses(low) == ["preempting"]
+
+
+def test_settlement_wakes_the_preemptor(preempted_cluster, django_capture_on_commit_callbacks):
+    _, low, _, _, urgent = preempted_cluster
+    immediate_queue.connection().delete(immediate_queue.QUEUE_KEY)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert settle_preempted(low.id)
+    assert immediate_queue.drain() == [urgent.id]
+
+
+def test_a_victim_lost_to_a_race_is_left_out_of_the_outcome(tenant):
+    node = make_node(cards=4)
+    gone = placed_task(tenant=tenant, node=node, gpus=[0, 1], priority=10)
+    won = placed_task(tenant=tenant, node=node, gpus=[2, 3], priority=10)
+    preemptor = make_task(tenant=tenant, priority=90, gpu_required=4)
+    snapshot_node = build_snapshot().node(node.id)
+    victims = tuple(sorted(active_tasks_on_nodes(), key=lambda victim: victim.id))
+    plan = PreemptionPlan(node_id=node.id, node_name=snapshot_node.name, victims=victims)
+    assert task_transition(gone.id, "running", "succeeded")
+    preemptor_info = task_info_from_row(Task.objects.filter(id=preemptor.id).values_list(*TASK_INFO_FIELDS).get())
+    outcome = execute_plan(plan, preemptor_info)
+
+    assert (outcome.victims, outcome.lost) == ((won.id,), (gone.id,))
+    assert outcome.preempting and outcome.code == "PreemptionPending"
+    assert statuses(gone, won) == ["succeeded", "preempting"]
+    assert not SchedulingAttempt.objects.filter(task_id=gone.id).exists()
+    assert SchedulingAttempt.objects.get(task_id=won.id).extra["preempted_by"] == preemptor.id
+
+
+def test_candidates_are_read_in_one_query(tenant, django_assert_num_queries):
+    node = make_node(cards=8)
+    for index in range(5):
+        placed_task(tenant=tenant, node=node, gpus=[index])
+    make_task(tenant=tenant)  # pending: not a candidate
+    with django_assert_num_queries(1):
+        candidates = active_tasks_on_nodes()
+    assert len(candidates) == 5

@@ -1,0 +1,119 @@
+"""The preemption watchdog and its race with the agent's late report (SPEC §9)."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from nodes.models import Node
+from nodes.services import agent_register, agent_report_status
+from scheduling import tasks
+from scheduling.models import Task, TaskEvent
+from scheduling.preemption.settle import FORCED_REASON
+from scheduling.preemption.watchdog import preemption_watchdog
+from tests.factories import make_node
+from tests.nodes.conftest import node_client
+from tests.scheduling.preemption.conftest import placed_task, statuses
+
+RACE_ROUNDS = 50
+
+
+def test_only_victims_preempting_for_more_than_60_seconds_are_forced(tenant):
+    node = make_node(cards=2)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0], status="preempting")
+    bystander = placed_task(tenant=tenant, node=node, gpus=[1], status="running")
+    since = Task.objects.get(id=victim.id).status_changed_at
+
+    assert preemption_watchdog(now=since + timedelta(seconds=60)) == 0
+    assert statuses(victim) == ["preempting"]
+
+    assert preemption_watchdog(now=since + timedelta(seconds=61)) == 1
+    victim.refresh_from_db()
+    assert (victim.status, victim.node_id, victim.preempt_count, victim.preemptible) == ("pending", None, 1, False)
+    assert TaskEvent.objects.get(task_id=victim.id, to_status="pending").reason == FORCED_REASON
+    assert statuses(bystander) == ["running"]
+    assert Node.objects.get(id=node.id).gpu_used == 1
+
+
+def test_the_celery_task_runs_the_watchdog(tenant):
+    node = make_node(cards=1)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0], status="preempting")
+    Task.objects.filter(id=victim.id).update(status_changed_at=timezone.now() - timedelta(seconds=90))
+
+    assert tasks.preemption_watchdog.apply().get() == 1
+    assert statuses(victim) == ["pending"]
+
+
+def status_report(client, task_id: int, to: str):
+    return client.post(f"/api/v1/agent/tasks/{task_id}/status", {"from": "preempting", "to": to}, format="json")
+
+
+def test_the_agents_report_settles_through_the_status_route(tenant):
+    node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
+    agent = node_client(token)
+
+    assert status_report(agent, victim.id, "succeeded").status_code == 400
+    assert statuses(victim) == ["preempting"]
+    assert status_report(agent, victim.id, "pending").status_code == 200
+    victim.refresh_from_db()
+    assert (victim.status, victim.preempt_count, victim.preemptible) == ("pending", 1, False)
+    assert status_report(agent, victim.id, "pending").status_code == 409
+
+
+def test_a_late_report_after_the_watchdog_settles_nothing(tenant):
+    node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
+    assert preemption_watchdog(now=timezone.now() + timedelta(seconds=61)) == 1
+
+    assert status_report(node_client(token), victim.id, "pending").status_code == 409
+
+    victim.refresh_from_db()
+    assert (victim.status, victim.preempt_count) == ("pending", 1)
+    assert Node.objects.get(id=node.id).gpu_used == 0
+    assert TaskEvent.objects.filter(task_id=victim.id, to_status="pending").count() == 1
+
+
+def race_agent_and_watchdog(node: Node, victim_id: int, now) -> dict:
+    """The agent's report and a watchdog tick on the same victim, released at once from two threads."""
+    start = threading.Barrier(2)
+    outcome = {}
+
+    def run(name, settle):
+        try:
+            start.wait()
+            outcome[name] = settle()
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=run, args=("agent", lambda: agent_report_status(
+            node=node, task_id=victim_id, from_status="preempting", to_status="pending"))),
+        threading.Thread(target=run, args=("watchdog", lambda: preemption_watchdog(now=now))),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcome
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agent_and_the_watchdog_racing_settle_exactly_once(tenant):
+    node = make_node(cards=8)
+    # Cards no victim holds, so a double return of the ledger would show.
+    placed_task(tenant=tenant, node=node, gpus=[4, 5, 6, 7], preemptible=False)
+    later = timezone.now() + timedelta(hours=1)
+
+    for _ in range(RACE_ROUNDS):
+        victim = placed_task(tenant=tenant, node=node, gpus=[0, 1, 2, 3], status="preempting")
+
+        outcome = race_agent_and_watchdog(node, victim.id, later)
+
+        assert int(outcome["agent"]) + outcome["watchdog"] == 1, outcome
+        victim.refresh_from_db()
+        assert (victim.status, victim.preempt_count, victim.node_id) == ("pending", 1, None)
+        assert TaskEvent.objects.filter(task_id=victim.id, to_status="pending").count() == 1
+        assert Node.objects.get(id=node.id).gpu_used == 4
