@@ -28,6 +28,8 @@ from tenants.selectors import is_admin
 
 TEMPLATE = "plugins_admin/plugins.html"
 HISTORY_LENGTH = 20
+# Parts of the page a browser may re-fetch alone; the scheduler panel polls so that API changes show up too.
+REFRESHABLE_FRAGMENTS = {"plugin-table", "scheduler-panel", "history"}
 CHANNEL_LABELS = {
     NotificationChannel.Kind.WEBHOOK: ("Webhook", "URL", "https://hooks.example.com/heteroflow"),
     NotificationChannel.Kind.EMAIL: ("E-mail", "Recipients", "ops@example.com, oncall@example.com"),
@@ -45,6 +47,9 @@ def plugins_page(request: HttpRequest) -> HttpResponse:
     if not is_admin(request.user):
         raise PermissionDenied("the plugins page is for admins")
     if request.method == "GET":
+        fragment = request.GET.get("fragment", "")
+        if request.htmx and fragment in REFRESHABLE_FRAGMENTS:
+            return render(request, f"{TEMPLATE}#{fragment}", _plugin_context())
         return render(request, TEMPLATE, _page_context())
     operation = _OPERATIONS.get(request.POST.get("op", ""))
     if operation is None:

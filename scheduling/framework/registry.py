@@ -57,7 +57,7 @@ class PluginSpec:
             object.__setattr__(self, "default", PluginSetting(self.name))
 
     @classmethod
-    def from_factory(cls, factory: Any) -> "PluginSpec":
+    def from_factory(cls, factory: Any) -> PluginSpec:
         """A spec from a factory object carrying the spec attributes (`name`, `kinds`, optional `always_on`,
         `exclusive_with`, `default`, `validate_extra`) and callable as `factory(setting) -> plugin`."""
         if isinstance(factory, PluginSpec):
@@ -67,7 +67,7 @@ class PluginSpec:
         except AttributeError as exc:
             raise ValueError(f"plugin factory {factory!r} lacks the spec attribute {exc.name!r}") from exc
         if not callable(factory):
-            raise ValueError(f"plugin factory {name!r} is not callable")
+            raise ValueError(f"plugin factory {name!r} is not callable")  # noqa: TRY004 - one error type for config
         return cls(
             name=name, factory=factory, kinds=kinds,
             always_on=getattr(factory, "always_on", False),
@@ -149,7 +149,7 @@ def validate_extra(name: str, extra: Any, registry: Registry | None = None) -> N
     if spec is None:
         raise ValueError(f"unknown plugin {name!r}")
     if not isinstance(extra, Mapping):
-        raise ValueError("extra must be a JSON object")
+        raise ValueError("extra must be a JSON object")  # noqa: TRY004 - callers turn ValueError into a 400
     if spec.validate_extra is not None:
         spec.validate_extra(extra)
 

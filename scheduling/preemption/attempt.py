@@ -9,9 +9,14 @@ from scheduling.framework.reasons import INSUFFICIENT_RESOURCES, NO_SCHEDULABLE_
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.status import SUCCESS, Status
-from scheduling.preemption.candidates import active_tasks_on_nodes
+from scheduling.preemption.candidates import preemption_candidates
 from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
-from scheduling.preemption.planner import STAGE_DISABLED, FitCheck, may_preempt, plan_preemption
+from scheduling.preemption.planner import (
+    VICTIM_STATES,
+    FitCheck,
+    may_preempt,
+    plan_preemption,
+)
 
 # Only a lack of room is something evicting lower-priority work can cure.
 TRIGGER_CODES = frozenset({NO_SCHEDULABLE_NODES, INSUFFICIENT_RESOURCES})
@@ -26,9 +31,11 @@ def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnap
     failure's code and says in its message why no node could be freed. Either way the caller records
     `outcome.code`, `outcome.message` and `outcome.diagnostics` as the task's attempt.
     """
-    if result.code not in TRIGGER_CODES or plugin_set.preempt_stage == STAGE_DISABLED or not may_preempt(task):
+    stage = plugin_set.preempt_stage
+    victim_states = VICTIM_STATES.get(stage, frozenset())  # `disabled` allows none
+    if result.code not in TRIGGER_CODES or not victim_states or not may_preempt(task):
         return None
-    candidates = active_tasks_on_nodes()
+    candidates = preemption_candidates(preemptor_id=task.id, priority=task.priority, victim_states=victim_states)
     # Victims already evicted for this task are still stopping: wait for them rather than evict more.
     unsettled = [c for c in candidates if c.status == lifecycle.PREEMPTING and c.preempted_by == task.id]
     if unsettled:
@@ -40,7 +47,7 @@ def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnap
             victims=tuple(victim.id for victim in unsettled),
         )
     fit_check = framework_fit_check(Framework(plugin_set, SchedulerConfig.from_settings()), snapshot)
-    search = plan_preemption(task, snapshot, candidates, fit_check, plugin_set.preempt_stage, result.filtered)
+    search = plan_preemption(task, snapshot, candidates, fit_check, stage, result.filtered)
     if search.plan is None:
         return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
                                  node_reasons=search.node_reasons)

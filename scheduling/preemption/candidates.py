@@ -1,10 +1,12 @@
 """The placed, active tasks that preemption may weigh as victims (SPEC §9), read in one query per attempt."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task
+from scheduling.models import Task, TaskType
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,19 @@ _FIELDS = (
 )
 
 
-def active_tasks_on_nodes() -> list[ActiveTask]:
-    """Every task holding resources on a node, with what it would give back if it stopped."""
-    rows = Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).values_list(*_FIELDS)
+def preemption_candidates(*, preemptor_id: int, priority: int, victim_states: Iterable[str]) -> list[ActiveTask]:
+    """Every active task on the nodes where a preemption for this task could act, in one query.
+
+    Those nodes hold a task it might evict (a coarse form of the planner's rules, which stay the judge) or a victim
+    already evicted for it. All their tasks are read, not only the victims, because a card's remaining occupants
+    decide whether the preemptor may share it. Nodes with nothing to evict cost nothing here.
+    """
+    evictable = Task.objects.filter(
+        status__in=list(victim_states), preemptible=True, priority__lt=priority, type=TaskType.BATCH
+    )
+    evicted_for_it = Task.objects.filter(status=lifecycle.PREEMPTING, attempt__extra__preempted_by=preemptor_id)
+    nodes = (evictable | evicted_for_it).filter(node__isnull=False).values("node_id")
+    rows = Task.objects.filter(status__in=ACTIVE_STATES, node_id__in=nodes).values_list(*_FIELDS)
     return [_active_task(*row) for row in rows]
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.test import Client
 
 from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.services import plugin_update
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +207,14 @@ def test_a_custom_plugin_gets_a_row_with_its_settings_editable(settings, staff_p
     staff_page_client.post("/plugins/", {"op": "extra", "name": "cool-cards", "extra": '{"max_temperature": 70}'},
                            **HTMX)
     assert PluginConfig.objects.get(name="cool-cards").extra == {"max_temperature": 70}
+
+
+def test_the_scheduler_panel_refreshes_alone_and_shows_changes_made_elsewhere(staff_page_client, admin_user):
+    plugin_update(name="topology", weight=42, actor=admin_user)
+
+    response = staff_page_client.get("/plugins/?fragment=scheduler-panel", **HTMX)
+
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="scheduler-panel"')
+    assert "× 42" in html and "<html" not in html
+    assert 'hx-trigger="every 15s"' in html

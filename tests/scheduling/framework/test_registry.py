@@ -1,7 +1,12 @@
 import pytest
 
 from scheduling.framework.registry import (
-    PluginSetting, PluginSpec, Registry, build_plugin_set, default_registry, validate_extra,
+    PluginSetting,
+    PluginSpec,
+    Registry,
+    build_plugin_set,
+    default_registry,
+    validate_extra,
 )
 
 EXAMPLE = "tests.example_plugins.cool_cards.factory"

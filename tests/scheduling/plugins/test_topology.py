@@ -3,7 +3,7 @@ import pytest
 from scheduling.plugins.topology import Topology
 from tests.scheduling.framework.builders import make_node, make_state, make_task
 
-NODE = dict(region="eu", zone="eu-1", rack="r7")
+NODE = {"region": "eu", "zone": "eu-1", "rack": "r7"}
 
 
 @pytest.mark.parametrize("labels, expected", [

@@ -1,13 +1,15 @@
 """Carrying out a plan and settling it (SPEC §9): victims stay counted until their stop is confirmed."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from nodes.models import Node
 from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
-from scheduling.preemption.candidates import active_tasks_on_nodes
+from scheduling.preemption.candidates import preemption_candidates
 from scheduling.preemption.execute import execute_plan
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.preemption.settle import settle_preempted
@@ -15,6 +17,10 @@ from scheduling.services.task_transition import task_transition
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, statuses
+
+
+def candidates_for(preemptor_id: int = 0, priority: int = 100) -> list:
+    return preemption_candidates(preemptor_id=preemptor_id, priority=priority, victim_states={"running"})
 
 
 def gpu_used(node: Node) -> int:
@@ -101,13 +107,10 @@ def test_settlement_releases_a_fractional_victims_shard(tenant):
     node = make_node(cards=1)
     shard = {"card": 0, "memory_limit_mb": 8000, "compute_percent": 20}
     victim = placed_task(tenant=tenant, node=node, gpu_memory_mb=8000, shard=shard, status="preempting")
-    assert active_tasks_on_nodes()[0].shard_card == 0
-
     assert settle_preempted(victim.id)
 
     victim.refresh_from_db()
     assert (victim.status, victim.shard, victim.node_id) == ("pending", None, None)
-    assert active_tasks_on_nodes() == []
 
 
 def test_settlement_happens_at_most_once(preempted_cluster):
@@ -148,7 +151,7 @@ def test_a_victim_lost_to_a_race_is_left_out_of_the_outcome(tenant):
     won = placed_task(tenant=tenant, node=node, gpus=[2, 3], priority=10)
     preemptor = make_task(tenant=tenant, priority=90, gpu_required=4)
     snapshot_node = build_snapshot().node(node.id)
-    victims = tuple(sorted(active_tasks_on_nodes(), key=lambda victim: victim.id))
+    victims = tuple(sorted(candidates_for(preemptor.id), key=lambda victim: victim.id))
     plan = PreemptionPlan(node_id=node.id, node_name=snapshot_node.name, victims=victims)
     assert task_transition(gone.id, "running", "succeeded")
     preemptor_info = task_info_from_row(Task.objects.filter(id=preemptor.id).values_list(*TASK_INFO_FIELDS).get())
@@ -161,11 +164,30 @@ def test_a_victim_lost_to_a_race_is_left_out_of_the_outcome(tenant):
     assert SchedulingAttempt.objects.get(task_id=won.id).extra["preempted_by"] == preemptor.id
 
 
-def test_candidates_are_read_in_one_query(tenant, django_assert_num_queries):
-    node = make_node(cards=8)
-    for index in range(5):
-        placed_task(tenant=tenant, node=node, gpus=[index])
-    make_task(tenant=tenant)  # pending: not a candidate
-    with django_assert_num_queries(1):
-        candidates = active_tasks_on_nodes()
-    assert len(candidates) == 5
+def test_candidates_are_every_active_task_on_nodes_with_something_to_evict_in_one_query(tenant):
+    with_victim, without = make_node(cards=8), make_node(cards=8)
+    victim = placed_task(tenant=tenant, node=with_victim, gpus=[0], priority=10)
+    neighbour = placed_task(tenant=tenant, node=with_victim, gpus=[1], priority=99, preemptible=False)
+    shard = placed_task(tenant=tenant, node=with_victim, gpu_memory_mb=4000, priority=99, preemptible=False,
+                        shard={"card": 2, "memory_limit_mb": 3000, "compute_percent": 10})
+    for gpus in ([0], [1]):
+        placed_task(tenant=tenant, node=without, gpus=gpus, priority=99, preemptible=False)
+    make_task(tenant=tenant, priority=10)  # pending: holds nothing
+
+    with CaptureQueriesContext(connection) as queries:
+        candidates = {task.id: task for task in candidates_for(priority=50)}
+
+    assert len(queries) == 1
+    assert set(candidates) == {victim.id, neighbour.id, shard.id}
+    assert (candidates[victim.id].cards, candidates[victim.id].gpu_required) == ((0,), 1)
+    assert (candidates[shard.id].cards, candidates[shard.id].shard_memory_mb) == ((2,), 3000)
+    assert candidates_for(priority=10) == []
+
+
+def test_a_preemptors_own_unsettled_victims_are_candidates(tenant):
+    node = make_node(cards=1)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0], priority=10, status="preempting")
+    SchedulingAttempt.objects.create(task_id=victim.id, extra={"preempted_by": 4242})
+
+    assert [task.preempted_by for task in candidates_for(preemptor_id=4242)] == [4242]
+    assert candidates_for(preemptor_id=4243) == []
