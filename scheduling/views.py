@@ -13,7 +13,7 @@ from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from nodes.models import GPU_TYPES, Node
-from scheduling import lifecycle, live  # noqa: F401  (live connects the broadcast receivers)
+from scheduling import lifecycle, live
 from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
@@ -25,6 +25,8 @@ SCORE_MATRIX_ROWS = 10
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
 NO_ATTEMPT = "not attempted yet"
 ACTIVE_FILTER = "active"
+FORM_FIELDS = frozenset({"tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
+                         "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels"})
 
 
 def staff_required(view):
@@ -213,8 +215,9 @@ def task_new(request):
     labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
     context = {
         "errors": errors,
-        "field_errors": {field: texts for field, texts in errors.items() if field != "__all__"},
-        "form_errors": errors.get("__all__", []),
+        "field_errors": {field: texts for field, texts in errors.items() if field in FORM_FIELDS},
+        "form_errors": [text if field == "__all__" else f"{field}: {text}"
+                        for field, texts in errors.items() if field not in FORM_FIELDS for text in texts],
         "values": values,
         "labels": [pair for pair in labels if pair[0] or pair[1]] or [("", "")],
         "admin": admin,

@@ -9,6 +9,13 @@ Public API (stable; the cycle and bind code call it):
         ... CAS claim, re-check, persist ...
         apply_bind(snapshot, task, result.node, cards)        # the next task of the cycle sees the usage
 
+Filter order: availability → tenant → gpu-filter → resource pre-filter → affinity → the other plugin filters
+(gpu-filter is moved up so a wrong-type node counts as a type mismatch; see `_filter_order`).
+
+A cycle that keeps many results alive should `gc.freeze()` after building its snapshot (and `gc.unfreeze()` at the
+end): the diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the
+whole snapshot, which at 5,000 nodes costs more than scheduling itself.
+
 Filters run over shrinking arrays of table rows (`scheduling.framework.table`), so each rule is a few NumPy
 operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
 are built only when someone reads them.
@@ -93,22 +100,33 @@ class ScheduleResult:
                 counts[reason] = counts.get(reason, 0) + int(count)
         return counts
 
+    def filtered_by_reason(self) -> dict[str, list[str]]:
+        """reason → names of the nodes filtered for it: the filtered part of `diagnostic_nodes` in a compact
+        form (no per-node dict), for callers that store thousands of filtered nodes per attempt."""
+        grouped: dict[str, list[str]] = {}
+        for index in np.unique(self._rejected_by).tolist():
+            if index:
+                names = self._table.name_array[self._rejected_by == index].tolist()
+                grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
+        return grouped
+
     def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> list[dict[str, Any]]:
         """`[{node: name, reason: str|None, scores: {plugin: score}, total: float|None}]`: every filtered node
         (reason set, scores empty, total None) then the best `limit` feasible nodes by total (reason None)."""
-        names = self._table.names
-        texts = [rejection.reason for rejection in self._rejections]
         rows = np.flatnonzero(self._rejected_by)
+        texts = np.array([None, *(rejection.reason for rejection in self._rejections)], dtype=object)
         # One shared empty mapping for thousands of filtered nodes: fewer allocations, fewer GC passes.
         no_scores: dict[str, float] = {}
-        entries = [{"node": names[row], "reason": texts[index - 1], "scores": no_scores, "total": None}
-                   for row, index in zip(rows.tolist(), self._rejected_by[rows].tolist())]
+        entries = [{"node": name, "reason": reason, "scores": no_scores, "total": None}
+                   for name, reason in zip(self._table.name_array[rows].tolist(),
+                                           texts[self._rejected_by[rows]].tolist())]
         count = len(self._total_scores)
         if count > limit:
             best = np.argpartition(-self._total_scores, limit - 1)[:limit]
             best = best[np.argsort(-self._total_scores[best], kind="stable")]
         else:
             best = np.argsort(-self._total_scores, kind="stable")
+        names = self._table.names
         feasible_rows = self._feasible_rows[best].tolist()
         totals = self._total_scores[best].round(3).tolist()
         matrix = self._score_matrix[:, best].round(3).T.tolist()

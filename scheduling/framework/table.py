@@ -67,6 +67,7 @@ class NodeTable:
         self.size = count = len(nodes)
         self.row_of = {node.id: row for row, node in enumerate(nodes)}
         self.names = [node.name for node in nodes]
+        self.name_array = np.array(self.names, dtype=object)
         self.width = width = max((len(node.cards) for node in nodes), default=0) or 1
         self.regions, self.zones, self.racks, self.gpu_types = _Vocabulary(), _Vocabulary(), _Vocabulary(), {}
         self.plugin_cache: dict[str, Any] = {}

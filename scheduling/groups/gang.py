@@ -82,7 +82,7 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
     for rank, member in enumerate(members):
         result = framework.schedule(member, scratch.snapshot, rng)
         totals = result.totals
-        candidates = [node for node in map(scratch.snapshot.node, totals) if node is not None
+        candidates = [node for node in map(scratch.node, totals) if node is not None
                       and (not gpu_type or gpu_type in node_gpu_types(node))]
         if context is None:
             context = PlanContext.start(candidates, cards_per_member=member.gpu_required, members=len(members),
@@ -161,7 +161,11 @@ class _Scratch:
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = ClusterSnapshot(nodes=list(snapshot.nodes), tenancy=snapshot.tenancy)
         self._position = {node.id: position for position, node in enumerate(self.snapshot.nodes)}
+        self._current = {node.id: node for node in self.snapshot.nodes}
         self._owned: set[int] = set()
+
+    def node(self, node_id: int) -> NodeInfo | None:
+        return self._current.get(node_id)
 
     def own(self, node: NodeInfo) -> NodeInfo:
         if node.id in self._owned:
@@ -169,7 +173,7 @@ class _Scratch:
         clone = replace(node, labels=dict(node.labels), cache={},
                         cards=[replace(card, occupant_tenants=set(card.occupant_tenants)) for card in node.cards])
         self.snapshot.nodes[self._position[node.id]] = clone
-        self.snapshot._by_id = None
+        self._current[node.id] = clone
         self._owned.add(node.id)
         # The framework's table (same node list) refreshes this row when apply_bind records the clone's bind.
         return clone

@@ -27,7 +27,7 @@ class ActiveTask:
     shard_memory_mb: int
     cpu_cores: float
     memory_mb: int
-    # Set while a preemption this task suffers is unsettled: the preemptor it makes room for.
+    # The preemptor this task was last evicted for, as its diagnostics record it.
     preempted_by: int | None = None
 
     @property

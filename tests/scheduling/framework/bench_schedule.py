@@ -1,6 +1,6 @@
 """Micro-benchmark of Framework.schedule + select_cards + apply_bind, no database:
 
-    .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000 [--freeze]
+    .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000 [--freeze] [--no-diagnostics]
 """
 
 import gc
@@ -14,7 +14,7 @@ import django
 TYPES = ["nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun"]
 
 
-def main(node_count: int, task_count: int, freeze: bool = False) -> None:
+def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bool = True) -> None:
     from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
     from scheduling.framework.framework import Framework, apply_bind
     from scheduling.framework.registry import build_plugin_set
@@ -47,10 +47,11 @@ def main(node_count: int, task_count: int, freeze: bool = False) -> None:
             cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)
             apply_bind(snapshot, task, result.node, cards)
             bound += 1
-        result.diagnostic_nodes()
+        if diagnostics:
+            result.diagnostic_nodes()
     elapsed = time.perf_counter() - started
     print(f"{node_count} nodes, {task_count} tasks: {elapsed * 1000 / task_count:.3f} ms/task "
-          f"({task_count / elapsed:.0f} tasks/s incl. diagnostics), {bound} bound, gc.freeze: {freeze}")
+          f"({task_count / elapsed:.0f} tasks/s), {bound} bound, diagnostics: {diagnostics}, gc.freeze: {freeze}")
     if freeze:
         gc.unfreeze()
 
@@ -60,4 +61,5 @@ if __name__ == "__main__":
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
     django.setup()
-    main(int(sys.argv[1]), int(sys.argv[2]), freeze="--freeze" in sys.argv)
+    main(int(sys.argv[1]), int(sys.argv[2]), freeze="--freeze" in sys.argv,
+         diagnostics="--no-diagnostics" not in sys.argv)

@@ -68,6 +68,9 @@ def test_spec_walk_through():
     assert by_name["free"]["total"] == round(sum(by_name["free"]["scores"].values()), 3)
     assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
                               "1 dedicated to another tenant, 1 node offline.")
+    assert result.filtered_by_reason() == {reasons.NODE_OFFLINE: ["offline"],
+                                           reasons.DEDICATED_OTHER_TENANT: ["dedicated"],
+                                           reasons.CARDS_OVERLOADED: ["hot"], reasons.GPU_TYPE_MISMATCH: ["ascend"]}
     assert result.filtered[snapshot.nodes[0].id].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.filtered[snapshot.nodes[2].id].code == Code.UNSCHEDULABLE
 

@@ -1,5 +1,6 @@
 """Gang scheduling of training groups (SPEC §10) against PostgreSQL: placement, all-or-nothing, network, GPU type."""
 
+import itertools
 import random
 from collections import Counter
 
@@ -49,7 +50,7 @@ def three_nodes():
 
 
 def test_sixteen_data_parallel_workers_land_on_the_two_same_rack_nodes_with_one_master(tenant, tenant_client):
-    lone, a1, a2 = three_nodes()
+    _lone, a1, a2 = three_nodes()
     group = training_group(tenant, world_size=16)
 
     results, snapshot = run_gangs()
@@ -225,7 +226,7 @@ def test_pipeline_keeps_consecutive_ranks_in_one_rack(tenant):
 
     placed = members(group)
     racks = [task.node.rack for task in placed]
-    assert sum(1 for before, after in zip(racks, racks[1:]) if before != after) == 1
+    assert sum(1 for before, after in itertools.pairwise(racks) if before != after) == 1
     assert racks[:4] == [racks[0]] * 4
     stages = [task.node.name for task in placed]
     assert stages[0::2] == stages[1::2]  # ranks 2k and 2k+1 share a node
