@@ -125,6 +125,8 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
         "NodeStatusEnum": "nodes.models.Node.Status",
+        "TaskTypeEnum": "scheduling.models.TaskType",
+        "TaskGroupTypeEnum": [("training", "training"), ("inference", "inference")],
     },
 }
 

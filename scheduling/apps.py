@@ -3,3 +3,7 @@ from django.apps import AppConfig
 
 class SchedulingConfig(AppConfig):
     name = "scheduling"
+
+    def ready(self) -> None:
+        # Live pushes must be wired in every process that changes tasks (web, Celery workers, scheduler loops).
+        import scheduling.live  # noqa: F401

@@ -1,13 +1,15 @@
 """Bind (SPEC §5): turn the framework's choice into a placement, against live data, all or nothing.
 
-One transaction per task, in three statements besides BEGIN/COMMIT, because binding is the scheduler's hot path:
+One transaction per task in three round trips (binding is the scheduler's hot path):
 
-1. lock the node row (`SELECT … FOR UPDATE`): binds on one node serialise, and every statement after the lock sees
-   every bind that committed before ours (READ COMMITTED takes a fresh snapshot per statement);
-2. read the live cards and the node's active placements;
-3. after the re-checks pass in Python, claim the task: the `pending → scheduled` compare-and-swap, the node's
+1. pipelined in one round trip: BEGIN, lock the node row (`SELECT … FOR UPDATE`) so binds on one node serialise,
+   then read the live cards and the node's active placements — a statement after the lock sees every bind that
+   committed before ours (READ COMMITTED takes a fresh snapshot per statement);
+2. after the re-checks pass in Python (cards re-chosen if the snapshot's choice went stale), claim the task: the `pending → scheduled` compare-and-swap, the node's
    `gpu_used` ledger and the timeline row in ONE statement (`_claim`), with `task_transitioned` sent after commit
-   exactly as `task_transition` does for every other arc.
+   exactly as `task_transition` does for every other arc;
+3. COMMIT (asynchronous, see `_lock_and_read`).
+Fractional tasks add the shard manager's own queries (`scheduling.shards.allocate_shard`).
 
 Any refusal raises inside the transaction, so the task stays pending and no ledger moves. Losing the CAS means
 another scheduler instance took the task: that is `BindConflict`, skipped silently by the cycle.
@@ -122,12 +124,12 @@ def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: Sched
     """
     try:
         with transaction.atomic():
+            live, card_rows, placements = _lock_and_read(task, node)
             with connection.cursor() as cursor:
-                live = _lock_node(cursor, task, node)
                 if live is None:
                     raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
                 _check_node(task, live, config)
-                live_node, placements = _read_live(cursor, node, live)
+                live_node = _live_node(node, live, card_rows, placements)
                 cards = _choose_cards(task, live_node, cards, config, tenancy)
                 _check_inference_limit(task, live, placements, config)
                 port = _choose_port(task, live, placements, config)
@@ -143,16 +145,29 @@ def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: Sched
                        port=port, shard=shard)
 
 
-def _lock_node(cursor, task: TaskInfo, node: NodeInfo) -> _LiveNode | None:
-    cursor.execute(_LOCK_NODE, {"node_id": node.id, "tenant_id": task.tenant_id})
-    row = cursor.fetchone()
-    return _LiveNode(*row) if row else None
+def _lock_and_read(task: TaskInfo, node: NodeInfo) -> tuple[_LiveNode | None, list[list], list[list]]:
+    """Steps 1 and 2 in one round trip: BEGIN, asynchronous commit, the node lock and the live read are pipelined.
+
+    The live read still runs after the lock is granted, so it sees every bind committed before ours. Asynchronous
+    commit: a bind's COMMIT does not wait for the WAL flush (the disk's fsync would otherwise be most of a bind's
+    time). A database crash can forget the last fraction of a second of binds; their tasks are then pending again,
+    consistently (claim, ledger and timeline are one transaction), and are scheduled anew.
+    """
+    raw = connection.connection
+    with raw.pipeline():
+        setting = raw.cursor()
+        setting.execute("SET LOCAL synchronous_commit TO off")
+        locked = raw.cursor()
+        locked.execute(_LOCK_NODE, {"node_id": node.id, "tenant_id": task.tenant_id})
+        read = raw.cursor()
+        read.execute(_LIVE_NODE, {"node_id": node.id, "active": _ACTIVE})
+    row = locked.fetchone()
+    card_rows, placements = read.fetchone()
+    return (_LiveNode(*row) if row else None), card_rows, placements
 
 
-def _read_live(cursor, node: NodeInfo, live: _LiveNode) -> tuple[NodeInfo, list[list]]:
+def _live_node(node: NodeInfo, live: _LiveNode, card_rows: list[list], placements: list[list]) -> NodeInfo:
     """The node as the database holds it now: cards with their reported figures and their active occupants."""
-    cursor.execute(_LIVE_NODE, {"node_id": node.id, "active": _ACTIVE})
-    card_rows, placements = cursor.fetchone()
     cards = {
         index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
                         temperature=temperature)
@@ -171,10 +186,9 @@ def _read_live(cursor, node: NodeInfo, live: _LiveNode) -> tuple[NodeInfo, list[
             if card is not None:
                 card.whole_card_tasks += 1
                 card.occupant_tenants.add(tenant_id)
-    live_node = NodeInfo(id=node.id, name=live.name, gpu_type=live.gpu_type, gpu_total=live.gpu_total,
-                         gpu_used=live.gpu_used, labels=node.labels, cards=sorted(cards.values(),
-                                                                                 key=lambda card: card.index))
-    return live_node, placements
+    return NodeInfo(id=node.id, name=live.name, gpu_type=live.gpu_type, gpu_total=live.gpu_total,
+                    gpu_used=live.gpu_used, labels=node.labels,
+                    cards=sorted(cards.values(), key=lambda card: card.index))
 
 
 def _check_node(task: TaskInfo, live: _LiveNode, config: SchedulerConfig) -> None:

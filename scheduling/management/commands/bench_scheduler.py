@@ -165,7 +165,7 @@ def _scheduler_process(database_url: str, instance: str, seed: int, ready, resul
         idle = idle + 1 if result.bound == 0 else 0
         pending = Task.objects.filter(status=lifecycle.PENDING).count()
         # Done when nothing is pending, or when this instance went a whole pass over the queue binding nothing.
-        if pending == 0 or idle > math.ceil(pending / CYCLE_LIMIT):
+        if pending == 0 or idle >= math.ceil(pending / CYCLE_LIMIT):
             break
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
                  "rss_mb": _max_rss_mb()})
