@@ -22,6 +22,8 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0
 
 # Shared secret with which a new node agent may register itself (SPEC §14); empty disables it.
 HETEROFLOW_JOIN_TOKEN = env.str("HETEROFLOW_JOIN_TOKEN", default="")
+# Bearer token with which Prometheus may scrape /metrics; empty: staff sessions only.
+HETEROFLOW_METRICS_TOKEN = env.str("HETEROFLOW_METRICS_TOKEN", default="")
 
 INSTALLED_APPS = [
     "daphne",
