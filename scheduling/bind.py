@@ -125,20 +125,17 @@ def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: Sched
     try:
         with transaction.atomic():
             live, card_rows, placements = _lock_and_read(task, node)
-            with connection.cursor() as cursor:
-                if live is None:
-                    raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
-                _check_node(task, live, config)
-                live_node = _live_node(node, live, card_rows, placements)
-                cards = _choose_cards(task, live_node, cards, config, tenancy)
-                _check_inference_limit(task, live, placements, config)
-                port = _choose_port(task, live, placements, config)
-                shard = _make_shard(task, node, cards)
-                if live.tenant_quota is not None:
-                    _check_quota(task)
-                reason = f"bound to {live.name}"
-                if not _claim(cursor, task, node.id, cards, port=port, shard=shard, reason=reason):
-                    raise BindRefused(reasons.BIND_CONFLICT, "another scheduler instance bound the task first")
+            if live is None:
+                raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
+            _check_node(task, live, config)
+            cards = _choose_cards(task, _live_node(node, live, card_rows, placements), cards, config, tenancy)
+            _check_inference_limit(task, live, placements, config)
+            port = _choose_port(task, live, placements, config)
+            shard = _make_shard(task, node, cards)
+            if live.tenant_quota is not None:
+                _check_quota(task)
+            if not _claim(task, node.id, cards, port=port, shard=shard, reason=f"bound to {live.name}"):
+                raise BindRefused(reasons.BIND_CONFLICT, "another scheduler instance bound the task first")
     except BindRefused as refused:
         return BindOutcome(code=refused.code, message=refused.message, node_overloaded=refused.node_overloaded)
     return BindOutcome(code=reasons.SCHEDULED, message=_bound_message(live.name, cards, port), cards=tuple(cards),
@@ -291,26 +288,25 @@ def _check_quota(task: TaskInfo) -> None:
         raise BindRefused(reasons.QUOTA_EXCEEDED, str(error)) from error
 
 
-def _claim(cursor, task: TaskInfo, node_id: int, cards: list[int], *, port: int | None,
-           shard: dict[str, Any] | None, reason: str) -> bool:
+def _claim(task: TaskInfo, node_id: int, cards: list[int], *, port: int | None, shard: dict[str, Any] | None,
+           reason: str) -> bool:
     """The `pending → scheduled` arc of `task_transition`, in one statement; True if this call won the CAS."""
     lifecycle.check_transition(lifecycle.PENDING, lifecycle.SCHEDULED)
-    cursor.execute(
-        _CLAIM,
-        {
-            "task_id": task.id,
-            "from_status": lifecycle.PENDING,
-            "to_status": lifecycle.SCHEDULED,
-            "now": timezone.now(),
-            "reason": reason,
-            "node_id": node_id,
-            "gpus": Jsonb(list(cards)),
-            "port": port,
-            "shard": Jsonb(shard) if shard else None,
-            "env": Jsonb(shard.get("env", {}) if shard else {}),
-        },
-    )
-    row = cursor.fetchone()
+    params = {
+        "task_id": task.id,
+        "from_status": lifecycle.PENDING,
+        "to_status": lifecycle.SCHEDULED,
+        "now": timezone.now(),
+        "reason": reason,
+        "node_id": node_id,
+        "gpus": Jsonb(list(cards)),
+        "port": port,
+        "shard": Jsonb(shard) if shard else None,
+        "env": Jsonb(shard.get("env", {}) if shard else {}),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, params)
+        row = cursor.fetchone()
     if row is None:
         return False
     tenant_id = row[0]

@@ -16,9 +16,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from plugins_admin.selectors import current_plugin_set
-from scheduling import immediate_queue, lifecycle, quotas
+from scheduling import immediate_queue, lifecycle, preemption, quotas
 from scheduling.bind import bind_task
-from scheduling.diagnostics import AttemptBatch
+from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
 from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin_set
@@ -98,12 +98,7 @@ def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnap
     Returns the preemption module's outcome (its `code` is the attempt code, PreemptionPending when victims are
     now being evicted) or None when preemption has nothing to offer.
     """
-    from scheduling import preemption
-
-    attempt = getattr(preemption, "try_preemption", None)
-    if attempt is None:
-        return None
-    return attempt(task, result, snapshot, plugin_set)
+    return preemption.try_preemption(task, result, snapshot, plugin_set)
 
 
 def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
@@ -117,10 +112,11 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
     if result.node is None:
         outcome = try_preemption(task, result, snapshot, framework.plugin_set) \
             if result.code in PREEMPTION_TRIGGERS else None
+        nodes, extra = attempt_nodes(result)
         if outcome is not None:
-            attempts.add(task.id, outcome.code, outcome.message, result.diagnostic_nodes(), outcome.diagnostics)
+            attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
             return outcome.code
-        attempts.add(task.id, result.code, result.message, result.diagnostic_nodes())
+        attempts.add(task.id, result.code, result.message, nodes, extra)
         return result.code
     refusals = []
     for node in _bind_candidates(result, snapshot, overloaded):
@@ -133,8 +129,8 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
         if bind.bound:
             apply_bind(snapshot, task, node, list(bind.cards))
             usage.record_bind(task)
-            attempts.add(task.id, reasons.SCHEDULED, result.message, result.diagnostic_nodes(),
-                         {"bound": bind.message})
+            nodes, extra = attempt_nodes(result)
+            attempts.add(task.id, reasons.SCHEDULED, result.message, nodes, {**extra, "bound": bind.message})
             return reasons.SCHEDULED
         refusals.append(bind)
         if bind.node_overloaded:
@@ -142,15 +138,14 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
         else:
             # Live data disagreed with the snapshot: refresh the node so later tasks of the cycle judge it right.
             refresh_node(snapshot, node.id)
+    nodes, extra = attempt_nodes(result)
     if not refusals:
         code = reasons.LOAD_THRESHOLD_EXCEEDED
-        attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.",
-                     result.diagnostic_nodes())
+        attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.", nodes, extra)
         return code
     last = refusals[-1]
     attempts.add(task.id, last.code,
-                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals),
-                 result.diagnostic_nodes())
+                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals), nodes, extra)
     return last.code
 
 

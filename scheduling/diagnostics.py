@@ -9,15 +9,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
-from django.core.serializers.json import DjangoJSONEncoder
 
 from nodes.models import Node
 from scheduling.framework.snapshot import ClusterSnapshot
 from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
 
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
+# Filtered nodes whose reasons an attempt keeps one by one. Past this the summary line still counts every node by
+# reason: listing all 5,000 nodes of a large cluster for each of 200 tasks a cycle would write ~80 MB per cycle.
+FILTERED_NODES_KEPT = 200
 _AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
 
 # Attempts of tasks deleted meanwhile are dropped by the join rather than failing the whole batch.
@@ -82,6 +85,17 @@ class AttemptBatch:
                 cursor.execute(_COUNT_CODES, {"codes": codes, "counts": [self.code_counts[code] for code in codes]})
         self.attempts.clear()
         self.code_counts.clear()
+
+
+def attempt_nodes(result) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A schedule result's per-node diagnostics as stored: every filtered node's reason (up to
+    FILTERED_NODES_KEPT, then a count of those left out in `extra`) and the best feasible nodes' scores."""
+    nodes = result.diagnostic_nodes()
+    filtered = [entry for entry in nodes if entry["reason"] is not None]
+    if len(filtered) <= FILTERED_NODES_KEPT:
+        return nodes, {}
+    feasible = [entry for entry in nodes if entry["reason"] is None]
+    return filtered[:FILTERED_NODES_KEPT] + feasible, {"filtered_nodes_not_listed": len(filtered) - FILTERED_NODES_KEPT}
 
 
 def record_attempt(task_id: int, code: str, message: str, nodes: list[dict[str, Any]],

@@ -14,7 +14,6 @@ import multiprocessing
 import os
 import random
 import resource
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,8 @@ GPU_TYPE_WEIGHTS = {
 }
 CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
+# The live pages' receiver (scheduling.live), which renders and publishes each task's row after its transition.
+LIVE_TASK_RECEIVER = "scheduling.live.task_status"
 OPENB_DIR = Path(__file__).resolve().parents[4] / "shared" / "traces" / "openb"
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
 OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
@@ -46,9 +47,11 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
+        parser.add_argument("--without-live-updates", action="store_true",
+                            help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
 
     def handle(self, *args, nodes: int, pending: int, instances: int, seed: int, trace: str | None, keep: bool,
-               **options):
+               without_live_updates: bool, **options):
         original = settings.DATABASES["default"]["NAME"]
         bench = f"hf_bench_{os.getpid()}"
         _execute_autocommit(f'CREATE DATABASE "{bench}"')
@@ -64,7 +67,7 @@ class Command(BaseCommand):
             self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks "
                               f"(migrated and seeded in {time.perf_counter() - started:.1f} s)")
             connections.close_all()
-            report = _run_instances(bench, instances, seed)
+            report = _run_instances(bench, instances, seed, live_updates=not without_live_updates)
             self._print(report, tasks_made)
         finally:
             connections.close_all()
@@ -116,13 +119,14 @@ def _database_url(name: str) -> str:
 # --- running the scheduler processes -------------------------------------------------------------------------
 
 
-def _run_instances(database: str, instances: int, seed: int) -> dict:
+def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool) -> dict:
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(instances + 1)
     results = context.Queue()
     url = _database_url(database)
     processes = [
-        context.Process(target=_scheduler_process, args=(url, f"bench-{index}", seed + index, ready, results))
+        context.Process(target=_scheduler_process,
+                        args=(url, f"bench-{index}", seed + index, live_updates, ready, results))
         for index in range(instances)
     ]
     for process in processes:
@@ -144,7 +148,7 @@ def _run_instances(database: str, instances: int, seed: int) -> dict:
     }
 
 
-def _scheduler_process(database_url: str, instance: str, seed: int, ready, results) -> None:
+def _scheduler_process(database_url: str, instance: str, seed: int, live_updates: bool, ready, results) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
     import django
@@ -153,7 +157,10 @@ def _scheduler_process(database_url: str, instance: str, seed: int, ready, resul
     from scheduling import lifecycle
     from scheduling.cycle import CYCLE_LIMIT, run_cycle
     from scheduling.models import Task
+    from scheduling.signals import task_transitioned
 
+    if not live_updates:
+        task_transitioned.disconnect(dispatch_uid=LIVE_TASK_RECEIVER)
     rng = random.Random(seed)
     ready.wait()
     durations, considered, bound, idle = [], 0, 0, 0

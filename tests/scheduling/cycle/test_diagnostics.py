@@ -1,0 +1,47 @@
+"""Attempt records, code counts and fragmentation (SPEC §12)."""
+
+import pytest
+
+from scheduling.diagnostics import AttemptBatch, attempt_counts, fragmentation, record_attempt
+from scheduling.models import AttemptCodeCount, SchedulingAttempt
+from scheduling.snapshot_builder import build_snapshot
+from tests.factories import make_node, make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_latest_attempt_replaces_the_previous_one_and_every_attempt_is_counted(tenant):
+    task = make_task(tenant=tenant, gpu_required=1)
+    record_attempt(task.id, "InsufficientResources", "0/1 nodes are available: 1 Insufficient GPU.",
+                   [{"node": "a", "reason": "Insufficient GPU", "scores": {}, "total": None}])
+    record_attempt(task.id, "Scheduled", "1/1 nodes are available.",
+                   [{"node": "a", "reason": None, "scores": {"spread": 90.0}, "total": 90.0}], {"bound": "bound to a"})
+
+    attempt = SchedulingAttempt.objects.get(task=task)
+    assert (attempt.code, attempt.nodes[0]["total"], attempt.extra) == ("Scheduled", 90.0, {"bound": "bound to a"})
+    assert attempt_counts() == {"InsufficientResources": 1, "Scheduled": 1}
+
+
+def test_a_batch_writes_many_attempts_at_once_and_skips_tasks_deleted_meanwhile(tenant):
+    kept, deleted = make_task(tenant=tenant), make_task(tenant=tenant)
+    batch = AttemptBatch()
+    batch.add(kept.id, "NoSchedulableNodes", "0/0 nodes are available.", [])
+    batch.add(deleted.id, "NoSchedulableNodes", "0/0 nodes are available.", [])
+    batch.count("BindConflict")
+    deleted.delete()
+
+    batch.flush()
+
+    assert list(SchedulingAttempt.objects.values_list("task_id", flat=True)) == [kept.id]
+    assert dict(AttemptCodeCount.objects.values_list("code", "count")) == {"NoSchedulableNodes": 2, "BindConflict": 1}
+
+
+def test_fragmentation_counts_the_cards_a_k_card_task_could_use(tenant):
+    three_free = make_node(cards=4)
+    make_task(tenant=tenant, status="running", node=three_free, gpus=[0], gpu_required=1)
+    three_free.gpu_used = 1
+    three_free.save()
+    make_node(cards=8)
+    make_node(cards=2, status="offline")
+
+    assert fragmentation(build_snapshot()) == {"free_cards": 11, "usable": {1: 11, 2: 10, 4: 8, 8: 8}}

@@ -1,0 +1,34 @@
+"""The ways a cycle is started: the management command and the Celery ticker task."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from scheduling import lifecycle
+from scheduling.models import CycleRecord, Task
+from scheduling.tasks import run_cycle
+from tests.factories import make_node, make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def test_run_scheduler_once_runs_one_cycle_and_prints_its_figures(tenant):
+    make_node(cards=1)
+    task = make_task(tenant=tenant, gpu_required=1)
+    out = io.StringIO()
+
+    call_command("run_scheduler", "--once", stdout=out)
+
+    assert Task.objects.get(id=task.id).status == lifecycle.SCHEDULED
+    assert "considered=1 bound=1 failed=0 preempting=0" in out.getvalue()
+
+
+def test_the_celery_ticker_task_runs_a_cycle(tenant):
+    make_node(cards=1)
+    make_task(tenant=tenant, gpu_required=1)
+
+    figures = run_cycle()
+
+    assert (figures["considered"], figures["bound"]) == (1, 1)
+    assert CycleRecord.objects.count() == 1
