@@ -23,6 +23,7 @@ from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
 from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
 from scheduling.models import CycleRecord, ScanCursor, Task
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
@@ -71,7 +72,14 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
         usage = quotas.QuotaUsage.load()
         attempts = AttemptBatch()
         overloaded: set[int] = set()
+        # Gangs bind all-or-nothing on their own path (SPEC §10); their members never go through bind_task alone.
+        gangs = gang_group_ids({task.group_id for task in tasks if task.group_id})
+        for gang in schedule_pending_groups(snapshot, framework, rng, usage=usage):
+            bound += len(gang.bound_task_ids)
+            failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
         for task in tasks:
+            if task.group_id in gangs:
+                continue
             outcome = _place(task, framework, snapshot, usage, attempts, rng, overloaded)
             bound += outcome == reasons.SCHEDULED
             preempting += outcome == reasons.PREEMPTION_PENDING
