@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_data import TOPOLOGY_CAPTURES
+
 FIXTURES = Path(__file__).parent / "fixtures"
 # The shared/ folder sits beside the repository checkout, on developer machines and in CI alike.
-SHARED_TOPOLOGY_FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "nvidia-smi-topo"
+SHARED_TOPOLOGY_FIXTURES = TOPOLOGY_CAPTURES
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from nodes.agent.topology import decode_label, nvlink_domains
+from tests.shared_data import TOPOLOGY_CAPTURES
 
-FIXTURES = Path("/work/shared/fixtures/nvidia-smi-topo")
+FIXTURES = TOPOLOGY_CAPTURES
 DGX_NUMA = {"0": 3, "1": 3, "2": 1, "3": 1, "4": 7, "5": 7, "6": 5, "7": 5}
 
 

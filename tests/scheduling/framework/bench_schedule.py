@@ -7,9 +7,10 @@ import gc
 import random
 import sys
 import time
-from pathlib import Path
 
 import django
+
+from tests.shared_data import TOPOLOGY_CAPTURES
 
 TYPES = ["nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun"]
 
@@ -22,7 +23,7 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
     from tests.scheduling.framework.builders import make_node, make_snapshot, make_task
 
     dgx = encode_label(parse_nvidia_smi_topo(
-        Path("/work/shared/fixtures/nvidia-smi-topo/dgx-a100-8gpu-nv12-10nic.txt").read_text()))
+        (TOPOLOGY_CAPTURES / "dgx-a100-8gpu-nv12-10nic.txt").read_text()))
     rng = random.Random(1)
     nodes = []
     for i in range(node_count):

@@ -1,6 +1,5 @@
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,9 @@ from scheduling.framework.registry import PluginSetting, build_plugin_set, defau
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.status import Code
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
+from tests.shared_data import TOPOLOGY_CAPTURES
 
-CAPTURES = Path("/work/shared/fixtures/nvidia-smi-topo")
+CAPTURES = TOPOLOGY_CAPTURES
 
 
 def framework(*settings, extra_plugins=()):

@@ -1,6 +1,5 @@
 """nvlink on the real `nvidia-smi topo -m` captures, through the agent's parser and label encoding."""
 
-from pathlib import Path
 
 import pytest
 
@@ -8,8 +7,9 @@ from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_
 from scheduling.framework import reasons
 from scheduling.plugins.nvlink import Nvlink, node_topology
 from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
+from tests.shared_data import TOPOLOGY_CAPTURES
 
-CAPTURES = Path("/work/shared/fixtures/nvidia-smi-topo")
+CAPTURES = TOPOLOGY_CAPTURES
 
 
 def captured_node(capture: str, *, busy: tuple[int, ...] = ()):
