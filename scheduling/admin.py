@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskEvent, TaskGroup
+from scheduling.models import (
+    AttemptCodeCount,
+    CycleRecord,
+    ScanCursor,
+    SchedulingAttempt,
+    Task,
+    TaskEvent,
+    TaskGroup,
+)
 
 
 class TaskEventInline(admin.TabularInline):
@@ -40,3 +48,17 @@ class AttemptCodeCountAdmin(admin.ModelAdmin):
 @admin.register(CycleRecord)
 class CycleRecordAdmin(admin.ModelAdmin):
     list_display = ["started_at", "considered", "bound", "failed", "preempting", "duration_ms"]
+
+
+@admin.register(ScanCursor)
+class ScanCursorAdmin(admin.ModelAdmin):
+    list_display = ["name", "priority", "created_at", "task_id"]
+
+
+@admin.register(TaskEvent)
+class TaskEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "task", "from_status", "to_status", "reason"]
+    list_filter = ["to_status"]
+    search_fields = ["task__name", "reason"]
+    # The timeline is written by the state machine only.
+    readonly_fields = ["task", "from_status", "to_status", "reason", "at"]
