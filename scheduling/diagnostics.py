@@ -90,12 +90,9 @@ class AttemptBatch:
 def attempt_nodes(result) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A schedule result's per-node diagnostics as stored: every filtered node's reason (up to
     FILTERED_NODES_KEPT, then a count of those left out in `extra`) and the best feasible nodes' scores."""
-    nodes = result.diagnostic_nodes()
-    filtered = [entry for entry in nodes if entry["reason"] is not None]
-    if len(filtered) <= FILTERED_NODES_KEPT:
-        return nodes, {}
-    feasible = [entry for entry in nodes if entry["reason"] is None]
-    return filtered[:FILTERED_NODES_KEPT] + feasible, {"filtered_nodes_not_listed": len(filtered) - FILTERED_NODES_KEPT}
+    nodes = result.diagnostic_nodes(filtered_limit=FILTERED_NODES_KEPT)
+    left_out = result.filtered_count - FILTERED_NODES_KEPT
+    return nodes, ({"filtered_nodes_not_listed": left_out} if left_out > 0 else {})
 
 
 def record_attempt(task_id: int, code: str, message: str, nodes: list[dict[str, Any]],

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from heteroflow_site.websocket_urls import websocket_urlpatterns
 from scheduling import live
-from scheduling.models import CycleRecord
+from scheduling.models import CycleRecord, Task
 from scheduling.services.task_transition import task_transition
-from scheduling.signals import cycle_completed
+from scheduling.signals import cycle_completed, task_transitioned
 from tests.factories import make_task
 
 application = URLRouter(websocket_urlpatterns)
@@ -54,6 +54,31 @@ def test_task_pushes_reach_the_tenant_and_admins_but_never_another_tenant(
     assert f'<tr id="task-row-{task.id}" hx-swap-oob="true">' in own_row
     assert "pill-stopped" in own_row and "private-task" in own_row
     assert "<td>acme</td>" not in own_row and "<td>acme</td>" in admin_row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_committing_thread_only_notes_the_change_and_the_rows_are_read_and_pushed_in_the_background(
+        tenant, tenant_client, django_assert_num_queries):
+    tasks = [make_task(tenant=tenant, name=f"burst-{index}") for index in range(3)]
+
+    def transitions_sent():
+        with django_assert_num_queries(0):
+            for task in tasks:
+                task_transitioned.send(sender=Task, task_id=task.id, tenant_id=tenant.id, from_status="pending",
+                                       to_status="stopped", reason="")
+
+    async def scenario():
+        mine, connected = await _connect("/ws/tasks/", tenant_client.user)
+        assert connected
+        await database_sync_to_async(transitions_sent)()
+        received = ""
+        while not all(f'id="task-row-{task.id}"' in received for task in tasks):
+            received += await mine.receive_from(timeout=3)
+        await mine.disconnect()
+        return received
+
+    received = async_to_sync(scenario)()
+    assert all(f"burst-{index}" in received for index in range(3))
 
 
 @pytest.mark.django_db(transaction=True)

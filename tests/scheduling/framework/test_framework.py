@@ -250,3 +250,19 @@ def test_post_score_can_change_totals():
     fw = Framework(build_plugin_set([], registry), CONFIG)
     result = fw.schedule(make_task(gpu_required=1), make_snapshot(first, second), random.Random())
     assert result.node is second and result.totals[first.id] == -1
+
+
+def test_attempt_nodes_keep_the_first_filtered_nodes_and_count_the_rest_while_the_summary_counts_all(monkeypatch):
+    from scheduling import diagnostics
+
+    monkeypatch.setattr(diagnostics, "FILTERED_NODES_KEPT", 2)
+    snapshot = make_snapshot(*[make_node(name=f"off-{index}", status="offline") for index in range(5)],
+                             make_node(name="free"))
+    result = framework().schedule(make_task(gpu_required=1), snapshot, random.Random(1))
+
+    nodes, extra = diagnostics.attempt_nodes(result)
+
+    assert [(entry["node"], entry["reason"]) for entry in nodes] == [
+        ("off-0", reasons.NODE_OFFLINE), ("off-1", reasons.NODE_OFFLINE), ("free", None)]
+    assert extra == {"filtered_nodes_not_listed": 3}
+    assert result.message.startswith("1/6 nodes are available: 5 node offline")
