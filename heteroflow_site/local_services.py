@@ -84,6 +84,13 @@ def start_embedded_redis(data_dir: Path) -> str:
     return f"unix://{socket_path}"
 
 
+def celery_broker_url(redis_url: str) -> str:
+    """Kombu spells a Redis unix socket (the embedded server's) `redis+socket://`; redis-py and Channels `unix://`."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url.removeprefix("unix://")
+    return redis_url
+
+
 def _redis_answers(socket_path: Path) -> bool:
     if not socket_path.exists():
         return False

@@ -3,7 +3,7 @@ from urllib.parse import unquote
 
 import environ
 
-from heteroflow_site.local_services import ensure_local_services
+from heteroflow_site.local_services import celery_broker_url, ensure_local_services
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -139,7 +139,7 @@ CHANNEL_LAYERS = {
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
 # SPEC §4 tickers. Each helper module registers its task under these names.

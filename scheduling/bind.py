@@ -9,7 +9,8 @@ One transaction per task in three round trips (binding is the scheduler's hot pa
    `gpu_used` ledger and the timeline row in ONE statement (`_claim`), with `task_transitioned` sent after commit
    exactly as `task_transition` does for every other arc;
 3. COMMIT (asynchronous, see `_lock_and_read`).
-Fractional tasks add the shard manager's own queries (`scheduling.shards.allocate_shard`).
+A fractional task's shard is made from the same live read (`scheduling.shards.shard_on_card`): no extra query
+when the caller passes the cycle's share groups (`tenancy`), one to read them otherwise.
 
 Any refusal raises inside the transaction, so the task stays pending and no ledger moves. Losing the CAS means
 another scheduler instance took the task: that is `BindConflict`, skipped silently by the cycle.
@@ -29,7 +30,7 @@ from scheduling.framework.framework import select_cards
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskEvent, TaskType
-from scheduling.shards import ShardAllocationError, allocate_shard
+from scheduling.shards import ShardAllocationError, occupancy_of, shard_on_card
 from scheduling.signals import task_transitioned
 from tenants.models import Tenant
 
@@ -47,7 +48,7 @@ FOR UPDATE OF n
 _LIVE_NODE = f"""
 SELECT
   (SELECT coalesce(json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
-                                             g.temperature)), '[]'::json)
+                                             g.temperature, g.type, g.model)), '[]'::json)
      FROM {GPU._meta.db_table} g WHERE g.node_id = %(node_id)s),
   (SELECT coalesce(json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port)), '[]'::json)
      FROM {Task._meta.db_table} t WHERE t.node_id = %(node_id)s AND t.status = ANY(%(active)s))
@@ -131,7 +132,7 @@ def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: Sched
             cards = _choose_cards(task, _live_node(node, live, card_rows, placements), cards, config, tenancy)
             _check_inference_limit(task, live, placements, config)
             port = _choose_port(task, live, placements, config)
-            shard = _make_shard(task, node, cards)
+            shard = _make_shard(task, live, card_rows, placements, cards, config, tenancy)
             if live.tenant_quota is not None:
                 _check_quota(task)
             if not _claim(task, node.id, cards, port=port, shard=shard, reason=f"bound to {live.name}"):
@@ -168,7 +169,7 @@ def _live_node(node: NodeInfo, live: _LiveNode, card_rows: list[list], placement
     cards = {
         index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
                         temperature=temperature)
-        for index, total, used, utilization, temperature in card_rows
+        for index, total, used, utilization, temperature, _vendor, _model in card_rows
     }
     for tenant_id, _type, gpus, shard, _port in placements:
         if shard:
@@ -272,11 +273,20 @@ def _choose_port(task: TaskInfo, live: _LiveNode, placements: list[list], config
                       f"node {live.name} has no free port in {config.port_range_start}–{config.port_range_end}")
 
 
-def _make_shard(task: TaskInfo, node: NodeInfo, cards: list[int]) -> dict[str, Any] | None:
+def _make_shard(task: TaskInfo, live: _LiveNode, card_rows: list[list], placements: list[list], cards: list[int],
+                config: SchedulerConfig, tenancy: TenancyView | None) -> dict[str, Any] | None:
+    """The shard over the card and placements read under the node lock (what `allocate_shard` would read)."""
     if not task.is_fractional:
         return None
+    card = next((row for row in card_rows if row[0] == cards[0]), None)
+    if card is None:
+        raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {cards[0]} is not on node {live.name}")
+    index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model = card
+    held = occupancy_of((tenant_id, gpus, shard) for tenant_id, _type, gpus, shard, _port in placements).get(index)
     try:
-        return allocate_shard(task=task, node=node, card=cards[0])
+        return shard_on_card(task=task, card_index=index, vendor=vendor or live.gpu_type, model=model,
+                             memory_total_mb=memory_total_mb, memory_used_mb=memory_used_mb, held=held,
+                             tenancy=tenancy, config=config)
     except ShardAllocationError as error:
         raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, str(error)) from error
 

@@ -6,6 +6,7 @@ in-memory snapshot so the next task of the cycle sees it. Several instances may 
 disjoint windows of the queue through the shared scan cursor, and the bind's compare-and-swap settles any overlap.
 """
 
+import gc
 import logging
 import random
 import time
@@ -25,6 +26,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
 from scheduling.models import CycleRecord, ScanCursor, Task
+from scheduling.preemption.candidates import CandidatePool
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
 
@@ -69,22 +71,30 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
         config = SchedulerConfig.from_settings()
         framework = Framework(plugin_set, config)
         snapshot = build_snapshot()
-        usage = quotas.QuotaUsage.load()
-        attempts = AttemptBatch()
-        overloaded: set[int] = set()
-        # Gangs bind all-or-nothing on their own path (SPEC §10); their members never go through bind_task alone.
-        gangs = gang_group_ids({task.group_id for task in tasks if task.group_id})
-        for gang in schedule_pending_groups(snapshot, framework, rng, usage=usage):
-            bound += len(gang.bound_task_ids)
-            failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-        for task in tasks:
-            if task.group_id in gangs:
-                continue
-            outcome = _place(task, framework, snapshot, usage, attempts, rng, overloaded)
-            bound += outcome == reasons.SCHEDULED
-            preempting += outcome == reasons.PREEMPTION_PENDING
-            failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
-        attempts.flush()
+        # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
+        # full collections walking the snapshot cost more than scheduling itself on a large cluster.
+        gc.freeze()
+        try:
+            usage = quotas.QuotaUsage.load()
+            attempts = AttemptBatch()
+            pool = CandidatePool()
+            overloaded: set[int] = set()
+            # Gangs bind all-or-nothing on their own path (SPEC §10); their members never go through bind_task
+            # alone.
+            gangs = gang_group_ids({task.group_id for task in tasks if task.group_id})
+            for gang in schedule_pending_groups(snapshot, framework, rng, usage=usage):
+                bound += len(gang.bound_task_ids)
+                failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
+            for task in tasks:
+                if task.group_id in gangs:
+                    continue
+                outcome = _place(task, framework, snapshot, usage, attempts, rng, overloaded, pool)
+                bound += outcome == reasons.SCHEDULED
+                preempting += outcome == reasons.PREEMPTION_PENDING
+                failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+            attempts.flush()
+        finally:
+            gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
     result = CycleResult(considered=len(tasks), bound=bound, failed=failed, preempting=preempting,
                          duration_ms=duration_ms)
@@ -100,17 +110,19 @@ def check_admission(task: TaskInfo, usage: quotas.QuotaUsage):
     return quotas.check_admission(task, usage)
 
 
-def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, plugin_set: PluginSet):
+def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, framework: Framework,
+                   pool: CandidatePool):
     """The preemption seam (SPEC §9), after a NoSchedulableNodes / InsufficientResources attempt.
 
     Returns the preemption module's outcome (its `code` is the attempt code, PreemptionPending when victims are
-    now being evicted) or None when preemption has nothing to offer.
+    now being evicted) or None when preemption has nothing to offer. `pool` is the cycle's view of the active
+    tasks, read on first need.
     """
-    return preemption.try_preemption(task, result, snapshot, plugin_set)
+    return preemption.try_preemption(task, result, snapshot, framework.plugin_set, pool=pool, framework=framework)
 
 
 def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
-           attempts: AttemptBatch, rng: random.Random, overloaded: set[int]) -> str:
+           attempts: AttemptBatch, rng: random.Random, overloaded: set[int], pool: CandidatePool) -> str:
     """One task through admission, the framework and bind; returns the attempt code."""
     refusal = check_admission(task, usage)
     if refusal is not None:
@@ -118,7 +130,7 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
         return reasons.QUOTA_EXCEEDED
     result = framework.schedule(task, snapshot, rng)
     if result.node is None:
-        outcome = try_preemption(task, result, snapshot, framework.plugin_set) \
+        outcome = try_preemption(task, result, snapshot, framework, pool) \
             if result.code in PREEMPTION_TRIGGERS else None
         nodes, extra = attempt_nodes(result)
         if outcome is not None:
@@ -137,6 +149,7 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
         if bind.bound:
             apply_bind(snapshot, task, node, list(bind.cards))
             usage.record_bind(task)
+            pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
             nodes, extra = attempt_nodes(result)
             attempts.add(task.id, reasons.SCHEDULED, result.message, nodes, {**extra, "bound": bind.message})
             return reasons.SCHEDULED

@@ -7,11 +7,12 @@ shard when a task goes back to pending. The rules are explained in docs/fraction
 
 import math
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
 from nodes.models import GPU, Node
-from scheduling.framework.snapshot import SchedulerConfig
+from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from scheduling.sharing import may_share
@@ -87,6 +88,13 @@ def shard_occupancy(node_id: int) -> dict[int, dict[str, Any]]:
     Each entry: `memory_mb` and `compute_percent` summed over shards, `shards` (how many), `whole_card` (a whole-card
     task holds it) and `tenants` (ids of every occupant's tenant).
     """
+    rows = Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).values_list("tenant_id", "gpus", "shard")
+    return occupancy_of(rows)
+
+
+def occupancy_of(placements: Iterable[tuple[int, list[int] | None, dict[str, Any] | None]]
+                 ) -> dict[int, dict[str, Any]]:
+    """`shard_occupancy` from (tenant_id, gpus, shard) of a node's active tasks already read."""
     occupancy: dict[int, dict[str, Any]] = {}
 
     def entry(card_index: int) -> dict[str, Any]:
@@ -94,20 +102,18 @@ def shard_occupancy(node_id: int) -> dict[int, dict[str, Any]]:
             card_index, {"memory_mb": 0, "compute_percent": 0, "shards": 0, "whole_card": False, "tenants": set()}
         )
 
-    rows = Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).values("tenant_id", "gpus", "shard")
-    for row in rows:
-        shard = row["shard"]
+    for tenant_id, gpus, shard in placements:
         if shard:
             card = entry(shard["card"])
             card["memory_mb"] += shard["memory_limit_mb"]
             card["compute_percent"] += shard["compute_percent"]
             card["shards"] += 1
-            card["tenants"].add(row["tenant_id"])
+            card["tenants"].add(tenant_id)
             continue
-        for card_index in row["gpus"] or []:
+        for card_index in gpus or []:
             card = entry(card_index)
             card["whole_card"] = True
-            card["tenants"].add(row["tenant_id"])
+            card["tenants"].add(tenant_id)
     return occupancy
 
 
@@ -128,13 +134,22 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
     )
     if node_gpu_type is None or gpu is None:
         raise ShardAllocationError(f"card {card_index} is not on node {node_id}")
-    held = shard_occupancy(node_id).get(card_index)
+    return shard_on_card(task=task, card_index=card_index, vendor=gpu["type"] or node_gpu_type, model=gpu["model"],
+                         memory_total_mb=gpu["memory_total_mb"], memory_used_mb=gpu["memory_used_mb"],
+                         held=shard_occupancy(node_id).get(card_index))
+
+
+def shard_on_card(*, task, card_index: int, vendor: str, model: str, memory_total_mb: int, memory_used_mb: int,
+                  held: dict[str, Any] | None, tenancy: TenancyView | None = None,
+                  config: SchedulerConfig | None = None) -> dict[str, Any]:
+    """`allocate_shard` over live figures its caller has already read under the node row lock: the card's
+    vendor, model and memory, what the node's active tasks hold on it (`occupancy_of`), and the share groups
+    (`tenancy`; None reads them now)."""
     if held is not None:
-        _check_may_join(task.tenant_id, held)
-    vendor = gpu["type"] or node_gpu_type
-    memory_total = gpu["memory_total_mb"]
-    in_use = max(gpu["memory_used_mb"], held["memory_mb"] if held else 0)
-    free_mb = int(memory_total - SchedulerConfig.from_settings().reserve_mb(memory_total) - in_use)
+        _check_may_join(task.tenant_id, held, tenancy)
+    in_use = max(memory_used_mb, held["memory_mb"] if held else 0)
+    config = config or SchedulerConfig.from_settings()
+    free_mb = int(memory_total_mb - config.reserve_mb(memory_total_mb) - in_use)
     if task.gpu_memory_mb > free_mb:
         raise ShardAllocationError(
             f"card {card_index} has {max(free_mb, 0)} MB free after reserve, the task needs {task.gpu_memory_mb} MB"
@@ -142,14 +157,14 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
     compute_percent = compute_percent_for(
         gpu_memory_mb=task.gpu_memory_mb,
         gpu_compute_percent=task.gpu_compute_percent,
-        card_memory_mb=memory_total,
+        card_memory_mb=memory_total_mb,
     )
     compute_held = held["compute_percent"] if held else 0
     if compute_held + compute_percent > 100:
         raise ShardAllocationError(
             f"card {card_index} has {100 - compute_held} % compute left, the task needs {compute_percent} %"
         )
-    qos = qos_for(vendor=vendor, model=gpu["model"])
+    qos = qos_for(vendor=vendor, model=model)
     return {
         "card": card_index,
         "memory_limit_mb": task.gpu_memory_mb,
@@ -165,14 +180,15 @@ def allocate_shard(*, task, node, card) -> dict[str, Any]:
     }
 
 
-def _check_may_join(tenant_id: int, held: dict[str, Any]) -> None:
+def _check_may_join(tenant_id: int, held: dict[str, Any], tenancy: TenancyView | None) -> None:
     if held["whole_card"]:
         raise ShardAllocationError("a whole-card task holds the card")
-    try:
-        # Share groups as they are now (dedicated nodes are the filters' business, not the card's).
-        tenancy = build_tenancy(())
-    except Exception as error:
-        raise ShardAllocationError("share groups could not be read; refusing to share the card") from error
+    if tenancy is None:
+        try:
+            # Share groups as they are now (dedicated nodes are the filters' business, not the card's).
+            tenancy = build_tenancy(())
+        except Exception as error:
+            raise ShardAllocationError("share groups could not be read; refusing to share the card") from error
     refused = sorted(other for other in held["tenants"] if not may_share(tenant_id, other, tenancy))
     if refused:
         raise ShardAllocationError(f"tenant {tenant_id} may not share the card with tenants {refused}")

@@ -1,7 +1,9 @@
-"""The placed, active tasks that preemption may weigh as victims (SPEC §9), read in one query per attempt."""
+"""The placed, active tasks that preemption may weigh as victims (SPEC §9): read in one query per attempt
+(`preemption_candidates`), or once per cycle for all of its attempts (`CandidatePool`)."""
 
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from scheduling import lifecycle
@@ -59,6 +61,56 @@ def preemption_candidates(*, preemptor_id: int, priority: int, victim_states: It
     nodes = (evictable | evicted_for_it).filter(node__isnull=False).values("node_id")
     rows = Task.objects.filter(status__in=ACTIVE_STATES, node_id__in=nodes).values_list(*_FIELDS)
     return [_active_task(*row) for row in rows]
+
+
+class CandidatePool:
+    """Every placed active task, read on the first preemption attempt of a cycle and then kept in step with the
+    cycle's own binds (`record_bind`) and evictions (`record_preempting`), so later attempts of the cycle see what
+    `preemption_candidates` would read, without a query each. Work placed or stopped by others meanwhile is
+    judged at the next cycle, exactly as the snapshot's view of the nodes is."""
+
+    def __init__(self) -> None:
+        self._on_node: dict[int, dict[int, ActiveTask]] | None = None
+
+    def candidates(self, *, preemptor_id: int, priority: int, victim_states: Iterable[str]) -> list[ActiveTask]:
+        """What `preemption_candidates` returns, from memory."""
+        victim_states = frozenset(victim_states)
+        chosen: list[ActiveTask] = []
+        for tasks in self._tasks_by_node().values():
+            if any(_may_evict(task, priority, victim_states)
+                   or (task.status == lifecycle.PREEMPTING and task.preempted_by == preemptor_id)
+                   for task in tasks.values()):
+                chosen.extend(tasks.values())
+        return chosen
+
+    def record_bind(self, task, *, node_id: int, cards, shard: dict | None) -> None:
+        if self._on_node is None:
+            return
+        placed = _active_task(task.id, node_id, task.tenant_id, task.type, task.priority, task.preemptible,
+                              lifecycle.SCHEDULED, task.created_at, task.gpu_required, list(cards),
+                              task.gpu_memory_mb, shard, task.cpu_cores, task.memory_mb, None)
+        self._on_node[node_id][task.id] = placed
+
+    def record_preempting(self, victim_ids: Iterable[int], *, preemptor_id: int) -> None:
+        if self._on_node is None:
+            return
+        for tasks in self._on_node.values():
+            for victim_id in set(victim_ids) & tasks.keys():
+                tasks[victim_id] = replace(tasks[victim_id], status=lifecycle.PREEMPTING, preempted_by=preemptor_id)
+
+    def _tasks_by_node(self) -> dict[int, dict[int, ActiveTask]]:
+        if self._on_node is None:
+            self._on_node = defaultdict(dict)
+            rows = Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).values_list(*_FIELDS)
+            for row in rows:
+                task = _active_task(*row)
+                self._on_node[task.node_id][task.id] = task
+        return self._on_node
+
+
+def _may_evict(task: ActiveTask, priority: int, victim_states: frozenset[str]) -> bool:
+    return (task.status in victim_states and task.preemptible and task.priority < priority
+            and task.type == TaskType.BATCH)
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,

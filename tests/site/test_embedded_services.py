@@ -36,3 +36,19 @@ def test_embedded_redis_really_starts_and_answers(tmp_path):
         assert start_embedded_redis(tmp_path) == url, "a second caller reuses the running server"
     finally:
         os.kill(int((tmp_path / "redis.pid").read_text()), signal.SIGTERM)
+
+
+@pytest.mark.embedded
+def test_celery_reaches_the_embedded_redis_through_its_socket(tmp_path):
+    from kombu import Connection
+
+    from heteroflow_site.local_services import celery_broker_url
+
+    url = start_embedded_redis(tmp_path)
+    try:
+        with Connection(celery_broker_url(url)) as broker:
+            broker.ensure_connection(max_retries=1)
+            assert broker.connected
+        assert celery_broker_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    finally:
+        os.kill(int((tmp_path / "redis.pid").read_text()), signal.SIGTERM)

@@ -9,7 +9,7 @@ from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
-from scheduling.preemption.candidates import preemption_candidates
+from scheduling.preemption.candidates import CandidatePool, preemption_candidates
 from scheduling.preemption.execute import execute_plan
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.preemption.settle import settle_preempted
@@ -191,3 +191,40 @@ def test_a_preemptors_own_unsettled_victims_are_candidates(tenant):
 
     assert [task.preempted_by for task in candidates_for(preemptor_id=4242)] == [4242]
     assert candidates_for(preemptor_id=4243) == []
+
+
+def test_a_cycles_pool_reads_once_and_answers_like_the_query_as_it_records_binds_and_evictions(tenant):
+    node, other = make_node(cards=8), make_node(cards=8)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0], priority=10)
+    neighbour = placed_task(tenant=tenant, node=node, gpus=[1], priority=99, preemptible=False)
+    placed_task(tenant=tenant, node=other, gpus=[0], priority=99, preemptible=False)
+    pool = CandidatePool()
+
+    def ids(**query):
+        return {task.id for task in pool.candidates(victim_states={"running"}, **query)}
+
+    with CaptureQueriesContext(connection) as queries:
+        assert ids(preemptor_id=0, priority=50) == {victim.id, neighbour.id}
+        assert ids(preemptor_id=0, priority=10) == set()
+    assert len(queries) == 1
+
+    newcomer = task_info_from_row(Task.objects.filter(id=make_task(tenant=tenant, gpu_required=1, priority=5, preemptible=True).id)
+                                  .values_list(*TASK_INFO_FIELDS).get())
+    pool.record_bind(newcomer, node_id=other.id, cards=(1,), shard=None)
+    pool.record_preempting([victim.id], preemptor_id=77)
+
+    assert ids(preemptor_id=0, priority=50) == set()  # the victim is stopping; the newcomer is only scheduled
+    assert ids(preemptor_id=77, priority=50) == {victim.id, neighbour.id}
+    assert {task.id for task in pool.candidates(preemptor_id=0, priority=50, victim_states={"scheduled"})} == {
+        newcomer.id, *Task.objects.filter(node=other).values_list("id", flat=True)}
+
+
+def test_two_urgent_tasks_in_one_cycle_evict_different_victims(tenant, running_stage):
+    node = make_node(cards=8)
+    low = placed_task(tenant=tenant, node=node, gpus=[0, 1, 2, 3], priority=10)
+    lower = placed_task(tenant=tenant, node=node, gpus=[4, 5, 6, 7], priority=5)
+    for _ in range(2):
+        make_task(tenant=tenant, priority=90, gpu_required=4)
+
+    assert run_cycle().preempting == 2
+    assert statuses(low, lower) == ["preempting", "preempting"]
