@@ -3,14 +3,16 @@
 import random
 
 import pytest
+from django.db import connection
 from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
 from scheduling.bind import bind_task
 from scheduling.cycle import run_cycle
 from scheduling.framework import reasons
-from scheduling.framework.snapshot import SchedulerConfig
+from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskType
 from scheduling.signals import task_transitioned
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
@@ -196,6 +198,28 @@ def test_a_shard_that_no_longer_fits_fails_the_bind_and_changes_nothing(tenant):
 
     assert outcome.code == reasons.SHARD_ALLOCATION_FAILED
     _unchanged(task, node, gpu_used=0)
+
+
+def test_a_shard_joins_another_tenants_card_by_the_cycles_share_groups_without_reading_them_again(
+        tenant, other_tenant):
+    node = make_node(cards=1, memory_mb=16384)
+    make_task(tenant=other_tenant, status=lifecycle.RUNNING, node=node, gpus=[0], gpu_memory_mb=2048,
+              shard={"card": 0, "memory_limit_mb": 2048, "compute_percent": 20})
+    joiner, refused = make_task(tenant=tenant, gpu_memory_mb=2048), make_task(tenant=tenant, gpu_memory_mb=2048)
+    shared = TenancyView(groups_of={tenant.id: frozenset({1}), other_tenant.id: frozenset({1})},
+                         dedicated_tenant_ids=frozenset())
+    apart = TenancyView(groups_of={}, dedicated_tenant_ids=frozenset())
+    snapshot_node, joiner_info = _node_info(node), _info(joiner)
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = bind_task(joiner_info, snapshot_node, [0], config=SchedulerConfig(), tenancy=shared)
+    assert outcome.bound and outcome.shard["card"] == 0
+    # Only the claim (and the savepoint around it): lock and live read go pipelined on the raw connection.
+    assert [query["sql"].split()[0] for query in queries] == ["SAVEPOINT", "WITH", "RELEASE"]
+
+    outcome = bind_task(_info(refused), snapshot_node, [0], config=SchedulerConfig(), tenancy=apart)
+    assert outcome.code == reasons.SHARD_ALLOCATION_FAILED and "may not share" in outcome.message
+    _unchanged(refused, node, gpu_used=0)
 
 
 def test_no_port_left_rolls_the_bind_back_through_the_cycle(tenant, settings):
