@@ -73,6 +73,7 @@ class AttemptBatch:
             return
         task_ids = sorted(self.attempts)
         with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO off; SET LOCAL default_toast_compression TO lz4")
             if task_ids:
                 document = json.dumps([
                     {"task_id": task_id, "code": attempt.code, "message": attempt.message, "nodes": attempt.nodes,

@@ -78,14 +78,17 @@ class NodeTable:
             setattr(self, name, np.array(values, dtype=dtype).reshape(count))
         self.row_version = np.zeros(count, np.int64)
 
-        positions, card_rows = [], []
+        # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
+        # cluster, every cycle), by the same formulas as `_card_values`, which `refresh_row` uses for one node.
+        positions, raw = [], []
         for row, node in enumerate(nodes):
-            for column, values in enumerate(self._card_values(node)):
+            for column, card in enumerate(node.cards[:width]):
                 positions.append(row * width + column)
-                card_rows.append(values)
+                raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
+                            card.shard_memory_mb))
         flat = np.zeros((count * width, len(_CARD_COLUMNS)))
-        if card_rows:
-            flat[positions] = card_rows
+        if raw:
+            flat[positions] = self._card_columns(np.array(raw, dtype=float))
         for index, (name, dtype) in enumerate(_CARD_COLUMNS):
             setattr(self, name, flat[:, index].reshape(count, width).astype(dtype))
 
@@ -132,6 +135,20 @@ class NodeTable:
              config.card_free_mb(card), card.memory_total_mb - config.reserve_mb(card.memory_total_mb))
             for card in node.cards[: self.width]
         ]
+
+    def _card_columns(self, raw: np.ndarray) -> np.ndarray:
+        """`_card_values` for many cards at once: raw columns total MB, used MB, whole-card tasks, shard tasks,
+        shard MB → one row of _CARD_COLUMNS per card."""
+        config = self.config
+        total, used, whole, shards, shard_mb = raw.T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            utilization = np.where(total != 0, 100.0 * used / np.where(total != 0, total, 1), 0.0)
+        reserve = np.maximum(config.gpu_reserve_fixed_mb, total * config.gpu_reserve_percent / 100)
+        active = whole + shards
+        return np.column_stack((
+            np.ones(len(raw)), active == 0, whole == 0, ~(utilization >= config.gpu_memory_percent), active > 0,
+            total - reserve - np.maximum(used, shard_mb), total - reserve,
+        ))
 
     def free_card_bits(self, rows: np.ndarray) -> np.ndarray:
         """Per row, bit i set when card i is free and under the memory threshold (rows with cards by position and

@@ -71,17 +71,19 @@ class CandidatePool:
 
     def __init__(self) -> None:
         self._on_node: dict[int, dict[int, ActiveTask]] | None = None
+        # Per victim-state set, per node: the lowest priority among the tasks there that such a preemption may
+        # evict (absent: none), so an attempt finds its nodes without looking at every task.
+        self._floors: dict[frozenset[str], dict[int, int]] = {}
+        # Preemptor id → nodes where victims evicted for it are still stopping.
+        self._stopping_for: dict[int, set[int]] = defaultdict(set)
 
     def candidates(self, *, preemptor_id: int, priority: int, victim_states: Iterable[str]) -> list[ActiveTask]:
         """What `preemption_candidates` returns, from memory."""
-        victim_states = frozenset(victim_states)
-        chosen: list[ActiveTask] = []
-        for tasks in self._tasks_by_node().values():
-            if any(_may_evict(task, priority, victim_states)
-                   or (task.status == lifecycle.PREEMPTING and task.preempted_by == preemptor_id)
-                   for task in tasks.values()):
-                chosen.extend(tasks.values())
-        return chosen
+        on_node = self._tasks_by_node()
+        floors = self._floors_for(frozenset(victim_states))
+        nodes = {node_id for node_id, floor in floors.items() if floor < priority}
+        nodes.update(self._stopping_for.get(preemptor_id, ()))
+        return [task for node_id in nodes for task in on_node[node_id].values()]
 
     def record_bind(self, task, *, node_id: int, cards, shard: dict | None) -> None:
         if self._on_node is None:
@@ -90,13 +92,19 @@ class CandidatePool:
                               lifecycle.SCHEDULED, task.created_at, task.gpu_required, list(cards),
                               task.gpu_memory_mb, shard, task.cpu_cores, task.memory_mb, None)
         self._on_node[node_id][task.id] = placed
+        self._refresh_floors(node_id)
 
     def record_preempting(self, victim_ids: Iterable[int], *, preemptor_id: int) -> None:
         if self._on_node is None:
             return
-        for tasks in self._on_node.values():
-            for victim_id in set(victim_ids) & tasks.keys():
-                tasks[victim_id] = replace(tasks[victim_id], status=lifecycle.PREEMPTING, preempted_by=preemptor_id)
+        victim_ids = set(victim_ids)
+        for node_id, tasks in self._on_node.items():
+            if victim_ids & tasks.keys():
+                for victim_id in victim_ids & tasks.keys():
+                    tasks[victim_id] = replace(tasks[victim_id], status=lifecycle.PREEMPTING,
+                                               preempted_by=preemptor_id)
+                self._stopping_for[preemptor_id].add(node_id)
+                self._refresh_floors(node_id)
 
     def _tasks_by_node(self) -> dict[int, dict[int, ActiveTask]]:
         if self._on_node is None:
@@ -105,12 +113,34 @@ class CandidatePool:
             for row in rows:
                 task = _active_task(*row)
                 self._on_node[task.node_id][task.id] = task
+                if task.status == lifecycle.PREEMPTING and task.preempted_by is not None:
+                    self._stopping_for[task.preempted_by].add(task.node_id)
         return self._on_node
 
+    def _floors_for(self, victim_states: frozenset[str]) -> dict[int, int]:
+        if victim_states not in self._floors:
+            self._floors[victim_states] = {}
+            for node_id in self._tasks_by_node():
+                self._refresh_floor(victim_states, node_id)
+        return self._floors[victim_states]
 
-def _may_evict(task: ActiveTask, priority: int, victim_states: frozenset[str]) -> bool:
-    return (task.status in victim_states and task.preemptible and task.priority < priority
-            and task.type == TaskType.BATCH)
+    def _refresh_floors(self, node_id: int) -> None:
+        for victim_states in self._floors:
+            self._refresh_floor(victim_states, node_id)
+
+    def _refresh_floor(self, victim_states: frozenset[str], node_id: int) -> None:
+        floor = min((task.priority for task in self._on_node[node_id].values() if _evictable(task, victim_states)),
+                    default=None)
+        floors = self._floors[victim_states]
+        if floor is None:
+            floors.pop(node_id, None)
+        else:
+            floors[node_id] = floor
+
+
+def _evictable(task: ActiveTask, victim_states: frozenset[str]) -> bool:
+    """The coarse victim rule of `preemption_candidates`, less the priority comparison."""
+    return task.status in victim_states and task.preemptible and task.type == TaskType.BATCH
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,

@@ -228,3 +228,14 @@ def test_two_urgent_tasks_in_one_cycle_evict_different_victims(tenant, running_s
 
     assert run_cycle().preempting == 2
     assert statuses(low, lower) == ["preempting", "preempting"]
+
+
+def test_a_pool_finds_a_preemptors_own_unsettled_victims_as_the_query_does(tenant):
+    node = make_node(cards=1)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0], priority=10, status="preempting")
+    SchedulingAttempt.objects.create(task_id=victim.id, extra={"preempted_by": 4242})
+    pool = CandidatePool()
+
+    assert [task.id for task in pool.candidates(preemptor_id=4242, priority=5, victim_states={"running"})] == [
+        victim.id]
+    assert pool.candidates(preemptor_id=4243, priority=5, victim_states={"running"}) == []
