@@ -3,7 +3,7 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from scheduling.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, tenant_group
+from scheduling.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
 from tenants.selectors import is_admin, tenant_of
 
 
@@ -34,7 +34,10 @@ class DiagnosticsConsumer(_FragmentConsumer):
 
 
 class TaskStatusConsumer(_FragmentConsumer):
-    """Status changes of the tasks the user may see: its tenant's, or every task for staff."""
+    """Status changes of the tasks the user may see: its tenant's, or every task for staff. Messages carry task
+    ids; the rows are read and rendered here, limited to the user's tenant whatever the message says."""
+
+    tenant_id: int | None = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -45,7 +48,10 @@ class TaskStatusConsumer(_FragmentConsumer):
         if tenant is None:
             await self.close(code=4403)
             return
+        self.tenant_id = tenant.id
         await self._join(tenant_group(tenant.id))
 
     async def task_status(self, event):
-        await self.send(text_data=event["html"])
+        html = await database_sync_to_async(task_rows_html)(event["task_ids"], tenant_id=self.tenant_id)
+        if html:
+            await self.send(text_data=html)

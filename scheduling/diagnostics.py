@@ -73,6 +73,8 @@ class AttemptBatch:
             return
         task_ids = sorted(self.attempts)
         with transaction.atomic(), connection.cursor() as cursor:
+            # A cycle's batch is megabytes of JSON: its commit need not wait for the WAL flush (a crash loses only
+            # diagnostics the next cycle rewrites), and lz4 compresses the stored rows several times faster.
             cursor.execute("SET LOCAL synchronous_commit TO off; SET LOCAL default_toast_compression TO lz4")
             if task_ids:
                 document = json.dumps([

@@ -3,9 +3,9 @@
 Sends go through one background event loop so that a scheduling cycle binding many tasks never waits on Redis,
 and a missing channel layer only costs a log line: the pages fall back to polling.
 
-Task rows are read and rendered on a background thread too (`_TaskRowFeed`): the committing thread only notes
-which task changed, so a bind costs no query and no template render. Changes arriving within COALESCE_SECONDS
-are read in one query and pushed as one message per group (htmx swaps every out-of-band row of a message).
+Task rows travel as ids (`_TaskRowFeed`): the committing thread only notes which task changed, a background
+thread sends the changes of each COALESCE_SECONDS as one message per group, and each socket's consumer reads and
+renders its rows (`task_rows_html`; htmx swaps every out-of-band row of a message).
 """
 
 import asyncio
@@ -16,7 +16,6 @@ import time
 from collections import defaultdict
 
 from channels.layers import get_channel_layer
-from django.db import connection
 from django.dispatch import receiver
 from django.template.loader import render_to_string
 
@@ -88,37 +87,35 @@ def recent_cycles_html() -> str:
     return render_to_string("scheduling/diagnostics.html#recent-cycles", {"cycles": cycles, "oob": True})
 
 
-def push_task_rows(task_ids) -> None:
-    """Read the tasks as they are now and push their rows: each tenant its own, staff all of them."""
+def task_rows_html(task_ids, *, tenant_id: int | None) -> str:
+    """The rows of the given tasks as they are now, for one socket: a tenant's own tasks only (`tenant_id`), or
+    every task with its tenant column for staff (`tenant_id` None)."""
     from scheduling.models import Task
 
-    tenant_rows: dict[int, list[str]] = defaultdict(list)
-    all_rows: list[str] = []
-    for task in Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id"):
-        tenant_rows[task.tenant_id].append(task_row_html(task, show_tenant=False))
-        all_rows.append(task_row_html(task, show_tenant=True))
-    for tenant_id, rows in tenant_rows.items():
-        publish(tenant_group(tenant_id), {"type": "task.status", "html": "".join(rows)})
-    if all_rows:
-        publish(ALL_TASKS_GROUP, {"type": "task.status", "html": "".join(all_rows)})
+    tasks = Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id")
+    if tenant_id is not None:
+        tasks = tasks.filter(tenant_id=tenant_id)
+    return "".join(task_row_html(task, show_tenant=tenant_id is None) for task in tasks)
 
 
 class _TaskRowFeed:
-    """Ids of tasks whose row must be pushed, drained by one daemon thread with its own database connection
-    (closed after each batch). A forked child starts its own thread with an empty feed."""
+    """Tasks whose row changed, sent as ids by one daemon thread every COALESCE_SECONDS: one message per tenant
+    group and one for staff. The socket consumers read and render the rows, so a scheduler process spends no
+    query and no template render on them (nor, with nobody watching, does anyone). A forked child starts its own
+    thread with an empty feed."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._changed: set[int] = set()
+        self._changed: dict[int, int] = {}
         self._wake = threading.Event()
         self._pid: int | None = None
 
-    def add(self, task_id: int) -> None:
+    def add(self, task_id: int, tenant_id: int) -> None:
         with self._lock:
             if self._pid != os.getpid():
-                self._changed, self._wake, self._pid = set(), threading.Event(), os.getpid()
+                self._changed, self._wake, self._pid = {}, threading.Event(), os.getpid()
                 threading.Thread(target=self._drain, args=(self._wake,), name="live-task-rows", daemon=True).start()
-            self._changed.add(task_id)
+            self._changed[task_id] = tenant_id
             self._wake.set()
 
     def _drain(self, wake: threading.Event) -> None:
@@ -126,22 +123,22 @@ class _TaskRowFeed:
             wake.wait()
             time.sleep(COALESCE_SECONDS)
             with self._lock:
-                batch, self._changed = self._changed, set()
+                batch, self._changed = self._changed, {}
                 wake.clear()
-            try:
-                push_task_rows(batch)
-            except Exception:
-                logger.warning("status of tasks %s not broadcast", sorted(batch)[:20], exc_info=True)
-            finally:
-                connection.close()
+            by_tenant: dict[int, list[int]] = defaultdict(list)
+            for task_id, tenant_id in sorted(batch.items()):
+                by_tenant[tenant_id].append(task_id)
+            for tenant_id, task_ids in by_tenant.items():
+                publish(tenant_group(tenant_id), {"type": "task.status", "task_ids": task_ids})
+            publish(ALL_TASKS_GROUP, {"type": "task.status", "task_ids": sorted(batch)})
 
 
 task_row_feed = _TaskRowFeed()
 
 
 @receiver(task_transitioned, dispatch_uid="scheduling.live.task_status")
-def broadcast_task_status(sender, *, task_id: int, **kwargs) -> None:
-    task_row_feed.add(task_id)
+def broadcast_task_status(sender, *, task_id: int, tenant_id: int, **kwargs) -> None:
+    task_row_feed.add(task_id, tenant_id)
 
 
 @receiver(cycle_completed, dispatch_uid="scheduling.live.cycle")

@@ -57,7 +57,7 @@ def test_task_pushes_reach_the_tenant_and_admins_but_never_another_tenant(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_committing_thread_only_notes_the_change_and_the_rows_are_read_and_pushed_in_the_background(
+def test_the_committing_thread_only_notes_the_change_and_the_socket_reads_and_renders_the_rows(
         tenant, tenant_client, django_assert_num_queries):
     tasks = [make_task(tenant=tenant, name=f"burst-{index}") for index in range(3)]
 
@@ -79,6 +79,24 @@ def test_the_committing_thread_only_notes_the_change_and_the_rows_are_read_and_p
 
     received = async_to_sync(scenario)()
     assert all(f"burst-{index}" in received for index in range(3))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tenant_socket_renders_only_its_own_tenants_rows_whatever_the_message_names(
+        tenant, other_tenant, tenant_client):
+    mine, theirs = make_task(tenant=tenant, name="mine"), make_task(tenant=other_tenant, name="theirs")
+
+    async def scenario():
+        communicator, connected = await _connect("/ws/tasks/", tenant_client.user)
+        assert connected
+        await database_sync_to_async(live.publish)(live.tenant_group(tenant.id),
+                                                   {"type": "task.status", "task_ids": [theirs.id, mine.id]})
+        message = await communicator.receive_from(timeout=3)
+        await communicator.disconnect()
+        return message
+
+    message = async_to_sync(scenario)()
+    assert f'id="task-row-{mine.id}"' in message and "theirs" not in message
 
 
 @pytest.mark.django_db(transaction=True)
