@@ -190,25 +190,36 @@ def _live_node(node: NodeInfo, live: _LiveNode, card_rows: list[list], placement
 
 
 def _check_node(task: TaskInfo, live: _LiveNode, config: SchedulerConfig) -> None:
-    if live.status not in _AVAILABLE_NODE_STATES or not live.schedulable:
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {live.name} is {live.status}"
-                          + ("" if live.schedulable else " and cordoned"))
-    if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {live.name} is {reasons.DEDICATED_OTHER_TENANT}")
-    if live.cpu_percent >= config.cpu_percent:
+    recheck_node(name=live.name, status=live.status, schedulable=live.schedulable,
+                 dedicated_tenant_id=live.dedicated_tenant_id, cpu_percent=live.cpu_percent,
+                 memory_used_mb=live.memory_used_mb, memory_gb=live.memory_gb, gpu_total=live.gpu_total,
+                 gpu_used=live.gpu_used, tenant_id=task.tenant_id, gpus_needed=task.gpu_required, config=config)
+
+
+def recheck_node(*, name: str, status: str, schedulable: bool, dedicated_tenant_id: int | None, cpu_percent: float,
+                 memory_used_mb: int, memory_gb: int, gpu_total: int, gpu_used: int, tenant_id: int,
+                 gpus_needed: int, config: SchedulerConfig, needed_by: str = "the task") -> None:
+    """SPEC §5.2's node re-checks against the row just locked (single binds and gang binds alike): available and
+    not cordoned, not dedicated to another tenant, under the CPU and memory thresholds, room in the `gpu_used`
+    ledger for `gpus_needed` cards. Raises BindRefused with the attempt code."""
+    if status not in _AVAILABLE_NODE_STATES or not schedulable:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {status}"
+                          + ("" if schedulable else " and cordoned"))
+    if dedicated_tenant_id is not None and dedicated_tenant_id != tenant_id:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {reasons.DEDICATED_OTHER_TENANT}")
+    if cpu_percent >= config.cpu_percent:
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                          f"node {live.name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
+                          f"node {name} CPU at {cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
                           node_overloaded=True)
-    if live.memory_gb:
-        memory_percent = 100.0 * live.memory_used_mb / (live.memory_gb * 1024)
+    if memory_gb:
+        memory_percent = 100.0 * memory_used_mb / (memory_gb * 1024)
         if memory_percent >= config.memory_percent:
             raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                              f"node {live.name} memory at {memory_percent:.1f} % "
+                              f"node {name} memory at {memory_percent:.1f} % "
                               f"(threshold {config.memory_percent:g} %)", node_overloaded=True)
-    if task.gpu_required and live.gpu_used + task.gpu_required > live.gpu_total:
+    if gpus_needed and gpu_used + gpus_needed > gpu_total:
         raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                          f"node {live.name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, "
-                          f"the task needs {task.gpu_required}")
+                          f"node {name} has {max(gpu_total - gpu_used, 0)} free cards, {needed_by} needs {gpus_needed}")
 
 
 def _choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
@@ -217,7 +228,7 @@ def _choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], con
     wanted = task.gpu_required or (1 if task.is_fractional else 0)
     if not wanted:
         return []
-    cool = [card for card in live_node.cards if _card_under_thresholds(card, config)]
+    cool = [card for card in live_node.cards if card_under_thresholds(card, config)]
     by_index = {card.index: card for card in cool}
     if len(set(preferred)) == wanted and all(
         index in by_index and _card_takes(task, by_index[index], config) for index in preferred
@@ -240,7 +251,8 @@ def _card_takes(task: TaskInfo, card: CardInfo, config: SchedulerConfig) -> bool
     return card.is_free and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)
 
 
-def _card_under_thresholds(card: CardInfo, config: SchedulerConfig) -> bool:
+def card_under_thresholds(card: CardInfo, config: SchedulerConfig) -> bool:
+    """The card-level load re-check of SPEC §5.2 (memory utilisation, utilisation, temperature)."""
     return (not config.card_overloaded(card) and card.utilization < config.gpu_utilization_percent
             and card.temperature < config.gpu_temperature_threshold)
 

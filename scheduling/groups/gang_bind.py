@@ -20,11 +20,11 @@ from django.db.models import Max
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle, quotas
+from scheduling.bind import BindRefused, card_under_thresholds, recheck_node
 from scheduling.diagnostics import AttemptBatch
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, apply_bind
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, SchedulerConfig
-from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, MemberPlacement, plan_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup, TaskType
@@ -272,24 +272,15 @@ def _recheck(plan: GangPlan, live_nodes: dict[int, dict[str, Any]], config: Sche
 
 def _check_live_node(row: dict[str, Any], placements: list[MemberPlacement], tenant_id: int,
                      config: SchedulerConfig) -> None:
-    first = placements[0]
-    name = row["name"]
-    if row["status"] not in AVAILABLE_STATUSES or not row["schedulable"]:
-        raise _GangRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {row['status']}"
-                           + ("" if row["schedulable"] else " and cordoned"), first)
-    if row["dedicated_tenant_id"] not in (None, tenant_id):
-        raise _GangRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {reasons.DEDICATED_OTHER_TENANT}", first)
-    if row["cpu_percent"] >= config.cpu_percent:
-        raise _GangRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                           f"node {name} CPU at {row['cpu_percent']:g} % (threshold {config.cpu_percent:g} %)", first)
-    if row["memory_gb"] and 100.0 * row["memory_used_mb"] / (row["memory_gb"] * 1024) >= config.memory_percent:
-        raise _GangRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
-                           f"node {name} memory above {config.memory_percent:g} %", first)
-    needed = sum(placement.task.gpu_required for placement in placements)
-    if row["gpu_used"] + needed > row["gpu_total"]:
-        raise _GangRefused(reasons.INSUFFICIENT_RESOURCES,
-                           f"node {name} has {max(row['gpu_total'] - row['gpu_used'], 0)} free cards, "
-                           f"its {len(placements)} members need {needed}", first)
+    try:
+        recheck_node(name=row["name"], status=row["status"], schedulable=row["schedulable"],
+                     dedicated_tenant_id=row["dedicated_tenant_id"], cpu_percent=row["cpu_percent"],
+                     memory_used_mb=row["memory_used_mb"], memory_gb=row["memory_gb"], gpu_total=row["gpu_total"],
+                     gpu_used=row["gpu_used"], tenant_id=tenant_id,
+                     gpus_needed=sum(placement.task.gpu_required for placement in placements), config=config,
+                     needed_by=f"its {len(placements)} members")
+    except BindRefused as refused:
+        raise _GangRefused(refused.code, refused.message, placements[0]) from refused
 
 
 def _card_problem(card: CardInfo | None, placement: MemberPlacement, config: SchedulerConfig) -> str:
@@ -297,8 +288,7 @@ def _card_problem(card: CardInfo | None, placement: MemberPlacement, config: Sch
         return "does not exist"
     if not card.is_free:
         return "is taken"
-    if config.card_overloaded(card) or card.utilization >= config.gpu_utilization_percent \
-            or card.temperature >= config.gpu_temperature_threshold:
+    if not card_under_thresholds(card, config):
         return (f"over a load threshold ({card.memory_utilization_percent:.1f} % memory, {card.utilization:g} % "
                 f"utilisation, {card.temperature:g} °C)")
     if placement.task.gpu_memory_mb and config.card_free_mb(card) < placement.task.gpu_memory_mb:

@@ -262,3 +262,18 @@ def test_gangs_are_left_alone_when_a_member_is_excluded_or_some_members_are_acti
     assert {task.status for task in members(excluded)} == {lifecycle.PENDING}
     mixed.refresh_from_db()
     assert "1 of 2 members pending" in mixed.diagnostics["message"]
+
+
+def test_the_gang_shares_the_single_binds_node_recheck(tenant):
+    three_nodes()
+    group = training_group(tenant, world_size=16)
+    framework = Framework(build_plugin_set([]), SchedulerConfig.from_settings())
+    snapshot = build_snapshot()
+    # After the snapshot was taken, one rack-r1 node's CPU crossed the threshold.
+    Node.objects.filter(name="a1").update(cpu_percent=99)
+
+    results = schedule_pending_groups(snapshot, framework, random.Random(1))
+
+    assert [result.code for result in results] == [reasons.LOAD_THRESHOLD_EXCEEDED]
+    assert "node a1 CPU at 99 % (threshold 90 %)" in results[0].message
+    assert {task.status for task in members(group)} == {lifecycle.PENDING}
