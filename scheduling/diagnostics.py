@@ -74,8 +74,10 @@ class AttemptBatch:
         task_ids = sorted(self.attempts)
         with transaction.atomic(), connection.cursor() as cursor:
             # A cycle's batch is megabytes of JSON: its commit need not wait for the WAL flush (a crash loses only
-            # diagnostics the next cycle rewrites), and lz4 compresses the stored rows several times faster.
-            cursor.execute("SET LOCAL synchronous_commit TO off; SET LOCAL default_toast_compression TO lz4")
+            # diagnostics the next cycle rewrites), and lz4, where the server has it, compresses several times faster.
+            cursor.execute("SET LOCAL synchronous_commit TO off")
+            if _server_has_lz4(cursor):
+                cursor.execute("SET LOCAL default_toast_compression TO lz4")
             if task_ids:
                 document = json.dumps([
                     {"task_id": task_id, "code": attempt.code, "message": attempt.message, "nodes": attempt.nodes,
@@ -104,6 +106,16 @@ def record_attempt(task_id: int, code: str, message: str, nodes: list[dict[str, 
     batch = AttemptBatch()
     batch.add(task_id, code, message, nodes, extra)
     batch.flush()
+
+
+def _server_has_lz4(cursor) -> bool:
+    """Builds without lz4 (the embedded PostgreSQL is one) accept only pglz; asked once per connection."""
+    known = getattr(connection, "_heteroflow_lz4", None)
+    if known is None:
+        cursor.execute("SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+        row = cursor.fetchone()
+        known = connection._heteroflow_lz4 = bool(row and row[0])
+    return known
 
 
 def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:

@@ -86,7 +86,8 @@ class Task(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
     rank = models.IntegerField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING, db_index=True)
+    # No index of its own: `task_queue_order` leads with status, and every extra index slows each state change.
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING)
     node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
     gpus = models.JSONField(default=list, blank=True)
     port = models.IntegerField(null=True, blank=True)
