@@ -145,6 +145,7 @@ CELERY_TIMEZONE = TIME_ZONE
 # SPEC §4 tickers. Each helper module registers its task under these names.
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
+    "scheduling-immediate": {"task": "scheduling.tasks.run_cycle_for_new_tasks", "schedule": 1.0},
     "node-liveness": {"task": "nodes.tasks.mark_silent_nodes_offline", "schedule": 10.0},
     "preemption-watchdog": {"task": "scheduling.tasks.preemption_watchdog", "schedule": 30.0},
     "backlog-recovery": {"task": "scheduling.tasks.recover_backlog", "schedule": 60.0},

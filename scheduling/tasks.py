@@ -17,6 +17,17 @@ def run_cycle() -> dict:
     return run_scheduling_cycle(instance="celery").as_dict()
 
 
+@shared_task(name="scheduling.tasks.run_cycle_for_new_tasks", ignore_result=True)
+def run_cycle_for_new_tasks() -> dict | None:
+    """A submitted task should not wait for the 5 s tick: run a cycle as soon as the immediate queue holds work."""
+    from scheduling import immediate_queue
+    from scheduling.cycle import run_cycle as run_scheduling_cycle
+
+    if immediate_queue.length() == 0:
+        return None
+    return run_scheduling_cycle(instance="celery-immediate").as_dict()
+
+
 @shared_task(name="scheduling.tasks.recover_backlog", ignore_result=True)
 def recover_backlog() -> int:
     from scheduling.loops import recover_backlog as send_stuck_tasks_back

@@ -6,11 +6,14 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 5.0
+# While waiting for the next tick, look this often for newly submitted tasks, which start a cycle at once.
+QUEUE_POLL_SECONDS = 0.5
 
 
 class Command(BaseCommand):
@@ -36,7 +39,17 @@ class Command(BaseCommand):
             else:
                 if options["verbosity"] > 1:
                     self._report(result)
-            time.sleep(max(interval - (time.monotonic() - started), 0))
+            _wait_for_tick_or_new_tasks(started + interval)
 
     def _report(self, result) -> None:
         self.stdout.write(" ".join(f"{key}={value}" for key, value in result.as_dict().items()))
+
+
+def _wait_for_tick_or_new_tasks(deadline: float) -> None:
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            if immediate_queue.length():
+                return
+        except Exception:  # without Redis the loop simply keeps its tick
+            logger.warning("immediate queue unavailable", exc_info=True)
+        time.sleep(min(QUEUE_POLL_SECONDS, remaining))

@@ -32,3 +32,31 @@ def test_the_celery_ticker_task_runs_a_cycle(tenant):
 
     assert (figures["considered"], figures["bound"]) == (1, 1)
     assert CycleRecord.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submitted_task_starts_a_cycle_at_once_and_an_empty_queue_runs_none(tenant):
+    from scheduling.services.task_create import task_create
+    from scheduling.tasks import run_cycle_for_new_tasks
+
+    make_node(cards=1)
+    assert run_cycle_for_new_tasks() is None
+    assert not CycleRecord.objects.exists()
+
+    task = task_create(tenant=tenant, name="urgent", gpu_required=1)
+    figures = run_cycle_for_new_tasks()
+
+    assert figures["bound"] == 1
+    assert Task.objects.get(id=task.id).status == lifecycle.SCHEDULED
+
+
+def test_the_scheduler_loop_wakes_early_for_new_tasks(monkeypatch):
+    from scheduling.management.commands import run_scheduler
+
+    monkeypatch.setattr(run_scheduler.immediate_queue, "length", lambda: 1)
+    sleeps = []
+    monkeypatch.setattr(run_scheduler.time, "sleep", sleeps.append)
+
+    run_scheduler._wait_for_tick_or_new_tasks(run_scheduler.time.monotonic() + 5)
+
+    assert sleeps == []
