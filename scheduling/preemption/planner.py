@@ -5,7 +5,7 @@ so every hard rule of a normal attempt (NVLink `required`, `gpu-model`, the pree
 dedicated nodes) holds for the plan as well.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -57,8 +57,13 @@ class PlanSearch:
 
     @property
     def failure_message(self) -> str:
-        """`no preemption victims found: <node>: <reason>; …` — why no node could be freed."""
-        reasons = "; ".join(f"{name}: {reason}" for name, reason in self.node_reasons.items()) or "no nodes"
+        """`no preemption victims found: 16 nodes: no eligible victims; 1 node: …` — one line, reasons counted;
+        each node's own reason stays in `node_reasons` for the diagnostics."""
+        counted = Counter(self.node_reasons.values())
+        reasons = "; ".join(
+            f"{count} {'node' if count == 1 else 'nodes'}: {reason}"
+            for reason, count in sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+        ) or "no nodes"
         return f"{NO_VICTIMS_FOUND}: {reasons}."
 
 

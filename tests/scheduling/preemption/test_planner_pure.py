@@ -80,4 +80,5 @@ def test_no_eligible_victims_is_the_nodes_reason():
     search = plan_preemption(TaskInfo(id=99, tenant_id=1, priority=90), ClusterSnapshot(nodes=[node]),
                              [active(1, preemptible=False)], lambda task, freed: SUCCESS, "running")
     assert search.plan is None
-    assert search.failure_message == "no preemption victims found: n: no eligible victims."
+    assert search.failure_message == "no preemption victims found: 1 node: no eligible victims."
+    assert search.node_reasons == {"n": "no eligible victims"}

@@ -92,7 +92,7 @@ def test_nobody_is_preempted_when_all_victims_would_not_be_enough(tenant, runnin
     attempt = attempt_of(urgent)
     assert attempt.code == "InsufficientResources"
     assert "no preemption victims found" in attempt.message
-    assert f"{node.name}: all 2 eligible victims would not be enough (Insufficient GPU)" in attempt.message
+    assert "1 node: all 2 eligible victims would not be enough (Insufficient GPU)" in attempt.message
     assert attempt.extra["preemption"]["node_reasons"] == {
         node.name: "all 2 eligible victims would not be enough (Insufficient GPU)"}
 
