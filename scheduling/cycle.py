@@ -45,7 +45,7 @@ PREEMPTION_TRIGGERS = frozenset({reasons.NO_SCHEDULABLE_NODES, reasons.INSUFFICI
 # Nodes one task tries to bind to before it waits for the next cycle (the framework's choice and runners-up).
 BIND_TRIES = 3
 # Placements committed per bind transaction: one transaction's three round trips instead of three per task.
-BIND_BATCH = 50
+BIND_BATCH = 200
 _QUEUE_ORDER = ("-priority", "created_at", "id")
 
 
