@@ -395,12 +395,18 @@ WITH batch AS (
     SELECT * FROM unnest(%(task_ids)s::bigint[], %(node_ids)s::bigint[], %(gpus)s::text[], %(ports)s::integer[],
                          %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[])
              AS b(task_id, node_id, gpus, port, shard, env, reason)
+), locked AS (
+    -- Task rows locked in id order: two batches claiming overlapping tasks on different nodes cannot deadlock.
+    SELECT id FROM {Task._meta.db_table}
+     WHERE id = ANY(%(task_ids)s::bigint[]) AND status = %(from_status)s
+     ORDER BY id
+       FOR UPDATE
 ), claimed AS (
     UPDATE {Task._meta.db_table} t
        SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, reason = b.reason,
            node_id = b.node_id, gpus = b.gpus::jsonb, port = b.port, shard = b.shard::jsonb,
            env = t.env || b.env::jsonb
-      FROM batch b
+      FROM batch b JOIN locked l ON l.id = b.task_id
      WHERE t.id = b.task_id AND t.status = %(from_status)s
  RETURNING t.id, t.tenant_id, t.gpu_required, t.node_id, t.reason
 ), ledger AS (

@@ -3,9 +3,10 @@ one left out without touching the others, and races with other instances settled
 
 import random
 import threading
+import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from nodes.models import Node
@@ -204,3 +205,51 @@ def test_batches_racing_from_two_threads_never_bind_a_task_twice_and_keep_every_
         placed = Task.objects.filter(node=node).values_list("gpus", flat=True)
         cards = [card for gpus in placed for card in gpus]
         assert len(cards) == len(set(cards))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batches_claiming_the_same_tasks_on_different_nodes_in_opposite_orders_settle_without_deadlock(tenant):
+    left, right = make_node(cards=16), make_node(cards=16)
+    tasks = [make_task(tenant=tenant, gpu_required=1) for _ in range(12)]
+    infos = [_info(task) for task in tasks]
+    outcomes, errors = {}, []
+
+    def instance(node, order):
+        try:
+            snapshot = build_snapshot()
+            placements = [Placement(infos[index], snapshot.node(node.id), []) for index in order]
+            outcomes[node.id] = bind_batch(placements, config=SchedulerConfig())
+        except Exception as error:  # a deadlock would surface here
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=instance, args=(left, list(range(12)))),
+               threading.Thread(target=instance, args=(right, list(reversed(range(12)))))]
+    # A third transaction holds the middle task, so both batches reach it before either finishes: claiming in
+    # their own orders, each would then hold tasks the other one waits for.
+    with transaction.atomic():
+        Task.objects.select_for_update().filter(id=tasks[6].id).get()
+        for thread in threads:
+            thread.start()
+        for _ in range(1000):
+            if _sessions_waiting_for_a_lock() == 2:
+                break
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert sum(outcome.bound for batch in outcomes.values() for outcome in batch) == 12
+    assert TaskEvent.objects.filter(to_status=lifecycle.SCHEDULED).count() == 12
+    assert _ledger_matches_active_tasks(left) and _ledger_matches_active_tasks(right)
+    assert left.gpu_used + right.gpu_used == 12
+
+
+def _sessions_waiting_for_a_lock() -> int:
+    with connection.cursor() as cursor:
+        # Activity statistics are a snapshot per transaction unless cleared.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0]
