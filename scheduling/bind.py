@@ -16,6 +16,7 @@ Any refusal raises inside the transaction, so the task stays pending and no ledg
 another scheduler instance took the task: that is `BindConflict`, skipped silently by the cycle.
 """
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -352,3 +353,208 @@ def _bound_message(node_name: str, cards: list[int], port: int | None) -> str:
     if port is not None:
         message += f", port {port}"
     return message
+
+
+# --- many binds in one transaction ------------------------------------------------------------------------------
+
+_LOCK_NODES = f"""
+SELECT n.id, n.name, n.gpu_type, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb,
+       n.memory_gb, n.gpu_total, n.gpu_used, NULL
+FROM {Node._meta.db_table} n WHERE n.id = ANY(%(node_ids)s)
+ORDER BY n.id
+FOR UPDATE OF n
+"""
+
+# After the node locks (nodes before tenants, each in id order: the order single and gang binds take them too).
+_LOCK_QUOTA_TENANTS = f"""
+SELECT t.id, t.gpu_quota FROM {Tenant._meta.db_table} t
+ WHERE t.id = ANY(%(tenant_ids)s) AND t.gpu_quota IS NOT NULL
+ ORDER BY t.id
+ FOR UPDATE OF t
+"""
+
+_LIVE_NODES = f"""
+SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
+                                                   g.temperature, g.type, g.model))
+  FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
+UNION ALL
+SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port))
+  FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
+"""
+
+_QUOTA_USAGE = f"""
+SELECT t.tenant_id, coalesce(sum(t.gpu_required), 0) FROM {Task._meta.db_table} t
+ WHERE t.tenant_id IN (SELECT q.id FROM {Tenant._meta.db_table} q
+                        WHERE q.id = ANY(%(tenant_ids)s) AND q.gpu_quota IS NOT NULL)
+   AND t.status = ANY(%(active)s)
+ GROUP BY t.tenant_id
+"""
+
+_CLAIM_MANY = f"""
+WITH batch AS (
+    SELECT * FROM unnest(%(task_ids)s::bigint[], %(node_ids)s::bigint[], %(gpus)s::text[], %(ports)s::integer[],
+                         %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[])
+             AS b(task_id, node_id, gpus, port, shard, env, reason)
+), locked AS (
+    -- Task rows locked in id order: two batches claiming overlapping tasks on different nodes cannot deadlock.
+    SELECT id FROM {Task._meta.db_table}
+     WHERE id = ANY(%(task_ids)s::bigint[]) AND status = %(from_status)s
+     ORDER BY id
+       FOR UPDATE
+), claimed AS (
+    UPDATE {Task._meta.db_table} t
+       SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, reason = b.reason,
+           node_id = b.node_id, gpus = b.gpus::jsonb, port = b.port, shard = b.shard::jsonb,
+           env = t.env || b.env::jsonb
+      FROM batch b JOIN locked l ON l.id = b.task_id
+     WHERE t.id = b.task_id AND t.status = %(from_status)s
+ RETURNING t.id, t.tenant_id, t.gpu_required, t.node_id, t.reason
+), ledger AS (
+    UPDATE {Node._meta.db_table} n SET gpu_used = n.gpu_used + used.gpus
+      FROM (SELECT node_id, sum(gpu_required) AS gpus FROM claimed GROUP BY node_id) used
+     WHERE n.id = used.node_id AND used.gpus <> 0
+), timeline AS (
+    INSERT INTO {TaskEvent._meta.db_table} (task_id, from_status, to_status, reason, at)
+    SELECT id, %(from_status)s, %(to_status)s, reason, %(now)s FROM claimed
+)
+SELECT id, tenant_id, reason FROM claimed
+"""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One decision of the cycle for `bind_batch`: `task` on `node`, on the framework's `cards`."""
+
+    task: TaskInfo
+    node: NodeInfo
+    cards: list[int]
+
+
+@dataclass
+class _Claim:
+    task: TaskInfo
+    node_id: int
+    cards: list[int]
+    port: int | None
+    shard: dict[str, Any] | None
+    reason: str
+
+
+def bind_batch(placements: list[Placement], *, config: SchedulerConfig,
+               tenancy: TenancyView | None = None) -> list[BindOutcome]:
+    """`bind_task` for many placements in ONE transaction of three round trips; one outcome per placement.
+
+    1. pipelined: BEGIN, lock every node involved (id order), then the involved tenants that have a GPU quota (id
+       order), then read the live cards, the active placements and the tenants' quota usage;
+    2. every placement is re-checked in order exactly as `bind_task` does, against the live rows plus the
+       placements of this batch accepted before it; one that fails is left out with its refusal (its task stays
+       pending) and the rest go on; all accepted placements are claimed by ONE statement (`_CLAIM_MANY`: per-row
+       `pending → scheduled` compare-and-swap, the per-node ledger sum and the timeline rows), `task_transitioned`
+       sent after commit for each task won; a task lost to another instance is a `BindConflict`;
+    3. COMMIT (asynchronous, as for single binds).
+    """
+    if not placements:
+        return []
+    node_ids = sorted({placement.node.id for placement in placements})
+    tenant_ids = sorted({placement.task.tenant_id for placement in placements})
+    outcomes: list[BindOutcome | None] = [None] * len(placements)
+    accepted: list[tuple[int, _Claim]] = []
+    with transaction.atomic():
+        lives, card_rows, placements_on, quotas_of, quota_used = _lock_and_read_many(node_ids, tenant_ids)
+        for position, placement in enumerate(placements):
+            task, node = placement.task, placement.node
+            try:
+                live = lives.get(node.id)
+                if live is None:
+                    raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {node.name} no longer exists")
+                cards_here, held = card_rows.get(node.id, []), placements_on.setdefault(node.id, [])
+                _check_node(task, live, config)
+                cards = _choose_cards(task, _live_node(node, live, cards_here, held), placement.cards, config,
+                                      tenancy)
+                _check_inference_limit(task, live, held, config)
+                port = _choose_port(task, live, held, config)
+                shard = _make_shard(task, live, cards_here, held, cards, config, tenancy)
+                quota = quotas_of.get(task.tenant_id)
+                if quota is not None and task.gpu_required:
+                    used = quota_used.get(task.tenant_id, 0)
+                    if used + task.gpu_required > quota:
+                        raise BindRefused(reasons.QUOTA_EXCEEDED,
+                                          quotas.quota_message(used=used, quota=quota, asked=task.gpu_required))
+            except BindRefused as refused:
+                outcomes[position] = BindOutcome(code=refused.code, message=refused.message,
+                                                 node_overloaded=refused.node_overloaded)
+                continue
+            # The later placements of the batch are checked against this one as if it had committed.
+            lives[node.id] = replace(live, gpu_used=live.gpu_used + task.gpu_required)
+            held.append([task.tenant_id, task.type, list(cards), shard, port])
+            quota_used[task.tenant_id] = quota_used.get(task.tenant_id, 0) + task.gpu_required
+            accepted.append((position, _Claim(task, node.id, cards, port, shard, f"bound to {live.name}")))
+        won = _claim_many([claim for _, claim in accepted])
+    for position, claim in accepted:
+        if claim.task.id in won:
+            outcomes[position] = BindOutcome(code=reasons.SCHEDULED,
+                                             message=_bound_message(lives[claim.node_id].name, claim.cards,
+                                                                    claim.port),
+                                             cards=tuple(claim.cards), port=claim.port, shard=claim.shard)
+        else:
+            outcomes[position] = BindOutcome(code=reasons.BIND_CONFLICT,
+                                             message="another scheduler instance bound the task first")
+    return outcomes
+
+
+def _lock_and_read_many(node_ids: list[int], tenant_ids: list[int]):
+    """Step 1 of `bind_batch` in one round trip (asynchronous commit: see `_lock_and_read`)."""
+    raw = connection.connection
+    with raw.pipeline():
+        setting = raw.cursor()
+        setting.execute("SET LOCAL synchronous_commit TO off")
+        locked = raw.cursor()
+        locked.execute(_LOCK_NODES, {"node_ids": node_ids})
+        tenants = raw.cursor()
+        tenants.execute(_LOCK_QUOTA_TENANTS, {"tenant_ids": tenant_ids})
+        read = raw.cursor()
+        read.execute(_LIVE_NODES, {"node_ids": node_ids, "active": _ACTIVE})
+        usage = raw.cursor()
+        usage.execute(_QUOTA_USAGE, {"tenant_ids": tenant_ids, "active": _ACTIVE})
+    lives = {row[0]: _LiveNode(*row[1:]) for row in locked.fetchall()}
+    quotas_of = dict(tenants.fetchall())
+    card_rows: dict[int, list[list]] = {}
+    placements_on: dict[int, list[list]] = {}
+    for kind, node_id, rows in read.fetchall():
+        (card_rows if kind == "cards" else placements_on)[node_id] = rows
+    quota_used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()}
+    return lives, card_rows, placements_on, quotas_of, quota_used
+
+
+def _claim_many(claims: list[_Claim]) -> set[int]:
+    """The `pending → scheduled` arc of `task_transition` for every claim, in one statement; the ids won."""
+    if not claims:
+        return set()
+    lifecycle.check_transition(lifecycle.PENDING, lifecycle.SCHEDULED)
+    params = {
+        "from_status": lifecycle.PENDING,
+        "to_status": lifecycle.SCHEDULED,
+        "now": timezone.now(),
+        "task_ids": [claim.task.id for claim in claims],
+        "node_ids": [claim.node_id for claim in claims],
+        "gpus": [json.dumps(list(claim.cards)) for claim in claims],
+        "ports": [claim.port for claim in claims],
+        "shards": [json.dumps(claim.shard) if claim.shard else None for claim in claims],
+        "envs": [json.dumps(claim.shard.get("env", {}) if claim.shard else {}) for claim in claims],
+        "reasons": [claim.reason for claim in claims],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_MANY, params)
+        rows = cursor.fetchall()
+    for task_id, tenant_id, reason in rows:
+        transaction.on_commit(
+            lambda task_id=task_id, tenant_id=tenant_id, reason=reason: task_transitioned.send(
+                sender=Task,
+                task_id=task_id,
+                tenant_id=tenant_id,
+                from_status=lifecycle.PENDING,
+                to_status=lifecycle.SCHEDULED,
+                reason=reason,
+            )
+        )
+    return {row[0] for row in rows}

@@ -4,11 +4,11 @@ A cycle collects its attempts in an `AttemptBatch` and writes them in two statem
 number of tasks: the per-task upsert would otherwise cost a round trip per attempt on the scheduler's hot path.
 """
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
@@ -79,17 +79,28 @@ class AttemptBatch:
             if _server_has_lz4(cursor):
                 cursor.execute("SET LOCAL default_toast_compression TO lz4")
             if task_ids:
-                document = json.dumps([
+                document = _dumps([
                     {"task_id": task_id, "code": attempt.code, "message": attempt.message, "nodes": attempt.nodes,
                      "extra": attempt.extra}
                     for task_id, attempt in ((task_id, self.attempts[task_id]) for task_id in task_ids)
-                ], separators=(",", ":"), cls=DjangoJSONEncoder)
+                ])
                 cursor.execute(_UPSERT_ATTEMPTS, {"now": now or timezone.now(), "attempts": document})
             if self.code_counts:
                 codes = sorted(self.code_counts)
                 cursor.execute(_COUNT_CODES, {"codes": codes, "counts": [self.code_counts[code] for code in codes]})
         self.attempts.clear()
         self.code_counts.clear()
+
+
+_DJANGO_JSON = DjangoJSONEncoder()
+
+
+def _dumps(value) -> str:
+    """JSON as `json.dumps(value, cls=DjangoJSONEncoder)` writes it, several times faster (a cycle's batch is
+    megabytes): datetimes and dataclasses go through Django's encoder so their form does not change."""
+    return orjson.dumps(value, default=_DJANGO_JSON.default,
+                        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+                        | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def attempt_nodes(result) -> tuple[list[dict[str, Any]], dict[str, Any]]:

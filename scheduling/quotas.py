@@ -52,6 +52,10 @@ class QuotaUsage:
     def record_bind(self, task: TaskInfo) -> None:
         self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) + task.gpu_required
 
+    def forget_bind(self, task: TaskInfo) -> None:
+        """Take back a `record_bind` whose bind did not happen."""
+        self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) - task.gpu_required
+
 
 def check_admission(task: TaskInfo, usage: QuotaUsage) -> Status | None:
     """None when the task's tenant has room for it; otherwise an unresolvable status whose reason is the quota line.
