@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -109,10 +109,17 @@ def node_heartbeat_apply(
             labels=merged_labels,
             last_heartbeat_at=now,
         )
-        Node.objects.filter(id=node.id, status=Node.Status.OFFLINE).update(status=Node.Status.ONLINE)
         node_gpu_used_recount(node_id=node.id)
+        _set_online_or_busy(node.id)
     node.refresh_from_db()
     return node
+
+
+def _set_online_or_busy(node_id: int) -> None:
+    """A reporting node is `busy` while every card is held and `online` otherwise; `offline` is liveness' word."""
+    full = Q(gpu_total__gt=0, gpu_used__gte=F("gpu_total"))
+    Node.objects.filter(full, id=node_id).exclude(status=Node.Status.BUSY).update(status=Node.Status.BUSY)
+    Node.objects.filter(~full, id=node_id).exclude(status=Node.Status.ONLINE).update(status=Node.Status.ONLINE)
 
 
 def _sync_cards(node: Node, gpus: list[dict]) -> None:

@@ -83,10 +83,17 @@ class TestHeartbeat:
         _heartbeat(node, [card(0, type="nvidia"), card(1, type="musa")])
         assert node.gpu_type == "musa"
 
-    def test_busy_node_stays_busy(self, db):
-        node = make_node(cards=0, status="busy")
-        _heartbeat(node, [])
+    def test_a_node_with_every_card_held_reports_busy_and_online_again_once_one_frees(self, db, tenant):
+        node = make_node(cards=1)
+        task = make_task(tenant=tenant, gpu_required=1)
+        task_transition(task.id, "pending", "scheduled", node=node, gpus=[0])
+        _heartbeat(node, [card(0)])
         assert node.status == "busy"
+
+        task_transition(task.id, "scheduled", "stopping")
+        task_transition(task.id, "stopping", "stopped")
+        _heartbeat(node, [card(0)])
+        assert node.status == "online"
 
     def test_agent_labels_are_replaced_admin_labels_untouched(self, db):
         node = make_node(labels={"rdma": "true", "heteroflow.io/gpu-type": "nvidia", TOPOLOGY_LABEL: "nv=;numa=0:-"})
