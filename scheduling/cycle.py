@@ -159,7 +159,7 @@ class _BindBatch:
         code (the attempt is recorded)."""
         refusal = check_admission(task, self.usage)
         if refusal is not None:
-            self.attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason, [])
+            self.attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
             return reasons.QUOTA_EXCEEDED
         result = self.framework.schedule(task, self.snapshot, self.rng)
         if result.node is None:
@@ -188,9 +188,8 @@ class _BindBatch:
                 self.pool.record_bind(entry.task, node_id=node.id, cards=bind.cards, shard=bind.shard)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
-                nodes, extra = attempt_nodes(entry.result)
-                self.attempts.add(entry.task.id, reasons.SCHEDULED, entry.result.message, nodes,
-                                  {**extra, "bound": bind.message})
+                self.attempts.add(entry.task.id, reasons.SCHEDULED, entry.result.message,
+                                  attempt_nodes(entry.result), {"bound": bind.message})
                 codes.append(reasons.SCHEDULED)
                 continue
             self.usage.forget_bind(entry.task)
@@ -216,18 +215,18 @@ def _record_unplaced(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSn
     """No feasible node: preemption when it can help, and the attempt either way; returns the attempt code."""
     outcome = try_preemption(task, result, snapshot, framework, pool) \
         if result.code in PREEMPTION_TRIGGERS else None
-    nodes, extra = attempt_nodes(result)
+    nodes = attempt_nodes(result)
     if outcome is not None:
-        attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
+        attempts.add(task.id, outcome.code, outcome.message, nodes, outcome.diagnostics)
         return outcome.code
-    attempts.add(task.id, result.code, result.message, nodes, extra)
+    attempts.add(task.id, result.code, result.message, nodes)
     return result.code
 
 
 def _record_overloaded(task: TaskInfo, result: ScheduleResult, attempts: AttemptBatch) -> str:
-    nodes, extra = attempt_nodes(result)
     code = reasons.LOAD_THRESHOLD_EXCEEDED
-    attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.", nodes, extra)
+    attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.",
+                 attempt_nodes(result))
     return code
 
 
@@ -236,7 +235,7 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
     """One task through admission, the framework and bind; returns the attempt code."""
     refusal = check_admission(task, usage)
     if refusal is not None:
-        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason, [])
+        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
         return reasons.QUOTA_EXCEEDED
     result = framework.schedule(task, snapshot, rng)
     if result.node is None:
@@ -253,8 +252,7 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
             apply_bind(snapshot, task, node, list(bind.cards))
             usage.record_bind(task)
             pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
-            nodes, extra = attempt_nodes(result)
-            attempts.add(task.id, reasons.SCHEDULED, result.message, nodes, {**extra, "bound": bind.message})
+            attempts.add(task.id, reasons.SCHEDULED, result.message, attempt_nodes(result), {"bound": bind.message})
             return reasons.SCHEDULED
         refusals.append(bind)
         if bind.node_overloaded:
@@ -264,10 +262,10 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
             refresh_node(snapshot, node.id)
     if not refusals:
         return _record_overloaded(task, result, attempts)
-    nodes, extra = attempt_nodes(result)
     last = refusals[-1]
     attempts.add(task.id, last.code,
-                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals), nodes, extra)
+                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals),
+                 attempt_nodes(result))
     return last.code
 
 

@@ -129,13 +129,8 @@ class ScheduleResult:
         entries = [{"node": name, "reason": reason, "scores": no_scores, "total": None}
                    for name, reason in zip(self._table.name_array[rows].tolist(),
                                            texts[self._rejected_by[rows]].tolist())]
-        count = len(self._total_scores)
-        if count > limit:
-            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
-            best = best[np.argsort(-self._total_scores[best], kind="stable")]
-        else:
-            best = np.argsort(-self._total_scores, kind="stable")
         names = self._table.names
+        best = self._best_positions(limit)
         feasible_rows = self._feasible_rows[best].tolist()
         totals = self._total_scores[best].round(3).tolist()
         matrix = self._score_matrix[:, best].round(3).T.tolist()
@@ -144,6 +139,24 @@ class ScheduleResult:
             for row, scores, total in zip(feasible_rows, matrix, totals)
         )
         return entries
+
+    def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> dict[str, Any]:
+        """`diagnostic_nodes` with every filtered node, in the form an attempt stores: `{"filtered": {reason:
+        [names]}, "plugins": [scorer names], "scored": [[name, total, *scores in plugins' order]]}`, the best
+        `limit` feasible nodes first. No per-node dict: thousands of filtered nodes cost a name each."""
+        names = self._table.names
+        best = self._best_positions(limit)
+        rows = [[names[row], total, *scores] for row, total, scores in zip(
+            self._feasible_rows[best].tolist(), self._total_scores[best].round(3).tolist(),
+            self._score_matrix[:, best].round(3).T.tolist())]
+        return {"filtered": self.filtered_by_reason(), "plugins": list(self._scorer_names), "scored": rows}
+
+    def _best_positions(self, limit: int) -> np.ndarray:
+        """Positions of the best `limit` feasible nodes, best total first."""
+        if len(self._total_scores) > limit:
+            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
+            return best[np.argsort(-self._total_scores[best], kind="stable")]
+        return np.argsort(-self._total_scores, kind="stable")
 
     def _scores_at(self, position: int) -> dict[str, float]:
         return {name: round(float(self._score_matrix[index, position]), 3)
