@@ -188,8 +188,9 @@ class _BindBatch:
                 self.pool.record_bind(entry.task, node_id=node.id, cards=bind.cards, shard=bind.shard)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
-                self.attempts.add(entry.task.id, reasons.SCHEDULED, entry.result.message,
-                                  attempt_nodes(entry.result), {"bound": bind.message})
+                nodes, extra = attempt_nodes(entry.result)
+                self.attempts.add(entry.task.id, reasons.SCHEDULED, entry.result.message, nodes,
+                                  {**extra, "bound": bind.message})
                 codes.append(reasons.SCHEDULED)
                 continue
             self.usage.forget_bind(entry.task)
@@ -215,18 +216,18 @@ def _record_unplaced(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSn
     """No feasible node: preemption when it can help, and the attempt either way; returns the attempt code."""
     outcome = try_preemption(task, result, snapshot, framework, pool) \
         if result.code in PREEMPTION_TRIGGERS else None
-    nodes = attempt_nodes(result)
+    nodes, extra = attempt_nodes(result)
     if outcome is not None:
-        attempts.add(task.id, outcome.code, outcome.message, nodes, outcome.diagnostics)
+        attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
         return outcome.code
-    attempts.add(task.id, result.code, result.message, nodes)
+    attempts.add(task.id, result.code, result.message, nodes, extra)
     return result.code
 
 
 def _record_overloaded(task: TaskInfo, result: ScheduleResult, attempts: AttemptBatch) -> str:
+    nodes, extra = attempt_nodes(result)
     code = reasons.LOAD_THRESHOLD_EXCEEDED
-    attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.",
-                 attempt_nodes(result))
+    attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.", nodes, extra)
     return code
 
 
@@ -252,7 +253,8 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
             apply_bind(snapshot, task, node, list(bind.cards))
             usage.record_bind(task)
             pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
-            attempts.add(task.id, reasons.SCHEDULED, result.message, attempt_nodes(result), {"bound": bind.message})
+            nodes, extra = attempt_nodes(result)
+            attempts.add(task.id, reasons.SCHEDULED, result.message, nodes, {**extra, "bound": bind.message})
             return reasons.SCHEDULED
         refusals.append(bind)
         if bind.node_overloaded:
@@ -262,10 +264,10 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
             refresh_node(snapshot, node.id)
     if not refusals:
         return _record_overloaded(task, result, attempts)
+    nodes, extra = attempt_nodes(result)
     last = refusals[-1]
     attempts.add(task.id, last.code,
-                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals),
-                 attempt_nodes(result))
+                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals), nodes, extra)
     return last.code
 
 

@@ -100,14 +100,17 @@ class ScheduleResult:
                 counts[reason] = counts.get(reason, 0) + int(count)
         return counts
 
-    def filtered_by_reason(self) -> dict[str, list[str]]:
-        """reason → names of the nodes filtered for it: the filtered part of `diagnostic_nodes` in a compact
-        form (no per-node dict), for callers that store thousands of filtered nodes per attempt."""
+    def filtered_by_reason(self, limit: int | None = None) -> dict[str, list[str]]:
+        """reason → names of the nodes filtered for it (the first `limit` filtered nodes in node order, when
+        given): the filtered part of `diagnostic_nodes` in a compact form, no per-node dict."""
+        rows = np.flatnonzero(self._rejected_by)
+        if limit is not None:
+            rows = rows[:limit]
+        indices = self._rejected_by[rows]
         grouped: dict[str, list[str]] = {}
-        for index in np.unique(self._rejected_by).tolist():
-            if index:
-                names = self._table.name_array[self._rejected_by == index].tolist()
-                grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
+        for index in np.unique(indices).tolist():
+            names = self._table.name_array[rows[indices == index]].tolist()
+            grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
         return grouped
 
     @property
@@ -140,16 +143,17 @@ class ScheduleResult:
         )
         return entries
 
-    def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> dict[str, Any]:
-        """`diagnostic_nodes` with every filtered node, in the form an attempt stores: `{"filtered": {reason:
-        [names]}, "plugins": [scorer names], "scored": [[name, total, *scores in plugins' order]]}`, the best
-        `limit` feasible nodes first. No per-node dict: thousands of filtered nodes cost a name each."""
+    def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
+                            filtered_limit: int | None = None) -> dict[str, Any]:
+        """`diagnostic_nodes` in the form an attempt stores: `{"filtered": {reason: [names]}, "plugins": [scorer
+        names], "scored": [[name, total, *scores in plugins' order]]}`, the best `limit` feasible nodes first.
+        No per-node dict: a filtered node costs its name."""
         names = self._table.names
         best = self._best_positions(limit)
         rows = [[names[row], total, *scores] for row, total, scores in zip(
             self._feasible_rows[best].tolist(), self._total_scores[best].round(3).tolist(),
             self._score_matrix[:, best].round(3).T.tolist())]
-        return {"filtered": self.filtered_by_reason(), "plugins": list(self._scorer_names), "scored": rows}
+        return {"filtered": self.filtered_by_reason(filtered_limit), "plugins": list(self._scorer_names), "scored": rows}
 
     def _best_positions(self, limit: int) -> np.ndarray:
         """Positions of the best `limit` feasible nodes, best total first."""
