@@ -117,15 +117,10 @@ class ScheduleResult:
     def filtered_count(self) -> int:
         return int(np.count_nonzero(self._rejected_by))
 
-    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
-                         filtered_limit: int | None = None) -> list[dict[str, Any]]:
+    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> list[dict[str, Any]]:
         """`[{node: name, reason: str|None, scores: {plugin: score}, total: float|None}]`: every filtered node
-        (reason set, scores empty, total None), or the first `filtered_limit` of them in node order, then the best
-        `limit` feasible nodes by total (reason None). Only the entries returned are built: a caller storing a few
-        hundred of 5,000 filtered nodes pays for a few hundred."""
+        (reason set, scores empty, total None), then the best `limit` feasible nodes by total (reason None)."""
         rows = np.flatnonzero(self._rejected_by)
-        if filtered_limit is not None:
-            rows = rows[:filtered_limit]
         texts = np.array([None, *(rejection.reason for rejection in self._rejections)], dtype=object)
         # One shared empty mapping for thousands of filtered nodes: fewer allocations, fewer GC passes.
         no_scores: dict[str, float] = {}
