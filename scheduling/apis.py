@@ -38,7 +38,7 @@ class TaskOutput(serializers.ModelSerializer):
         attempt = getattr(task, "attempt", None)
         if attempt is None:
             return None
-        return {"code": attempt.code, "message": attempt.message, "nodes": attempt.nodes, **attempt.extra}
+        return {"code": attempt.code, "message": attempt.message, "nodes": attempt.node_entries(), **attempt.extra}
 
 
 class TaskFilter(django_filters.FilterSet):

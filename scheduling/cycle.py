@@ -159,7 +159,7 @@ class _BindBatch:
         code (the attempt is recorded)."""
         refusal = check_admission(task, self.usage)
         if refusal is not None:
-            self.attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason, [])
+            self.attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
             return reasons.QUOTA_EXCEEDED
         result = self.framework.schedule(task, self.snapshot, self.rng)
         if result.node is None:
@@ -236,7 +236,7 @@ def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usag
     """One task through admission, the framework and bind; returns the attempt code."""
     refusal = check_admission(task, usage)
     if refusal is not None:
-        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason, [])
+        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
         return reasons.QUOTA_EXCEEDED
     result = framework.schedule(task, snapshot, rng)
     if result.node is None:

@@ -148,10 +148,21 @@ class SchedulingAttempt(models.Model):
     task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="attempt")
     code = models.CharField(max_length=40, blank=True, default="")
     message = models.TextField(blank=True, default="")
-    # [{node, reason | null, scores: {plugin: score}, total}]
-    nodes = models.JSONField(default=list, blank=True)
+    # {"filtered": {reason: [node names]}, "plugins": [scorer names], "scored": [[node, total, *scores]]}: a cycle
+    # writes one per task, so filtered nodes are stored as names grouped by reason, not as a dict each.
+    nodes = models.JSONField(default=dict, blank=True)
     extra = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(auto_now=True)
+
+    def node_entries(self) -> list[dict]:
+        """The nodes as the API shows them (SPEC §14): `[{node, reason | null, scores: {plugin: score}, total}]`,
+        the filtered nodes by reason, then the scored nodes best first."""
+        plugins = self.nodes.get("plugins", [])
+        entries = [{"node": name, "reason": reason, "scores": {}, "total": None}
+                   for reason, names in self.nodes.get("filtered", {}).items() for name in names]
+        entries.extend({"node": node, "reason": None, "scores": dict(zip(plugins, scores)), "total": total}
+                       for node, total, *scores in self.nodes.get("scored", []))
+        return entries
 
 
 class AttemptCodeCount(models.Model):

@@ -1,6 +1,5 @@
 """Console pages: one view per page, serving the page and, for htmx requests, its fragments."""
 
-from collections import defaultdict
 from functools import wraps
 
 from django.contrib import messages
@@ -232,16 +231,9 @@ def why_pending(attempt) -> dict | None:
     """The attempt as the task page shows it: filtered nodes grouped by reason and the best nodes' score matrix."""
     if attempt is None:
         return None
-    filtered: dict[str, list[str]] = defaultdict(list)
-    feasible = []
-    for entry in attempt.nodes:
-        if entry.get("reason"):
-            filtered[entry["reason"]].append(entry.get("node", "?"))
-        else:
-            feasible.append(entry)
-    feasible.sort(key=lambda entry: entry.get("total") or 0, reverse=True)
-    best = feasible[:SCORE_MATRIX_ROWS]
-    plugins = sorted({plugin for entry in best for plugin in (entry.get("scores") or {})})
+    filtered = attempt.nodes.get("filtered", {})
+    plugins = attempt.nodes.get("plugins", [])
+    scored = attempt.nodes.get("scored", [])
     return {
         "code": attempt.code,
         "message": attempt.message,
@@ -249,9 +241,9 @@ def why_pending(attempt) -> dict | None:
         "groups": sorted(({"reason": reason, "count": len(names), "names": names}
                           for reason, names in filtered.items()), key=lambda group: -group["count"]),
         "plugins": plugins,
-        "matrix": [{"node": entry.get("node"), "total": entry.get("total"),
-                    "scores": [(entry.get("scores") or {}).get(plugin) for plugin in plugins]} for entry in best],
-        "feasible_count": len(feasible),
+        "matrix": [{"node": node, "total": total, "scores": scores}
+                   for node, total, *scores in scored[:SCORE_MATRIX_ROWS]],
+        "feasible_count": len(scored),
     }
 
 

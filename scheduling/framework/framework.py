@@ -100,42 +100,35 @@ class ScheduleResult:
                 counts[reason] = counts.get(reason, 0) + int(count)
         return counts
 
-    def filtered_by_reason(self) -> dict[str, list[str]]:
-        """reason → names of the nodes filtered for it: the filtered part of `diagnostic_nodes` in a compact
-        form (no per-node dict), for callers that store thousands of filtered nodes per attempt."""
+    def filtered_by_reason(self, limit: int | None = None) -> dict[str, list[str]]:
+        """reason → names of the nodes filtered for it (the first `limit` filtered nodes in node order, when
+        given): the filtered part of `diagnostic_nodes` in a compact form, no per-node dict."""
+        rows = np.flatnonzero(self._rejected_by)
+        if limit is not None:
+            rows = rows[:limit]
+        indices = self._rejected_by[rows]
         grouped: dict[str, list[str]] = {}
-        for index in np.unique(self._rejected_by).tolist():
-            if index:
-                names = self._table.name_array[self._rejected_by == index].tolist()
-                grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
+        for index in np.unique(indices).tolist():
+            names = self._table.name_array[rows[indices == index]].tolist()
+            grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
         return grouped
 
     @property
     def filtered_count(self) -> int:
         return int(np.count_nonzero(self._rejected_by))
 
-    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
-                         filtered_limit: int | None = None) -> list[dict[str, Any]]:
+    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> list[dict[str, Any]]:
         """`[{node: name, reason: str|None, scores: {plugin: score}, total: float|None}]`: every filtered node
-        (reason set, scores empty, total None), or the first `filtered_limit` of them in node order, then the best
-        `limit` feasible nodes by total (reason None). Only the entries returned are built: a caller storing a few
-        hundred of 5,000 filtered nodes pays for a few hundred."""
+        (reason set, scores empty, total None), then the best `limit` feasible nodes by total (reason None)."""
         rows = np.flatnonzero(self._rejected_by)
-        if filtered_limit is not None:
-            rows = rows[:filtered_limit]
         texts = np.array([None, *(rejection.reason for rejection in self._rejections)], dtype=object)
         # One shared empty mapping for thousands of filtered nodes: fewer allocations, fewer GC passes.
         no_scores: dict[str, float] = {}
         entries = [{"node": name, "reason": reason, "scores": no_scores, "total": None}
                    for name, reason in zip(self._table.name_array[rows].tolist(),
                                            texts[self._rejected_by[rows]].tolist())]
-        count = len(self._total_scores)
-        if count > limit:
-            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
-            best = best[np.argsort(-self._total_scores[best], kind="stable")]
-        else:
-            best = np.argsort(-self._total_scores, kind="stable")
         names = self._table.names
+        best = self._best_positions(limit)
         feasible_rows = self._feasible_rows[best].tolist()
         totals = self._total_scores[best].round(3).tolist()
         matrix = self._score_matrix[:, best].round(3).T.tolist()
@@ -144,6 +137,25 @@ class ScheduleResult:
             for row, scores, total in zip(feasible_rows, matrix, totals)
         )
         return entries
+
+    def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
+                            filtered_limit: int | None = None) -> dict[str, Any]:
+        """`diagnostic_nodes` in the form an attempt stores: `{"filtered": {reason: [names]}, "plugins": [scorer
+        names], "scored": [[name, total, *scores in plugins' order]]}`, the best `limit` feasible nodes first.
+        No per-node dict: a filtered node costs its name."""
+        names = self._table.names
+        best = self._best_positions(limit)
+        rows = [[names[row], total, *scores] for row, total, scores in zip(
+            self._feasible_rows[best].tolist(), self._total_scores[best].round(3).tolist(),
+            self._score_matrix[:, best].round(3).T.tolist())]
+        return {"filtered": self.filtered_by_reason(filtered_limit), "plugins": list(self._scorer_names), "scored": rows}
+
+    def _best_positions(self, limit: int) -> np.ndarray:
+        """Positions of the best `limit` feasible nodes, best total first."""
+        if len(self._total_scores) > limit:
+            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
+            return best[np.argsort(-self._total_scores[best], kind="stable")]
+        return np.argsort(-self._total_scores, kind="stable")
 
     def _scores_at(self, position: int) -> dict[str, float]:
         return {name: round(float(self._score_matrix[index, position]), 3)

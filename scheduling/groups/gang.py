@@ -59,7 +59,7 @@ class GangFailure:
     rank: int | None = None
     task_id: int | None = None
     reason: str = ""
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: dict[str, Any] = field(default_factory=dict)  # as SchedulingAttempt.nodes stores them
 
     def diagnostics(self) -> dict[str, Any]:
         """The TaskGroup.diagnostics document: {code, message, member, reason}."""
@@ -90,7 +90,7 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
         candidates.sort(key=lambda node: (order(node, context), totals[node.id], -node.id), reverse=True)
         placed = _first_fitting(member, candidates, framework, scratch)
         if placed is None:
-            return _incomplete(group, members, rank, member, result.message, result.diagnostic_nodes())
+            return _incomplete(group, members, rank, member, result.message, result.compact_diagnostics())
         node, cards = placed
         context.record(node)
         placements.append(MemberPlacement(rank, member, node.id, node.name, tuple(cards)))
@@ -133,7 +133,7 @@ def _first_fitting(member: TaskInfo, candidates: list[NodeInfo], framework: Fram
 
 
 def _incomplete(group: GroupInfo, members: list[TaskInfo], rank: int, member: TaskInfo, summary: str,
-                nodes: list[dict[str, Any]]) -> GangFailure:
+                nodes: dict[str, Any]) -> GangFailure:
     message = (f"gang {group.name}: member rank {rank} (task {member.id}) found no place after {rank} of "
                f"{len(members)} members: {summary}")
     return GangFailure(group, reasons.GANG_INCOMPLETE, message, rank=rank, task_id=member.id, reason=summary,

@@ -108,7 +108,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None) -> GangB
             attempts = AttemptBatch()
             for placement in plan.placements:
                 attempts.add(placement.task.id, reasons.SCHEDULED,
-                             f"{message}; rank {placement.rank} on {placement.node_name}", [],
+                             f"{message}; rank {placement.rank} on {placement.node_name}", None,
                              {"group": group.id, "rank": placement.rank})
             attempts.flush()
     except _GangRefused as refused:
@@ -139,7 +139,7 @@ def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None
         TaskGroup.objects.filter(id=failure.group.id).update(diagnostics=failure.diagnostics())
         attempts = AttemptBatch()
         for task_id in member_ids:
-            nodes = failure.nodes if task_id == failure.task_id else []
+            nodes = failure.nodes if task_id == failure.task_id else None
             attempts.add(task_id, failure.code, failure.message, nodes,
                          {"group": failure.group.id, "member": failure.diagnostics()["member"]})
         attempts.flush()

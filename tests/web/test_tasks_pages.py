@@ -106,14 +106,11 @@ def test_task_page_shows_timeline_and_why_pending(tenant_web, tenant):
     SchedulingAttempt.objects.create(
         task=task, code="InsufficientResources",
         message="0/4 nodes are available: 3 Insufficient GPU, 1 GPU type mismatch.",
-        nodes=[
-            {"node": "n1", "reason": "Insufficient GPU", "scores": {}, "total": None},
-            {"node": "n2", "reason": "Insufficient GPU", "scores": {}, "total": None},
-            {"node": "n3", "reason": "Insufficient GPU", "scores": {}, "total": None},
-            {"node": "n4", "reason": "GPU type mismatch", "scores": {}, "total": None},
-            {"node": "best", "reason": None, "scores": {"spread": 80, "nvlink": 60}, "total": 140},
-            {"node": "second", "reason": None, "scores": {"spread": 20, "nvlink": 50}, "total": 70},
-        ],
+        nodes={
+            "filtered": {"GPU type mismatch": ["n4"], "Insufficient GPU": ["n1", "n2", "n3"]},
+            "plugins": ["nvlink", "spread"],
+            "scored": [["best", 140, 60, 80], ["second", 70, 50, 20]],
+        },
     )
     page = tenant_web.get(f"/tasks/{task.id}/").content.decode()
     assert "0/4 nodes are available: 3 Insufficient GPU, 1 GPU type mismatch." in page

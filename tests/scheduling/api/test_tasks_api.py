@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling.models import Task
+from scheduling.models import SchedulingAttempt, Task
 from tests.factories import make_task
 
 VALID = {"name": "resnet", "type": "batch", "gpu_type": "nvidia", "gpu_required": 2, "priority": 60}
@@ -117,3 +117,27 @@ def test_detail_returns_placement_and_diagnostics_fields(tenant_client, tenant):
 
     for field in ("node", "gpus", "port", "preempt_count", "diagnostics"):
         assert field in body
+
+
+@pytest.mark.django_db
+def test_detail_lists_each_node_of_the_compactly_stored_attempt_with_its_reason_or_scores(tenant_client, tenant):
+    task = make_task(tenant=tenant)
+    SchedulingAttempt.objects.create(
+        task=task, code="Scheduled", message="1/4 nodes are available: 2 node offline, 1 Insufficient GPU.",
+        nodes={"filtered": {"node offline": ["off-1", "off-2"], "Insufficient GPU": ["full"]},
+               "plugins": ["spread", "nvlink"], "scored": [["free", 140.5, 80.5, 60.0]]},
+        extra={"bound": "bound to free"},
+    )
+
+    diagnostics = tenant_client.get(f"/api/v1/tasks/{task.id}").json()["diagnostics"]
+
+    assert diagnostics == {
+        "code": "Scheduled", "message": "1/4 nodes are available: 2 node offline, 1 Insufficient GPU.",
+        "bound": "bound to free",
+        "nodes": [
+            {"node": "off-1", "reason": "node offline", "scores": {}, "total": None},
+            {"node": "off-2", "reason": "node offline", "scores": {}, "total": None},
+            {"node": "full", "reason": "Insufficient GPU", "scores": {}, "total": None},
+            {"node": "free", "reason": None, "scores": {"spread": 80.5, "nvlink": 60.0}, "total": 140.5},
+        ],
+    }

@@ -13,20 +13,21 @@ pytestmark = pytest.mark.django_db
 def test_the_latest_attempt_replaces_the_previous_one_and_every_attempt_is_counted(tenant):
     task = make_task(tenant=tenant, gpu_required=1)
     record_attempt(task.id, "InsufficientResources", "0/1 nodes are available: 1 Insufficient GPU.",
-                   [{"node": "a", "reason": "Insufficient GPU", "scores": {}, "total": None}])
+                   {"filtered": {"Insufficient GPU": ["a"]}, "plugins": [], "scored": []})
     record_attempt(task.id, "Scheduled", "1/1 nodes are available.",
-                   [{"node": "a", "reason": None, "scores": {"spread": 90.0}, "total": 90.0}], {"bound": "bound to a"})
+                   {"filtered": {}, "plugins": ["spread"], "scored": [["a", 90.0, 90.0]]}, {"bound": "bound to a"})
 
     attempt = SchedulingAttempt.objects.get(task=task)
-    assert (attempt.code, attempt.nodes[0]["total"], attempt.extra) == ("Scheduled", 90.0, {"bound": "bound to a"})
+    assert (attempt.code, attempt.node_entries(), attempt.extra) == (
+        "Scheduled", [{"node": "a", "reason": None, "scores": {"spread": 90.0}, "total": 90.0}], {"bound": "bound to a"})
     assert attempt_counts() == {"InsufficientResources": 1, "Scheduled": 1}
 
 
 def test_a_batch_writes_many_attempts_at_once_and_skips_tasks_deleted_meanwhile(tenant):
     kept, deleted = make_task(tenant=tenant), make_task(tenant=tenant)
     batch = AttemptBatch()
-    batch.add(kept.id, "NoSchedulableNodes", "0/0 nodes are available.", [])
-    batch.add(deleted.id, "NoSchedulableNodes", "0/0 nodes are available.", [])
+    batch.add(kept.id, "NoSchedulableNodes", "0/0 nodes are available.")
+    batch.add(deleted.id, "NoSchedulableNodes", "0/0 nodes are available.")
     batch.count("BindConflict")
     deleted.delete()
 

@@ -17,6 +17,7 @@ TYPES = ["nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "b
 
 def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bool = True) -> None:
     from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
+    from scheduling.diagnostics import attempt_nodes
     from scheduling.framework.framework import Framework, apply_bind
     from scheduling.framework.registry import build_plugin_set
     from scheduling.framework.snapshot import SchedulerConfig
@@ -49,7 +50,7 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
             apply_bind(snapshot, task, result.node, cards)
             bound += 1
         if diagnostics:
-            result.diagnostic_nodes()
+            attempt_nodes(result)
     elapsed = time.perf_counter() - started
     print(f"{node_count} nodes, {task_count} tasks: {elapsed * 1000 / task_count:.3f} ms/task "
           f"({task_count / elapsed:.0f} tasks/s), {bound} bound, diagnostics: {diagnostics}, gc.freeze: {freeze}")

@@ -252,17 +252,22 @@ def test_post_score_can_change_totals():
     assert result.node is second and result.totals[first.id] == -1
 
 
-def test_attempt_nodes_keep_the_first_filtered_nodes_and_count_the_rest_while_the_summary_counts_all(monkeypatch):
+def test_attempt_nodes_keep_the_first_filtered_nodes_under_their_reasons_and_count_the_rest(monkeypatch):
     from scheduling import diagnostics
 
-    monkeypatch.setattr(diagnostics, "FILTERED_NODES_KEPT", 2)
-    snapshot = make_snapshot(*[make_node(name=f"off-{index}", status="offline") for index in range(5)],
-                             make_node(name="free"))
+    monkeypatch.setattr(diagnostics, "FILTERED_NODES_KEPT", 4)
+    snapshot = make_snapshot(make_node(name="busy", gpu_used=8),
+                             *[make_node(name=f"off-{index}", status="offline") for index in range(5)],
+                             make_node(name="free"), make_node(name="half", gpu_used=4))
     result = framework().schedule(make_task(gpu_required=1), snapshot, random.Random(1))
 
     nodes, extra = diagnostics.attempt_nodes(result)
 
-    assert [(entry["node"], entry["reason"]) for entry in nodes] == [
-        ("off-0", reasons.NODE_OFFLINE), ("off-1", reasons.NODE_OFFLINE), ("free", None)]
-    assert extra == {"filtered_nodes_not_listed": 3}
-    assert result.message.startswith("1/6 nodes are available: 5 node offline")
+    assert nodes["filtered"] == {reasons.NODE_OFFLINE: ["off-0", "off-1", "off-2"], reasons.INSUFFICIENT_GPU: ["busy"]}
+    assert extra == {"filtered_nodes_not_listed": 2}
+    by_name = {node.name: node.id for node in snapshot.nodes}
+    assert [row[0] for row in nodes["scored"]] == sorted(["free", "half"], key=lambda name: -result.totals[by_name[name]])
+    for name, total, *scores in nodes["scored"]:
+        assert total == round(result.totals[by_name[name]], 3)
+        assert dict(zip(nodes["plugins"], scores)) == result.scores[by_name[name]]
+    assert result.message.startswith("2/8 nodes are available: 5 node offline, 1 Insufficient GPU")
