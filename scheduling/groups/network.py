@@ -46,7 +46,7 @@ def network_domain(node: NodeAddress, *, duplicated_ips: frozenset[str] = frozen
 
 def communication_plan(members: list[NodeAddress]) -> CommunicationPlan:
     """Master address and backend for a group whose rank-0 member runs on `members[0]`."""
-    counts = Counter(str(iface.ip) for iface in map(_interface_of, members) if iface is not None)
+    counts = Counter(str(iface.ip) for node in members if (iface := _interface(node.internal_ip)) is not None)
     duplicated = frozenset(ip for ip, count in counts.items() if count > 1 and _distinct_nodes(members, ip) > 1)
     domains = {network_domain(node, duplicated_ips=duplicated) for node in members}
     master = members[0]
@@ -58,11 +58,7 @@ def communication_plan(members: list[NodeAddress]) -> CommunicationPlan:
 
 
 def _distinct_nodes(members: list[NodeAddress], ip: str) -> int:
-    return len({node.node_id for node in members if (iface := _interface_of(node)) and str(iface.ip) == ip})
-
-
-def _interface_of(node: NodeAddress):
-    return _interface(node.internal_ip)
+    return len({node.node_id for node in members if (iface := _interface(node.internal_ip)) and str(iface.ip) == ip})
 
 
 def _interface(text: str):
