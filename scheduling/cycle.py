@@ -25,7 +25,7 @@ from scheduling.bind import Placement, bind_batch, bind_task
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
-from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin_set
+from scheduling.framework.registry import PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
 from scheduling.models import CycleRecord, ScanCursor, Task
