@@ -23,8 +23,8 @@ def live_replicas(group: TaskGroup) -> list[Task]:
 def set_desired_replicas(group: TaskGroup, desired: int, *, reason: str) -> None:
     """Record the desired count and stop the replicas above it (newest first); growth is the rebuild loop's job."""
     group.replicas = desired
-    excess = live_replicas(group)[: max(len(live_replicas(group)) - desired, 0)]
-    for replica in excess:
+    live = live_replicas(group)
+    for replica in live[: max(len(live) - desired, 0)]:
         try:
             task_stop(task=replica, reason=reason)
         except DomainError:
