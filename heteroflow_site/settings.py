@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "channels",
@@ -123,6 +124,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane of a heterogeneous GPU cluster.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the sidecar package's static files: no page loads anything from another host.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
