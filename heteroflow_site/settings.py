@@ -48,6 +48,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "heteroflow_site.logs.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -146,6 +147,8 @@ CHANNEL_LAYERS = {
 
 CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
+# Workers log through LOGGING below (human or JSON lines), not through Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = TIME_ZONE
 # SPEC §4 tickers. Each helper module registers its task under these names.
 CELERY_BEAT_SCHEDULE = {
@@ -183,11 +186,26 @@ HETEROFLOW_EXTRA_PLUGINS = env.list("HETEROFLOW_EXTRA_PLUGINS", default=[])
 
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 
+# Human lines by default, JSON lines with LOG_FORMAT=json; each carries request id, user, tenant, task and cycle
+# where known (heteroflow_site.logs). One line per request from RequestLogMiddleware (agent polling at debug), so
+# daphne's own access log is off (Procfile) and django.request only reports server errors.
+LOG_FORMAT = env.str("LOG_FORMAT", default="human")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "heteroflow_site.logs.ContextFilter"}},
+    "formatters": {
+        "human": {"()": "heteroflow_site.logs.HumanFormatter"},
+        "json": {"()": "heteroflow_site.logs.JsonLineFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "human",
+                    "filters": ["context"]},
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # pgserver reports every process exit, after logging has shut down; its warnings are enough.
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        # pgserver reports every process exit, after logging has shut down; its warnings are enough.
+        "pgserver": {"level": "WARNING"},
+    },
 }

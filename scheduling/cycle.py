@@ -114,7 +114,7 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
     if not tasks:
         return result
     cycle_id = _record_cycle(started_at, result)
-    logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict())
+    logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict(), extra={"cycle_id": cycle_id})
     return replace(result, cycle_id=cycle_id)
 
 

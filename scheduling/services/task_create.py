@@ -73,4 +73,5 @@ def _offer_to_immediate_queue(task_id: int) -> None:
     try:
         immediate_queue.push(task_id)
     except Exception:
-        logger.warning("immediate queue unavailable; task %s waits for the next cycle", task_id, exc_info=True)
+        logger.warning("immediate queue unavailable; task %s waits for the next cycle", task_id, exc_info=True,
+                       extra={"task_id": task_id})
