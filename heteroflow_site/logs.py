@@ -16,8 +16,9 @@ import uuid
 from pythonjsonlogger.json import JsonFormatter
 
 CONTEXT_FIELDS = ("request_id", "user", "tenant", "task_id", "cycle_id")
-# Node agents poll these routes every few seconds each (SPEC §14): at info level they would drown everything else.
-AGENT_POLLING_ROUTES = frozenset({"api-agent-heartbeat", "api-agent-work"})
+# Node agents poll these routes every few seconds each (SPEC §14), probes poll the last two: at info level they would
+# drown everything else.
+POLLING_ROUTES = frozenset({"api-agent-heartbeat", "api-agent-work", "healthz", "readyz"})
 # A caller's own request id is kept when it looks like one (proxies set it), so one id follows a request across hops.
 REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -96,7 +97,7 @@ class RequestLogMiddleware:
 
     def _log(self, request, status: int, started: float) -> None:
         route = request.resolver_match.url_name if request.resolver_match else None
-        level = logging.DEBUG if route in AGENT_POLLING_ROUTES else logging.INFO
+        level = logging.DEBUG if route in POLLING_ROUTES else logging.INFO
         if not request_logger.isEnabledFor(level):
             return
         user = getattr(request, "user", None)

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from heteroflow_site.api_docs import RedocView
+from heteroflow_site.health import healthz, readyz
 
 from scheduling.metrics_views import metrics
 
@@ -20,6 +21,8 @@ urlpatterns = [
     path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
     path("api/schema/redoc/", RedocView.as_view(url_name="schema"), name="schema-redoc"),
     path("metrics", metrics, name="metrics"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("", include("plugins_admin.urls")),
     path("", include("nodes.urls")),
     path("", include("scheduling.urls")),

@@ -15,7 +15,7 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, Node, NodeAuditEntry
-from scheduling import lifecycle
+from scheduling import lifecycle, metrics
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
@@ -183,6 +183,7 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
             "gpu_used ledger of node %s disagreed with its active tasks: stored %s, recounted %s; corrected",
             row["name"], row["gpu_used"], row["recount"],
         )
+        metrics.record_ledger_corrections("node_gpu_used")
         return row["recount"]
     return None
 

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from plugins_admin.selectors import current_plugin_set
-from scheduling import immediate_queue, lifecycle, preemption, quotas
+from scheduling import immediate_queue, lifecycle, metrics, preemption, quotas
 from scheduling.bind import Placement, bind_batch, bind_task
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
@@ -112,8 +112,11 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
     result = CycleResult(considered=len(tasks), bound=bound, failed=failed, preempting=preempting,
                          duration_ms=duration_ms)
     if not tasks:
+        metrics.record_cycle(duration_seconds=None)
         return result
     cycle_id = _record_cycle(started_at, result)
+    latencies = metrics.queue_latencies_since([task.id for task in tasks], started_at) if bound else ()
+    metrics.record_cycle(duration_seconds=duration_ms / 1000, bound=bound, queue_latencies=latencies)
     logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict(), extra={"cycle_id": cycle_id})
     return replace(result, cycle_id=cycle_id)
 
