@@ -128,3 +128,23 @@ def test_heartbeat_age_per_node_and_ledger_corrections_of_the_recount(admin_user
     assert age and 42 <= float(age.group(1)) < 60
     assert 'heteroflow_ledger_corrections_total{ledger="node_gpu_used"} 1.0' in body
     assert 'heteroflow_nodes{status="online"} 1.0' in body
+
+
+@pytest.mark.django_db
+def test_every_metric_of_the_grafana_dashboard_is_exported(admin_user, tenant, own_metrics_keys):
+    import json
+
+    make_node(cards=8)
+    make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    make_task(tenant=tenant, gpu_required=1)
+    Node.objects.update(last_heartbeat_at=timezone.now())
+    metrics.record_ledger_corrections("node_gpu_used")
+    exported = {line.split("{")[0].split(" ")[0] for line in _scrape(admin_user).splitlines()
+                if line.startswith("heteroflow_")}
+
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"heteroflow_[a-z_]+", target["expr"])}
+    assert len(used) >= 12
+    assert sorted(used - exported) == []
