@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -84,7 +85,11 @@ def _exclusive(lock_path: Path):
 
 def start_embedded_postgres(pgdata: Path) -> str:
     """Start (or reuse) a PostgreSQL cluster in `pgdata`; return its URL (socket in the data folder)."""
-    import pgserver
+    with warnings.catch_warnings():
+        # pgserver keeps its own lock under the user's runtime folder; without XDG_RUNTIME_DIR (CI, containers)
+        # platformdirs warns that it falls back to /tmp on every start.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR", category=UserWarning)
+        import pgserver
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_postgres_locks(pgdata)

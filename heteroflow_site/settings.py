@@ -205,6 +205,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.request": {"level": "ERROR"},
+        # Celery would add a line per tick sent and per task run (several a second); failures still show.
+        "celery.beat": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
         # pgserver reports every process exit, after logging has shut down; its warnings are enough.
         "pgserver": {"level": "WARNING"},
     },
