@@ -30,7 +30,8 @@ serve: $(INSTALLED)
 	@echo "Health: http://127.0.0.1:8000/readyz   Ctrl-C stops everything, the embedded PostgreSQL and Redis too."
 	@echo "If a process is left over (a killed terminal): make stop"
 	@echo ""
-	$(VENV)/bin/honcho start -f Procfile
+	@# Ctrl-C (exit 130) is how a run ends.
+	$(VENV)/bin/honcho start -f Procfile || [ $$? -eq 130 ]
 
 # pytest exits 5 when it collected no tests: that is a failure here like any other non-zero exit.
 test: $(INSTALLED)

@@ -248,10 +248,13 @@ def run_with_services(command: list[str], *, data_dir: Path) -> int:
         print(f"embedded {' and '.join(started)} started under {data_dir}; they stop with this command",
               file=sys.stderr, flush=True)
     child = subprocess.Popen(command)
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    interrupted = []
+    previous_int = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
     previous_term = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
     try:
-        return child.wait()
+        code = child.wait()
+        # Ctrl-C is how an interactive run ends; the command's own 130 is not a failure of this one.
+        return 0 if interrupted and code in (130, -signal.SIGINT) else code
     finally:
         if child.poll() is None:
             child.terminate()

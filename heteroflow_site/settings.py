@@ -208,6 +208,7 @@ LOGGING = {
         # Celery would add a line per tick sent and per task run (several a second); failures still show.
         "celery.beat": {"level": "WARNING"},
         "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
         # pgserver reports every process exit, after logging has shut down; its warnings are enough.
         "pgserver": {"level": "WARNING"},
     },
