@@ -1,7 +1,10 @@
 """A clone tests, benchmarks and replays on its own: nothing reaches outside the repository for data."""
 
 import csv
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -40,3 +43,14 @@ def test_no_source_file_reads_the_shared_folder_beside_the_checkout():
         and OUTSIDE_REFERENCE.search(path.read_text(errors="replace"))
     ]
     assert offenders == []
+
+
+def test_the_benchmark_finds_the_trace_without_loading_settings():
+    # Its scheduler processes import the module before they point DATABASE_URL at the benchmark's database:
+    # settings loaded at import would keep them on the default database.
+    probe = ("import scheduling.management.commands.bench_scheduler as bench; from django.conf import settings;"
+             "assert not settings.configured; print(bench.OPENB_DIR)")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPOSITORY, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "heteroflow_site.settings"})
+    assert run.returncode == 0, run.stderr
+    assert Path(run.stdout.strip()) == OPENB_TRACE

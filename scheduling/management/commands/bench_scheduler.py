@@ -32,7 +32,8 @@ CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
 # The live pages' receiver (scheduling.live), which renders and publishes each task's row after its transition.
 LIVE_TASK_RECEIVER = "scheduling.live.task_status"
-OPENB_DIR = Path(settings.BASE_DIR) / "data" / "traces" / "openb"
+# From the file, not the settings: the spawned scheduler processes import this module before they choose a database.
+OPENB_DIR = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
 OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
 
