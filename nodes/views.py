@@ -10,7 +10,7 @@ from heteroflow_site.errors import DomainError
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import node_detail, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
-from scheduling.views import staff_required
+from scheduling.web.views import staff_required
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")

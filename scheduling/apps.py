@@ -6,4 +6,4 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         # Live pushes must be wired in every process that changes tasks (web, Celery workers, scheduler loops).
-        import scheduling.live  # noqa: F401
+        import scheduling.web.live  # noqa: F401

@@ -10,7 +10,7 @@ from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_create import task_create
 from scheduling.services.task_stop import task_stop
-from scheduling.task_input import TaskInput
+from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskGroup
 from tenants.models import Tenant
 from tenants.selectors import is_admin, tenant_of

@@ -136,12 +136,12 @@ class _TaskRowFeed:
 task_row_feed = _TaskRowFeed()
 
 
-@receiver(task_transitioned, dispatch_uid="scheduling.live.task_status")
+@receiver(task_transitioned, dispatch_uid="scheduling.web.live.task_status")
 def broadcast_task_status(sender, *, task_id: int, tenant_id: int, **kwargs) -> None:
     task_row_feed.add(task_id, tenant_id)
 
 
-@receiver(cycle_completed, dispatch_uid="scheduling.live.cycle")
+@receiver(cycle_completed, dispatch_uid="scheduling.web.live.cycle")
 def broadcast_cycle(sender, **kwargs) -> None:
     try:
         publish(DIAGNOSTICS_GROUP, {"type": "cycle.summary", "html": recent_cycles_html()})

@@ -12,7 +12,8 @@ from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from nodes.models import GPU_TYPES, Node
-from scheduling import lifecycle, live
+from scheduling import lifecycle
+from scheduling.web import live
 from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
@@ -198,7 +199,7 @@ def _flatten(detail) -> list[str]:
 
 @login_required
 def task_new(request):
-    from scheduling.apis import task_create_from_input
+    from scheduling.api.task_apis import task_create_from_input
 
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}

@@ -3,7 +3,7 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from scheduling.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
+from scheduling.web.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
 from tenants.selectors import is_admin, tenant_of
 
 

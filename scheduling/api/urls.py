@@ -1,11 +1,11 @@
 from django.urls import path
 
-from scheduling import apis, group_apis, scheduler_apis
+from scheduling.api import group_apis, scheduler_apis, task_apis
 
 urlpatterns = [
-    path("tasks", apis.TaskListCreateApi.as_view(), name="api-tasks"),
-    path("tasks/<int:task_id>", apis.TaskDetailApi.as_view(), name="api-task-detail"),
-    path("tasks/<int:task_id>/stop", apis.TaskStopApi.as_view(), name="api-task-stop"),
+    path("tasks", task_apis.TaskListCreateApi.as_view(), name="api-tasks"),
+    path("tasks/<int:task_id>", task_apis.TaskDetailApi.as_view(), name="api-task-detail"),
+    path("tasks/<int:task_id>/stop", task_apis.TaskStopApi.as_view(), name="api-task-stop"),
     path("scheduler/cycles", scheduler_apis.SchedulerCycleApi.as_view(), name="api-scheduler-cycles"),
     path("task-groups", group_apis.TaskGroupListCreateApi.as_view(), name="api-task-groups"),
     path("task-groups/<int:group_id>", group_apis.TaskGroupDetailApi.as_view(), name="api-task-group-detail"),

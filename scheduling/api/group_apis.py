@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from heteroflow_site.serializers import StrictSerializer
 from nodes.models import GPU_TYPES
-from scheduling.apis import resolve_submitting_tenant
+from scheduling.api.task_apis import resolve_submitting_tenant
 from scheduling.groups.services import group_member_rows, task_group_create
 from scheduling.models import Parallelism, TaskGroup
 from tenants.selectors import is_admin, tenant_of
