@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
+from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer, StringMapField
 from nodes.authentication import IsAdminOrJoinToken, IsNodeAgent, JoinTokenAuthentication, NodeTokenAuthentication
 from nodes.models import GPU_TYPES, Node
@@ -27,7 +28,7 @@ from nodes.services import (
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
 from tenants.models import Tenant
-from tenants.selectors import is_admin, tenant_of
+from tenants.selectors import tenant_of
 
 
 def flat_errors(detail, prefix: str = "") -> dict[str, list[str]]:

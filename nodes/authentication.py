@@ -9,6 +9,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 
+from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from nodes.services import node_for_token
 
@@ -72,7 +73,7 @@ class IsAdminOrJoinToken(BasePermission):
     def has_permission(self, request, view) -> bool:
         if request.auth == JOIN_TOKEN:
             return True
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+        return is_admin(request.user)
 
 
 class NodeTokenScheme(OpenApiAuthenticationExtension):

@@ -1,7 +1,8 @@
 from django.db.models import QuerySet
 
+from heteroflow_site.permissions import is_admin
 from scheduling.models import Task
-from tenants.selectors import is_admin, tenant_of
+from tenants.selectors import tenant_of
 
 
 def tasks_visible_to(user) -> QuerySet[Task]:

@@ -4,12 +4,13 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer
 from nodes.models import GPU_TYPES
 from scheduling.api.task_apis import resolve_submitting_tenant
 from scheduling.groups.services import group_member_rows, task_group_create
 from scheduling.models import Parallelism, TaskGroup
-from tenants.selectors import is_admin, tenant_of
+from tenants.selectors import tenant_of
 
 
 def groups_visible_to(user):

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.permissions import is_admin
 from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_create import task_create
@@ -13,7 +14,7 @@ from scheduling.services.task_stop import task_stop
 from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskGroup
 from tenants.models import Tenant
-from tenants.selectors import is_admin, tenant_of
+from tenants.selectors import tenant_of
 
 
 class TaskOutput(serializers.ModelSerializer):

@@ -1,23 +1,20 @@
 """Console pages: one view per page, serving the page and, for htmx requests, its fragments."""
 
-from functools import wraps
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404, redirect
-from django.template.response import TemplateResponse
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.permissions import is_admin
+from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
 from scheduling import lifecycle
 from scheduling.web import live
 from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
-from tenants.selectors import is_admin
 
 RECENT_CYCLES = live.RECENT_CYCLES
 TASK_PAGE_SIZE = 200
@@ -27,25 +24,6 @@ NO_ATTEMPT = "not attempted yet"
 ACTIVE_FILTER = "active"
 FORM_FIELDS = frozenset({"tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
                          "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels"})
-
-
-def staff_required(view):
-    """Anonymous users go to the login page; signed-in tenants get 403."""
-
-    @login_required
-    @wraps(view)
-    def guarded(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("staff only")
-        return view(request, *args, **kwargs)
-
-    return guarded
-
-
-def _render(request, template: str, context: dict, *, fragment: str | None = None):
-    """The whole page, or only `fragment` (a partialdef of the same template) for htmx requests."""
-    name = f"{template}#{fragment}" if fragment and request.htmx else template
-    return TemplateResponse(request, name, context)
 
 
 # --- cluster at a glance --------------------------------------------------------------------------------------------
@@ -127,7 +105,7 @@ def dashboard(request):
         "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
         "fragmentation": fragmentation_panel(),
     }
-    return TemplateResponse(request, "scheduling/dashboard.html", context)
+    return render_page(request, "scheduling/dashboard.html", context)
 
 
 # --- tasks -----------------------------------------------------------------------------------------------------------
@@ -158,7 +136,7 @@ def task_list(request):
         "status_choices": [(ACTIVE_FILTER, "active")] + list(TaskStatus.choices),
         "counts": [{"status": value, "count": counts.get(value, 0)} for value in TaskStatus.values],
     }
-    return _render(request, "scheduling/tasks.html", context, fragment="task-table")
+    return render_page(request, "scheduling/tasks.html", context, fragment="task-table")
 
 
 def _form_payload(post, *, admin: bool) -> dict:
@@ -225,7 +203,7 @@ def task_new(request):
         "task_types": TaskType.values,
         "gpu_types": GPU_TYPES,
     }
-    return TemplateResponse(request, "scheduling/task_new.html", context, status=400 if errors else 200)
+    return render_page(request, "scheduling/task_new.html", context, status=400 if errors else 200)
 
 
 def why_pending(attempt) -> dict | None:
@@ -269,7 +247,7 @@ def task_detail(request, task_id: int):
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),
     }
-    return _render(request, "scheduling/task_detail.html", context, fragment="task-live")
+    return render_page(request, "scheduling/task_detail.html", context, fragment="task-live")
 
 
 # --- diagnostics -----------------------------------------------------------------------------------------------------
@@ -294,4 +272,4 @@ def diagnostics(request):
         .order_by("-priority", "created_at", "id")[:50],
         "fragmentation": fragmentation_panel(),
     }
-    return _render(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
+    return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
