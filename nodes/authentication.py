@@ -8,6 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
+from rest_framework.views import APIView
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
@@ -92,3 +93,10 @@ class JoinTokenScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema):
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Token <HETEROFLOW_JOIN_TOKEN>`, the cluster join token"}
+
+
+class AgentApi(APIView):
+    """Routes only a node agent may call; `request.auth` is its Node."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]

@@ -1,16 +1,78 @@
+"""Reads of tasks: what a user may see, which tasks hold a node's cards, what a node's agent must do."""
+
 from django.db.models import QuerySet
 
 from heteroflow_site.permissions import is_admin
-from scheduling.models import Task
+from nodes.models import Node
+from scheduling import lifecycle
+from scheduling.models import Task, TaskGroup
 from tenants.selectors import tenant_of
 
 
-def tasks_visible_to(user) -> QuerySet[Task]:
-    """Admins see every task; a tenant user only its tenant's; anyone else nothing."""
-    tasks = Task.objects.select_related("tenant", "node", "attempt")
+def _visible_to(rows: QuerySet, user) -> QuerySet:
+    """Admins see every row; a tenant user only its tenant's; anyone else nothing."""
     if is_admin(user):
-        return tasks
+        return rows
     tenant = tenant_of(user)
-    if tenant is None:
-        return tasks.none()
-    return tasks.filter(tenant=tenant)
+    return rows.filter(tenant=tenant) if tenant else rows.none()
+
+
+def tasks_visible_to(user) -> QuerySet[Task]:
+    return _visible_to(Task.objects.select_related("tenant", "node", "attempt"), user)
+
+
+def groups_visible_to(user) -> QuerySet[TaskGroup]:
+    return _visible_to(TaskGroup.objects.select_related("tenant"), user)
+
+
+def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[int, list[dict]]:
+    """{card index: the active tasks holding it}, for the node page and API; with `tenant_id` only that tenant's."""
+    active = Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant").order_by("id")
+    if tenant_id is not None:
+        active = active.filter(tenant_id=tenant_id)
+    tasks_by_card: dict[int, list[dict]] = {}
+    for task in active:
+        entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
+                 "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
+                 "fractional": task.is_fractional}
+        for index in _cards_held(task):
+            tasks_by_card.setdefault(index, []).append(entry)
+    return tasks_by_card
+
+
+def _cards_held(task: Task) -> list[int]:
+    if task.gpus:
+        return list(task.gpus)
+    if task.shard and task.shard.get("card") is not None:
+        return [task.shard["card"]]
+    return []
+
+
+def agent_work(node: Node) -> dict:
+    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones."""
+    to_start = Task.objects.filter(node=node, status=lifecycle.SCHEDULED).order_by("-priority", "created_at", "id")
+    to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
+    return {
+        "start": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "image": task.image,
+                "command": task.command,
+                "type": task.type,
+                "gpu_type": task.gpu_type,
+                "gpus": list(task.gpus),
+                "port": task.port,
+                "env": _container_env(task),
+                "labels": task.labels,
+                "priority": task.priority,
+            }
+            for task in to_start
+        ],
+        "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
+    }
+
+
+def _container_env(task: Task) -> dict[str, str]:
+    shard_env = (task.shard or {}).get("env") or {}
+    return {**task.env, **{key: str(value) for key, value in shard_env.items()}}

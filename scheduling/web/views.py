@@ -1,5 +1,7 @@
 """Console pages: one view per page, serving the page and, for htmx requests, its fragments."""
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q, Sum
@@ -8,12 +10,15 @@ from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import is_admin
+from heteroflow_site.serializers import flat_errors
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
 from scheduling import lifecycle
-from scheduling.web import live
+from scheduling.api.task_input import TaskInput
 from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
 from scheduling.selectors import tasks_visible_to
+from scheduling.services.task_submit import task_submit
+from scheduling.web import live
 from tenants.models import Tenant
 
 RECENT_CYCLES = live.RECENT_CYCLES
@@ -159,32 +164,27 @@ def _form_payload(post, *, admin: bool) -> dict:
 
 
 def _error_map(error: Exception) -> dict[str, list[str]]:
+    """Errors by form field; what lies below a field (a label's key) is named in the message."""
     if isinstance(error, DomainError):
         return {error.field or "__all__": [error.message]}
-    detail = error.detail
-    if isinstance(detail, dict):
-        return {field: _flatten(messages_) for field, messages_ in detail.items()}
-    return {"__all__": _flatten(detail)}
-
-
-def _flatten(detail) -> list[str]:
-    if isinstance(detail, dict):
-        return [f"{key}: {text}" for key, value in detail.items() for text in _flatten(value)]
-    if isinstance(detail, list):
-        return [text for item in detail for text in _flatten(item)]
-    return [str(detail)]
+    detail = error.detail if isinstance(error.detail, dict) else {"__all__": error.detail}
+    errors: dict[str, list[str]] = {}
+    for path, texts in flat_errors(detail).items():
+        field, below = re.match(r"([^.\[]*)\.?(.*)", path).groups()
+        errors.setdefault(field, []).extend(f"{below}: {text}" if below else text for text in texts)
+    return errors
 
 
 @login_required
 def task_new(request):
-    from scheduling.api.task_apis import task_create_from_input
-
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     values = request.POST if request.method == "POST" else {}
     if request.method == "POST":
         try:
-            task = task_create_from_input(request, _form_payload(request.POST, admin=admin))
+            payload = TaskInput(data=_form_payload(request.POST, admin=admin))
+            payload.is_valid(raise_exception=True)
+            task = task_submit(user=request.user, fields=payload.validated_data)
         except (ValidationError, DomainError) as error:
             errors = _error_map(error)
         else:
