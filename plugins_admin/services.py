@@ -12,11 +12,12 @@ from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.notifications import TASK_EVENTS, DeliveryResult, deliver, email_addresses, sample_payload
-from plugins_admin.selectors import default_setting, plugin_specs
 from plugins_admin.signals import plugin_set_changed
 from scheduling.framework.registry import PluginSpec, Registry, validate_extra
+from scheduling.models import PluginConfig
+from scheduling.selectors import default_setting, plugin_specs
 
 MIN_WEIGHT = 0
 MAX_WEIGHT = 100

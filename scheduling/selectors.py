@@ -1,11 +1,20 @@
-"""Reads of tasks: what a user may see, which tasks hold a node's cards, what a node's agent must do."""
+"""Reads: the tasks and groups a user may see, which tasks hold a node's cards, what a node's agent must do, and
+the plugin set the scheduler runs with."""
 
 from django.db.models import QuerySet
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.models import Task, TaskGroup
+from scheduling.framework.registry import (
+    PluginSet,
+    PluginSetting,
+    PluginSpec,
+    Registry,
+    build_plugin_set,
+    default_registry,
+)
+from scheduling.models import PluginConfig, Task, TaskGroup
 from tenants.selectors import tenant_of
 
 
@@ -76,3 +85,35 @@ def agent_work(node: Node) -> dict:
 def _container_env(task: Task) -> dict[str, str]:
     shard_env = (task.shard or {}).get("env") or {}
     return {**task.env, **{key: str(value) for key, value in shard_env.items()}}
+
+
+def plugin_specs() -> Registry:
+    """Every registered plugin by name, built-ins first, in registry order."""
+    return default_registry()
+
+
+def default_setting(spec: PluginSpec) -> PluginSetting:
+    return PluginSetting(name=spec.name, enabled=spec.default.enabled, weight=spec.default.weight,
+                         extra=dict(spec.default.extra))
+
+
+def current_plugin_settings(registry: Registry | None = None) -> list[PluginSetting]:
+    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
+    registry = registry if registry is not None else plugin_specs()
+    rows = {row.name: row for row in PluginConfig.objects.all()}
+    settings = []
+    for spec in registry.values():
+        row = rows.get(spec.name)
+        if row is None:
+            settings.append(default_setting(spec))
+            continue
+        # A forced filter stays on whatever a row says: no path may disable it.
+        settings.append(PluginSetting(name=row.name, enabled=row.enabled or spec.always_on, weight=row.weight,
+                                      extra=dict(row.extra)))
+    return settings
+
+
+def current_plugin_set() -> PluginSet:
+    """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
+    registry = plugin_specs()
+    return build_plugin_set(current_plugin_settings(registry), registry)

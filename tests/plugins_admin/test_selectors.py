@@ -1,10 +1,12 @@
 import pytest
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.models import NotificationChannel, PluginConfig
-from plugins_admin.selectors import current_plugin_settings, plugin_listing, scheduler_plugins
+from plugins_admin.models import NotificationChannel
+from plugins_admin.selectors import plugin_listing, scheduler_plugins
 from plugins_admin.services import plugin_set_enabled, plugin_update
 from scheduling.framework.registry import PluginSetting
+from scheduling.models import PluginConfig
+from scheduling.selectors import current_plugin_settings
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,8 @@ import pytest
 from django.db import connection
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import NotificationChannel, PluginChange
+from scheduling.models import PluginConfig
 from plugins_admin.selectors import scheduler_plugins
 from plugins_admin.services import (
     UnknownPlugin,

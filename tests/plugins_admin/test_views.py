@@ -3,8 +3,9 @@ import re
 import pytest
 from django.test import Client
 
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.services import plugin_update
+from scheduling.models import PluginConfig
 
 pytestmark = pytest.mark.django_db
 
