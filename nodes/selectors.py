@@ -3,7 +3,7 @@
 from collections.abc import Callable, Mapping
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
@@ -124,3 +124,26 @@ def node_usage(node: Node) -> dict:
         "memory": node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else None,
         "gpu": node.gpu_used / node.gpu_total if node.gpu_total else None,
     }
+
+
+def capacity_by_architecture() -> list[dict]:
+    """Cards per GPU architecture: used (the ledger), free on reachable nodes, and cards on offline nodes."""
+    offline = Q(status=Node.Status.OFFLINE)
+    rows = (
+        Node.objects.exclude(gpu_type="").values("gpu_type")
+        .annotate(total=Sum("gpu_total"), used=Sum("gpu_used", filter=~offline),
+                  offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
+        .order_by("gpu_type")
+    )
+    result = []
+    for row in rows:
+        used, offline_cards = row["used"] or 0, row["offline"] or 0
+        free = max(row["total"] - used - offline_cards, 0)
+        result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
+                       "offline": offline_cards, "nodes": row["nodes"]})
+    return result
+
+
+def nodes_by_status() -> list[dict]:
+    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
+    return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]

@@ -1,7 +1,7 @@
-"""Writes to the plugin set and the notification channels (SPEC §6).
+"""Writes to the plugin set and the notification channels.
 
-Each service locks the rows it touches, applies SPEC §6's rules, writes one PluginChange per changed row and,
-after commit, sends `plugin_set_changed`: one function does the write, the audit and the notification.
+Each service locks the rows it touches, applies the plugin rules (docs/scheduling.md) and writes one PluginChange per
+changed row in the same transaction. Nothing caches the set: each scheduling cycle reads it afresh.
 """
 
 from typing import Any
@@ -14,7 +14,6 @@ from django.db import transaction
 from heteroflow_site.errors import DomainError
 from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.notifications import TASK_EVENTS, DeliveryResult, deliver, email_addresses, sample_payload
-from plugins_admin.signals import plugin_set_changed
 from scheduling.framework.registry import PluginSpec, Registry, validate_extra
 from scheduling.models import PluginConfig
 from scheduling.selectors import default_setting, plugin_specs
@@ -126,7 +125,6 @@ def _lock_rows(names: list[str], specs: Registry) -> dict[str, PluginConfig]:
 
 def _apply(rows: dict[str, PluginConfig], changes: dict[str, dict[str, Any]], *,
            actor: AbstractBaseUser | None) -> None:
-    changed = []
     for name in sorted(changes):
         row = rows[name]
         before = _plugin_state(row)
@@ -137,9 +135,6 @@ def _apply(rows: dict[str, PluginConfig], changes: dict[str, dict[str, Any]], *,
             continue
         row.save(update_fields=["enabled", "weight", "extra", "updated_at"])
         PluginChange.objects.create(plugin=name, actor=actor, before=before, after=after)
-        changed.append(name)
-    if changed:
-        transaction.on_commit(lambda: plugin_set_changed.send(sender=PluginConfig, names=changed, actor=actor))
 
 
 def _plugin_state(row: PluginConfig) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Reads: the tasks and groups a user may see, which tasks hold a node's cards, what a node's agent must do, and
 the plugin set the scheduler runs with."""
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
@@ -14,8 +14,11 @@ from scheduling.framework.registry import (
     build_plugin_set,
     default_registry,
 )
-from scheduling.models import PluginConfig, Task, TaskGroup
+from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup
 from tenants.selectors import tenant_of
+
+RECENT_CYCLES = 10
+NO_ATTEMPT = "not attempted yet"
 
 
 def _visible_to(rows: QuerySet, user) -> QuerySet:
@@ -32,6 +35,30 @@ def tasks_visible_to(user) -> QuerySet[Task]:
 
 def groups_visible_to(user) -> QuerySet[TaskGroup]:
     return _visible_to(TaskGroup.objects.select_related("tenant"), user)
+
+
+def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
+    """The given tasks as they are now, in id order; with `tenant_id` only that tenant's."""
+    tasks = Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id")
+    return tasks.filter(tenant_id=tenant_id) if tenant_id is not None else tasks
+
+
+def pending_queue(*, limit: int) -> QuerySet[Task]:
+    """The head of the pending queue, in the order the scheduler takes it."""
+    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
+            .order_by("-priority", "created_at", "id")[:limit])
+
+
+def pending_by_code(tasks: QuerySet[Task]) -> list[dict]:
+    """How many of `tasks` wait, by the code of their last attempt."""
+    rows = (
+        tasks.filter(status=lifecycle.PENDING).values("attempt__code").annotate(n=Count("id")).order_by("-n")
+    )
+    return [{"code": row["attempt__code"] or NO_ATTEMPT, "count": row["n"]} for row in rows]
+
+
+def recent_cycles(limit: int = RECENT_CYCLES) -> QuerySet[CycleRecord]:
+    return CycleRecord.objects.all()[:limit]
 
 
 def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[int, list[dict]]:

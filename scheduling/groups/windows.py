@@ -76,11 +76,6 @@ def window_contains(window: dict, moment: datetime) -> bool:
     return now < end and (local.weekday() - 1) % 7 in days
 
 
-def is_held_by_window(group: TaskGroup) -> bool:
-    """A group whose window action is in force: autoscalers leave it alone."""
-    return bool(group.window_applied)
-
-
 def apply_scheduling_windows(now: datetime | None = None) -> WindowRun:
     now = now or timezone.now()
     with transaction.atomic():

@@ -4,7 +4,7 @@ import re
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, Sum
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from rest_framework.exceptions import ValidationError
 
@@ -12,44 +12,25 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import flat_errors
 from heteroflow_site.web import render_page, staff_required
-from nodes.models import GPU_TYPES, Node
+from nodes.models import GPU_TYPES
+from nodes.selectors import capacity_by_architecture, nodes_by_status
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
-from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
-from scheduling.selectors import tasks_visible_to
+from scheduling.models import TaskStatus, TaskType
+from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
-from scheduling.web import live
 from tenants.models import Tenant
 
-RECENT_CYCLES = live.RECENT_CYCLES
 TASK_PAGE_SIZE = 200
 SCORE_MATRIX_ROWS = 10
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
-NO_ATTEMPT = "not attempted yet"
+PENDING_SHOWN = 50
 ACTIVE_FILTER = "active"
 FORM_FIELDS = frozenset({"tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
                          "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels"})
 
 
 # --- cluster at a glance --------------------------------------------------------------------------------------------
-
-def capacity_by_architecture() -> list[dict]:
-    """Cards per GPU architecture: used (the ledger), free on reachable nodes, and cards on offline nodes."""
-    offline = Q(status=Node.Status.OFFLINE)
-    rows = (
-        Node.objects.exclude(gpu_type="").values("gpu_type")
-        .annotate(total=Sum("gpu_total"), used=Sum("gpu_used", filter=~offline),
-                  offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
-        .order_by("gpu_type")
-    )
-    result = []
-    for row in rows:
-        used, offline_cards = row["used"] or 0, row["offline"] or 0
-        free = max(row["total"] - used - offline_cards, 0)
-        result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
-                       "offline": offline_cards, "nodes": row["nodes"]})
-    return result
-
 
 def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92, row_height: int = 30) -> dict:
     """Geometry of the horizontal stacked bar chart, computed here so the SVG needs no script."""
@@ -64,18 +45,6 @@ def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92,
                      "free_w": free_w, "offline_x": label_width + used_w + free_w, "offline_w": offline_w,
                      "end_x": label_width + used_w + free_w + offline_w + 8})
     return {"width": width, "height": 20 + len(rows) * row_height, "label_width": label_width, "bars": bars}
-
-
-def nodes_by_status() -> list[dict]:
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
-    return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]
-
-
-def pending_by_code(tasks) -> list[dict]:
-    rows = (
-        tasks.filter(status=lifecycle.PENDING).values("attempt__code").annotate(n=Count("id")).order_by("-n")
-    )
-    return [{"code": row["attempt__code"] or NO_ATTEMPT, "count": row["n"]} for row in rows]
 
 
 def fragmentation_panel() -> dict:
@@ -107,7 +76,7 @@ def dashboard(request):
         "pending_by_code": pending_by_code(tasks),
         "active_tasks": tasks.filter(status__in=lifecycle.ACTIVE_STATES).count(),
         "pending_tasks": tasks.filter(status=lifecycle.PENDING).count(),
-        "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
+        "cycles": recent_cycles(),
         "fragmentation": fragmentation_panel(),
     }
     return render_page(request, "scheduling/dashboard.html", context)
@@ -265,11 +234,10 @@ def diagnostics(request):
             messages.success(request, "Cycle finished.")
             return redirect("diagnostics")
     context = {
-        "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
+        "cycles": recent_cycles(),
         "ran": ran,
         "attempt_counts": attempt_counts(),
-        "pending": Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
-        .order_by("-priority", "created_at", "id")[:50],
+        "pending": pending_queue(limit=PENDING_SHOWN),
         "fragmentation": fragmentation_panel(),
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")

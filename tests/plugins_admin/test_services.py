@@ -13,7 +13,6 @@ from plugins_admin.services import (
     plugin_set_enabled,
     plugin_update,
 )
-from plugins_admin.signals import plugin_set_changed
 
 pytestmark = pytest.mark.django_db
 
@@ -103,25 +102,6 @@ def test_a_change_that_changes_nothing_writes_no_history_and_notifies_nobody(adm
 
     assert not PluginChange.objects.exists()
     assert callbacks == []
-
-
-def test_listeners_hear_of_a_change_after_commit(admin_user, django_capture_on_commit_callbacks):
-    heard = []
-
-    def listener(sender, names, actor, **kwargs):
-        heard.append((names, actor))
-
-    plugin_set_changed.connect(listener)
-    try:
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
-        assert heard == []
-        for callback in callbacks:
-            callback()
-    finally:
-        plugin_set_changed.disconnect(listener)
-
-    assert heard == [(["binpack", "spread"], admin_user)]
 
 
 @pytest.mark.parametrize("weight", [-1, 101, 2.5, True, "5"])
