@@ -64,7 +64,7 @@ def node_for_token(token: str) -> Node | None:
 def node_heartbeat_apply(
     *, node: Node, cpu_percent: float, memory_used_mb: int, gpus: list[dict], labels: dict[str, str]
 ) -> Node:
-    """Record one agent heartbeat (SPEC §14) in one transaction, then reconcile the GPU ledger (SPEC §7).
+    """Record one agent heartbeat in one transaction; `heartbeat_recorded` lets scheduling recount the GPU ledger.
 
     `gpus` are validated card dicts keyed like the API (index, uuid, type, ...). The node's card rows become exactly
     those cards; the agent's `heteroflow.io/` labels replace the previous ones while admin labels stay untouched.
@@ -117,7 +117,7 @@ def _sync_cards(node: Node, gpus: list[dict]) -> None:
 
 
 def _majority_gpu_type(gpus: list[dict]) -> str:
-    """The most common card type; a tie goes to the type detected first on a mixed node (SPEC §1 order)."""
+    """The most common card type; a tie goes to the type detected first on a mixed node (DETECTION_ORDER)."""
     counts = Counter(card["type"] for card in gpus)
     if not counts:
         return ""
@@ -125,7 +125,7 @@ def _majority_gpu_type(gpus: list[dict]) -> str:
 
 
 def nodes_mark_silent_offline(now: datetime | None = None) -> int:
-    """SPEC §11 liveness: nodes without a heartbeat for `heartbeat_timeout` seconds go offline; returns how many.
+    """Liveness: nodes without a heartbeat for `heartbeat_timeout` seconds go offline; returns how many.
 
     The conditional UPDATE re-checks the heartbeat time, so a heartbeat landing meanwhile keeps its node online.
     A node that never sent a heartbeat counts from its creation.
@@ -153,7 +153,7 @@ def merge_heartbeat_labels(*, current: dict[str, str], reported: dict[str, str])
 
 
 def node_topology_update(*, node: Node, region: str, zone: str, rack: str, actor=None) -> Node:
-    """Set where the node stands (SPEC §6 topology plugin); audited."""
+    """Set where the node stands (read by the topology plugin); audited."""
     return _node_admin_change(
         node=node, action="node.topology", changes={"region": region, "zone": zone, "rack": rack}, actor=actor
     )

@@ -10,7 +10,7 @@ from plugins_admin.notifications import TASK_EVENTS
 from scheduling.framework.registry import PluginSpec
 from scheduling.selectors import current_plugin_set, current_plugin_settings, plugin_specs
 
-# Why the page and the API show a switch that cannot be turned off (SPEC §6).
+# Why the page and the API show a switch that cannot be turned off.
 ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
 
 # What each built-in does, in the words of the page; custom plugins describe themselves by their docstring.
@@ -27,7 +27,7 @@ BUILTIN_DESCRIPTIONS = {
 
 
 def scheduler_plugins() -> dict[str, Any]:
-    """SPEC §14 `GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
+    """`GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
     return current_plugin_set().describe()
 
 

@@ -38,7 +38,7 @@ def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | No
         rows = _lock_rows([name, *exclusive], specs)
         changes: dict[str, dict[str, Any]] = {name: {"enabled": enabled}}
         if enabled and spec.is_scorer and rows[name].weight == 0:
-            # An enabled scorer with weight 0 would be a switch that does nothing (SPEC §6).
+            # An enabled scorer with weight 0 would be a switch that does nothing.
             changes[name]["weight"] = 1
         for other in exclusive:
             changes[other] = {"enabled": False}

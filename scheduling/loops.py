@@ -1,4 +1,4 @@
-"""The housekeeping tickers of SPEC §11: backlog recovery, task timeouts, training wake-up."""
+"""The housekeeping tickers (docs/scheduling.md, Nodes and the other loops): backlog recovery, task timeouts, training wake-up."""
 
 import logging
 from datetime import datetime, timedelta

@@ -22,7 +22,7 @@ def task_group_create(
     command: str = "",
     priority: int = 50,
 ) -> TaskGroup:
-    """Create a group and its member tasks, all pending, in one transaction (SPEC §10, §14)."""
+    """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
         raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and (replicas is not None or window is not None):

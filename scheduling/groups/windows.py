@@ -1,4 +1,4 @@
-"""Scheduling windows of inference groups (SPEC §10): outside the window pause, scale or stop; back inside, restore.
+"""Scheduling windows of inference groups: outside the window pause, scale or stop; back inside, restore.
 
 The job runs on one scheduler at a time: it holds a PostgreSQL advisory lock for its whole transaction, and a
 second instance that cannot take the lock does nothing.

@@ -48,7 +48,7 @@ def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92,
 
 
 def fragmentation_panel() -> dict:
-    """Free cards vs cards usable by a k-card task (SPEC §12), with bar geometry."""
+    """Free cards vs cards usable by a k-card task, with bar geometry."""
     from scheduling.diagnostics import fragmentation
     from scheduling.snapshot_builder import build_snapshot
 

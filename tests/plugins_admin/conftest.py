@@ -95,6 +95,6 @@ def create_default_rows():
 
 @pytest.fixture(autouse=True)
 def _default_rows(request, create_default_rows):
-    """Every database test starts from the SPEC §6 defaults the migration stores."""
+    """Every database test starts from the default plugin set the migration stores."""
     if request.node.get_closest_marker("django_db"):
         create_default_rows()
