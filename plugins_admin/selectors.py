@@ -1,12 +1,11 @@
-"""Reads for the plugins page and API: the plugin set as the scheduler runs it, its history, the channels."""
+"""Reads for the plugins page and API: the plugin set as the scheduler runs it and its history."""
 
 from importlib import import_module
 from typing import Any
 
 from django.db.models import QuerySet
 
-from plugins_admin.models import NotificationChannel, PluginChange
-from plugins_admin.notifications import TASK_EVENTS
+from plugins_admin.models import PluginChange
 from scheduling.framework.registry import PluginSpec
 from scheduling.selectors import current_plugin_set, current_plugin_settings, plugin_specs
 
@@ -59,10 +58,3 @@ def plugin_description(spec: PluginSpec) -> str:
 
 def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
     return PluginChange.objects.select_related("actor").order_by("-at", "-id")[:limit]
-
-
-def notification_channels() -> list[NotificationChannel]:
-    """The webhook and e-mail channels, always both, in that order (a missing row reads as disabled)."""
-    rows = {channel.kind: channel for channel in NotificationChannel.objects.all()}
-    return [rows.get(kind) or NotificationChannel(kind=kind, events=list(TASK_EVENTS))
-            for kind in NotificationChannel.Kind.values]

@@ -12,16 +12,15 @@ from django.views.decorators.http import require_http_methods
 from heteroflow_site.errors import DomainError
 from heteroflow_site.web import render_page, staff_required
 from plugins_admin.models import NotificationChannel, PluginChange
-from plugins_admin.notifications import TASK_EVENTS
-from plugins_admin.selectors import notification_channels, plugin_history, plugin_listing, scheduler_plugins
-from plugins_admin.services import (
+from plugins_admin.notifications.delivery import TASK_EVENTS
+from plugins_admin.notifications.selectors import notification_channels
+from plugins_admin.notifications.services import (
     NOTIFICATION_AUDIT_PREFIX,
-    UnknownPlugin,
     notification_channel_test,
     notification_channel_update,
-    plugin_set_enabled,
-    plugin_update,
 )
+from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
+from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
 from scheduling.framework.registry import PREEMPT_STAGES
 
 TEMPLATE = "plugins_admin/plugins.html"
