@@ -142,7 +142,8 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
-# The tickers of docs/scheduling.md (The cycle; Nodes and the other loops). Each helper module registers its task under these names.
+# The tickers of docs/scheduling.md (The cycle; Nodes and the other loops). Each helper module registers its task
+# under these names.
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
     "scheduling-immediate": {"task": "scheduling.tasks.run_cycle_for_new_tasks", "schedule": 1.0},

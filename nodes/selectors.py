@@ -118,7 +118,8 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
 
 
 def node_usage(node: Node) -> dict:
-    """Usage fractions as spread and binpack read them (CPU %, memory of total, GPUs held of total); None when unknown."""
+    """Usage fractions as spread and binpack read them (CPU %, memory of total, GPUs held of total); None when
+    unknown."""
     return {
         "cpu": node.cpu_percent / 100,
         "memory": node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else None,

@@ -71,7 +71,8 @@ def node_heartbeat_apply(
     """
     now = timezone.now()
     with transaction.atomic():
-        # The lock orders this heartbeat against binds and admin edits of the same node; see scheduling's node_gpu_used_recount.
+        # The lock orders this heartbeat against binds and admin edits of the same node; see scheduling's
+        # node_gpu_used_recount.
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)

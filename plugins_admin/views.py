@@ -42,15 +42,15 @@ PREEMPT_STAGE_LABELS = {
 @require_http_methods(["GET", "POST"])
 def plugins_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        fragment = request.GET.get("fragment", "")
-        if request.htmx and fragment in REFRESHABLE_FRAGMENTS:
-            return render_page(request, TEMPLATE, _plugin_context(), fragment=fragment)
+        # A part of the page that refreshes itself asks for itself: htmx names it in the HX-Target header.
+        if request.htmx and request.htmx.target in REFRESHABLE_FRAGMENTS:
+            return render_page(request, TEMPLATE, _plugin_context(), fragment=request.htmx.target)
         return render_page(request, TEMPLATE, _page_context())
-    operation = _OPERATIONS.get(request.POST.get("op", ""))
-    if operation is None:
-        return HttpResponseBadRequest("unknown operation")
+    handle = FORMS.get(request.POST.get("form", ""))
+    if handle is None:
+        return HttpResponseBadRequest("unknown form")
     try:
-        return operation(request)
+        return handle(request)
     except UnknownPlugin as exc:
         raise Http404(f"no plugin named {exc}") from None
 
@@ -143,7 +143,7 @@ def _channel_test(request: HttpRequest) -> HttpResponse:
     return render_page(request, TEMPLATE, {"kind": kind, "test": outcome}, fragment="test-result")
 
 
-_OPERATIONS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
     "preempt-stage": _preempt_stage,

@@ -15,7 +15,8 @@ _PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "en
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
-    """Compare-and-swap the task from `from_status` to `to_status` (docs/scheduling.md, Tasks and their lifecycle); True if this call won.
+    """Compare-and-swap the task from `from_status` to `to_status`; True if this call won (docs/scheduling.md, Tasks
+    and their lifecycle).
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
     so a failure in any of them leaves the task as it was. The loser of a race changes nothing.

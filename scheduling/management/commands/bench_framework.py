@@ -40,12 +40,14 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
         labels = {TOPOLOGY_LABEL: dgx} if gpu_type == "nvidia" else {}
         if i % 4 == 0:
             labels["rdma"] = "true"
-        nodes.append(make_node(ids, gpu_type=gpu_type, cpu_percent=rng.uniform(0, 80), memory_used_mb=rng.randint(0, 4e5),
+        nodes.append(make_node(ids, gpu_type=gpu_type, cpu_percent=rng.uniform(0, 80),
+                               memory_used_mb=rng.randint(0, 400_000),
                                zone=f"z{i % 6}", rack=f"r{i % 40}", status="offline" if i % 50 == 0 else "online",
                                dedicated_tenant_id=7 if i % 97 == 0 else None, labels=labels))
     snapshot = ClusterSnapshot(nodes=nodes, tenancy=TenancyView())
-    tasks = [TaskInfo(id=next(ids), tenant_id=rng.randint(1, 5), gpu_type=TYPES[i % 3], gpu_required=rng.choice([0, 1, 1, 2, 4]),
-                       gpu_memory_mb=rng.choice([0, 4000]), labels={"zone": f"z{i % 6}"}) for i in range(task_count)]
+    tasks = [TaskInfo(id=next(ids), tenant_id=rng.randint(1, 5), gpu_type=TYPES[i % 3],
+                      gpu_required=rng.choice([0, 1, 1, 2, 4]), gpu_memory_mb=rng.choice([0, 4000]),
+                      labels={"zone": f"z{i % 6}"}) for i in range(task_count)]
     framework = Framework(build_plugin_set([]), SchedulerConfig())
     if freeze:
         gc.freeze()
