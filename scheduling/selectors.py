@@ -37,6 +37,11 @@ def groups_visible_to(user) -> QuerySet[TaskGroup]:
     return _visible_to(TaskGroup.objects.select_related("tenant"), user)
 
 
+def group_members(group: TaskGroup) -> list[Task]:
+    """A group's member tasks by rank, with their nodes."""
+    return list(group.members.select_related("node").order_by("rank", "id"))
+
+
 def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
     """The given tasks as they are now, in id order; with `tenant_id` only that tenant's."""
     tasks = Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id")

@@ -6,9 +6,9 @@ from rest_framework.views import APIView
 
 from heteroflow_site.serializers import StrictSerializer
 from nodes.models import GPU_TYPES
-from scheduling.groups.services import group_member_rows, task_group_create
+from scheduling.groups.services import task_group_create
 from scheduling.models import Parallelism, TaskGroup
-from scheduling.selectors import groups_visible_to
+from scheduling.selectors import group_members, groups_visible_to
 from scheduling.services.task_submit import submitting_tenant
 
 
@@ -28,7 +28,7 @@ class TaskGroupOutput(serializers.ModelSerializer):
             {"task": task.id, "rank": task.rank, "status": task.status,
              "node": task.node.name if task.node_id else None, "gpus": task.gpus,
              "master_addr": group.master_addr or None, "backend": group.backend or None}
-            for task in group_member_rows(group)
+            for task in group_members(group)
         ]
 
     def get_diagnostics(self, group: TaskGroup) -> dict | None:
