@@ -1,4 +1,8 @@
-"""PluginConfig now belongs to the scheduling app (same table); this app only forgets it."""
+"""PluginConfig now belongs to the scheduling app (same table); this app only forgets it.
+
+Named to sort before sibling 0003 migrations of other branches: when a merge migration joins them, Django applies
+the later-sorting sibling first, so data migrations that still read plugins_admin.PluginConfig run before this.
+"""
 
 from django.db import migrations
 
