@@ -58,6 +58,16 @@ def nodes_visible_to_tenant(tenant_id: int | None) -> QuerySet[Node]:
     return Node.objects.filter(dedicated_tenant__isnull=True) | Node.objects.filter(dedicated_tenant_id=tenant_id)
 
 
+def node_places() -> dict[str, list[str]]:
+    """The regions, zones and racks set on any node, each sorted: the choices of the node list's filters."""
+    places = Node.objects.values_list("region", "zone", "rack")
+    return {
+        "regions": sorted({region for region, _, _ in places if region}),
+        "zones": sorted({zone for _, zone, _ in places if zone}),
+        "racks": sorted({rack for _, _, rack in places if rack}),
+    }
+
+
 def node_topology(node: Node) -> dict | None:
     """NVLink domains and per-card NUMA nodes from the agent's topology label; None without a readable label."""
     topology = decode_label(node.labels.get(TOPOLOGY_LABEL))

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from heteroflow_site.errors import DomainError
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import node_detail, nodes_list
+from nodes.selectors import node_detail, node_places, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
 from tenants.models import Tenant
 
@@ -44,16 +44,13 @@ def node_list(request):
         nodes = nodes_list({name: value for name, value in filters.items() if value})
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
-    places = Node.objects.values_list("region", "zone", "rack")
     context = {
         "rows": _list_rows(nodes),
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,
         "statuses": Node.Status.values,
-        "regions": sorted({region for region, _, _ in places if region}),
-        "zones": sorted({zone for _, zone, _ in places if zone}),
-        "racks": sorted({rack for _, _, rack in places if rack}),
+        **node_places(),
         "total": Node.objects.count(),
     }
     return render_page(request, "nodes/node_list.html", context, fragment="node-table")
