@@ -39,6 +39,6 @@ def detect_all(runner: CommandRunner = run_command, detectors: Sequence[Detector
 
 
 __all__ = [
-    "Card", "CommandRunner", "Detector", "DETECTOR_CLASSES", "DETECTOR_FOR_TYPE", "GPU_TYPES", "SimulatedDetector", "default_detectors",
-    "detect_all", "fake_cards_for", "run_command",
+    "Card", "CommandRunner", "Detector", "DETECTOR_CLASSES", "DETECTOR_FOR_TYPE", "GPU_TYPES", "SimulatedDetector",
+    "default_detectors", "detect_all", "fake_cards_for", "run_command",
 ]

@@ -107,7 +107,7 @@ def optional_number(text: str | float | None) -> float | None:
 
 
 def optional_int(text: str | float | None) -> int | None:
-    """A reading such as ``45C``, ``35℃``, ``39 C``, ``0.0%`` or ``0 %`` rounded to a whole number; ``None`` if unknown."""
+    """A reading such as ``45C``, ``35℃``, ``39 C``, ``0.0%`` or ``0 %`` as a whole number; ``None`` if unknown."""
     value = optional_number(text)
     return None if value is None else round(value)
 
@@ -176,7 +176,7 @@ class Detector(ABC):
 
     def query(self, runner: CommandRunner) -> list[Card]:
         """Try :attr:`commands` in order; one that is missing, fails, prints what :meth:`parse` does not understand
-        or shows no cards hands over to the next. May raise (the last failure), :meth:`detect` turns that into ``[]``."""
+        or shows no cards hands over to the next. May raise the last failure; :meth:`detect` makes that ``[]``."""
         failure: Exception | None = None
         for argv in self.commands:
             try:

@@ -100,7 +100,7 @@ Row = list[Cell]
 
 
 def _row_groups(text: str) -> list[list[Row]]:
-    """Runs of consecutive table rows, split into cells; rules (``+---+``, ``|===|``), blank and other lines end a run."""
+    """Runs of consecutive table rows split into cells; rules (``+---+``, ``|===|``), blank and other lines end runs."""
     groups: list[list[Row]] = []
     current: list[Row] = []
     for line in text.expandtabs(8).splitlines():

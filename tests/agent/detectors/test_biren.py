@@ -8,16 +8,17 @@ from nodes.agent.detectors.biren import BirenDetector
 from .fakes import FakeRunner, capture, capture_names, readings
 
 BRSMI = "brsmi__biren106b_1gpu_1.11.0.txt"
+CAPTURES = {BRSMI: [(0, "Biren106B", 32512, 0, 0, 30)]}
 
 
 def test_every_biren_capture_has_its_expected_cards():
-    assert capture_names("biren") == {BRSMI}
+    assert capture_names("biren") == set(CAPTURES)
 
 
 def test_brsmi_table_is_read_as_the_card_it_shows():
     runner = FakeRunner({"brsmi": capture("biren", BRSMI)})
     cards = BirenDetector(lambda bus_id: 1 if bus_id == "00000000:90:00.0" else None).detect(runner)
-    assert readings(cards) == [(0, "Biren106B", 32512, 0, 0, 30)]
+    assert readings(cards) == CAPTURES[BRSMI]
     assert (cards[0].type, cards[0].uuid, cards[0].numa) == ("biren", "biren-0000:90:00.0", 1)
     assert runner.command_lines() == ["brsmi"]
 
@@ -31,8 +32,8 @@ def test_a_second_gpu_with_work_on_it_is_read_through_the_header():
             card_rows[2], card_rows[3]]
     lines = text.splitlines()
     two_gpus = "\n".join(lines[:12] + busy + lines[12:]) + "\n"
-    assert readings(BirenDetector(no_numa).parse(two_gpus)) == [
-        (0, "Biren106B", 32512, 0, 0, 30), (1, "Biren106B", 32512, 20480, 87, 47)]
+    busy_card = (1, "Biren106B", 32512, 20480, 87, 47)
+    assert readings(BirenDetector(no_numa).parse(two_gpus)) == CAPTURES[BRSMI] + [busy_card]
 
 
 @pytest.mark.parametrize("answer", [
