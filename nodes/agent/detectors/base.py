@@ -27,8 +27,8 @@ COMMAND_TIMEOUT_SECONDS = 15.0
 _BUS_ID = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SIZE = re.compile(r"\s*(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)?\s*", re.IGNORECASE)
-# The CLIs print MB and MiB for the same binary sizes (xpu_smi's "8064 MB" and "32768 MB" are what its -q mode calls
-# MiB), so both count as MiB.
+# MB as the CLIs print it is MiB: xpu_smi 4.x's "8064 MB" and "32768 MB" are binary sizes (8 GiB less 128 MiB,
+# 32 GiB), printed as MiB by the same vendor's later tools.
 _MEBIBYTES_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 PARSE_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError)
 
