@@ -7,14 +7,18 @@ from nodes.agent.detectors import (
 )
 from nodes.agent.detectors.ascend import AscendDetector, parse_npu_smi_info
 from nodes.agent.detectors.base import canonical_bus_id, no_numa, sysfs_numa_node
+from nodes.agent.detectors.biren import BirenDetector
+from nodes.agent.detectors.cambricon import CambriconDetector
+from nodes.agent.detectors.enflame import EnflameDetector
 from nodes.agent.detectors.hygon import HygonDetector
 from nodes.agent.detectors.iluvatar import IluvatarDetector
 from nodes.agent.detectors.kunlun import KunlunDetector
 from nodes.agent.detectors.metax import MetaxDetector
 from nodes.agent.detectors.musa import MusaDetector
 from nodes.agent.detectors.nvidia import NvidiaDetector, parse_query_gpu_csv
+from scheduling.gpu_models import model_matches
 
-from .detectors.fakes import FakeRunner
+from .detectors.fakes import FakeRunner, capture
 
 EXECUTABLES = ["nvidia-smi", "ixsmi", "npu-smi", "mthreads-gmi", "hy-smi", "rocm-smi", "mx-smi", "efsmi", "brsmi",
                "cnmon", "xpu_smi", "xpu-smi"]
@@ -204,3 +208,19 @@ def test_fake_cards_for_and_simulated_detector():
     with pytest.raises(ValueError):
         fake_cards_for("nvidia", "A100", 2, 81920, [0])
     assert detect_all(FakeRunner({}), [SimulatedDetector(cards)]) == cards
+
+
+@pytest.mark.parametrize(("detector_class", "vendor", "capture_name", "pattern"), [
+    (CambriconDetector, "cambricon", "cnmon__mlu370-x8_2card_v5.10.13.txt", "MLU370"),
+    (CambriconDetector, "cambricon", "cnmon__mlu370-x4_3card_v4.20.11.txt", "MLU370-X4"),
+    (KunlunDetector, "kunlunxin", "xpu_smi__p800-oam_8dev_5.0.21.21.txt", "P800"),
+    (KunlunDetector, "kunlunxin", "xpu_smi__r300_2dev_rt4.31_sn-redacted.txt", "R300"),
+    (EnflameDetector, "enflame", "efsmi__l300_1card_1.7.2.14.txt", "L300"),
+    (EnflameDetector, "enflame", "efsmi__s60_2card_1.2.0.301.txt", "S60"),
+    (BirenDetector, "biren", "brsmi__biren106b_1gpu_1.11.0.txt", "biren106b"),
+])
+def test_models_keep_the_name_the_tool_prints_so_gpu_model_patterns_match(detector_class, vendor, capture_name,
+                                                                          pattern):
+    cards = detector_class(no_numa).parse(capture(vendor, capture_name))
+    assert cards and all(model_matches(pattern, card.model) for card in cards)
+    assert not any(model_matches("MLU290|P900|T20", card.model) for card in cards)
