@@ -4,13 +4,14 @@ the same two under the tool's other name ``xpu-smi``.
 XRE 4.x installs ``xpu_smi``; on XRE 5.x (P800) both names are in use. Intel's xpumanager ships an unrelated
 ``xpu-smi``, so nothing is run unless the host has a Kunlunxin PCI device (vendor ``0x1d22``).
 
-``-m`` prints 32 whitespace-separated fields per device (the model is quoted when it has a space, ``"P800 OAM"``):
-0 PCI address, 1 board, 2 device id, 4 temperature (C), 17/18 memory used/total (MiB), 19 utilisation (%),
-21 model, 22 the die's index on its board. The default table comes in three layouts, all read by their header:
-XRE 4.0 ``| DevID | PCI Addr | Model | SN | INODE | UseRate | L3 | Memory |`` (memory ``used / total MB``), the XRE
-4.0/4.33 wide one that adds ``State``, ``Power(W)`` and ``Temp``, and the nvidia-smi-like box of XRE 5
-(``XPU Name`` / ``Temp`` / ``Memory-Usage`` / ``XPU-Util``, three rows per device). A saved ``xpu-smi -q`` report
-(``XPU <bus id>`` blocks) is read too.
+``-m`` prints 32 whitespace-separated fields per device, and a line with fewer is no device (the model is quoted
+when it has a space, ``"P800 OAM"``): 0 PCI address, 1 board, 2 device id, 4 temperature (C), 17/18 memory
+used/total (MiB), 19 utilisation (%), 21 model, 22 the die's index on its board. The default table comes in three
+layouts, all read by their header: XRE 4.0 ``| DevID | PCI Addr | Model | SN | INODE | UseRate | L3 | Memory |``
+(memory ``used / total MB``), the XRE 4.0/4.33 wide one that adds ``State``, ``Power(W)`` and ``Temp``, and the
+nvidia-smi-like box of XRE 5 (``XPU Name`` / ``Temp`` / ``Memory-Usage`` / ``XPU-Util``, three rows per device).
+A saved ``xpu-smi -q`` report (``XPU <bus id>`` blocks) is read too; the agent does not run ``-q``, whose only
+published output is of one device (``--id=0``).
 
 A K200 card holds two dies, two devices with one PCI address; each die after a board's first gets its position on
 the board appended to the card id, so that every device has its own.
@@ -35,7 +36,7 @@ XRE5_TABLE = TableLayout(index="xpu", model="name", memory="memory-usage", utili
                          temperature="temp", bus_id="bus-id")
 XRE4_TABLE = TableLayout(index="devid", model="model", memory="memory", utilization="userate", temperature="temp",
                          bus_id="pci addr")
-_MACHINE_FIELDS = 23
+_MACHINE_FIELDS = 32  # a line cut short is not a device line
 _QUERY_START = re.compile(r"XPU\s+(?P<label>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 
 

@@ -26,6 +26,8 @@ from .base import Card, NumaLookup, fallback_uuid, optional_int, used_and_total_
 _LABEL = re.compile(r"\S+(?: \S+)*")  # words joined by single spaces
 _WORD = re.compile(r"\S+")
 
+Cell = str
+Row = list[Cell]
 Device = dict[str, str]
 """One device's values by lower-case header label (``"memory-usage": "0 MiB/ 23374 MiB"``); ``""`` if blank."""
 
@@ -93,10 +95,6 @@ def _card(device: Device, gpu_type: str, layout: TableLayout, numa_of: NumaLooku
         temperature=optional_int(device.get(layout.temperature)),
         numa=numa_of(bus_id),
     )
-
-
-Cell = str
-Row = list[Cell]
 
 
 def _row_groups(text: str) -> list[list[Row]]:
