@@ -4,12 +4,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from heteroflow_site.api_docs import RedocView
 from heteroflow_site.health import healthz, readyz
-
-from scheduling.metrics_views import metrics
+from scheduling.api.metrics_views import metrics
 
 api_v1 = [
     path("", include("tenants.api_urls")),
-    path("", include("scheduling.api_urls")),
+    path("", include("scheduling.api.urls")),
     path("", include("nodes.api_urls")),
     path("", include("plugins_admin.api_urls")),
 ]
@@ -25,5 +24,5 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("", include("plugins_admin.urls")),
     path("", include("nodes.urls")),
-    path("", include("scheduling.urls")),
+    path("", include("scheduling.web.urls")),
 ]

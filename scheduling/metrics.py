@@ -18,10 +18,12 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Case, Count, Q, Sum, Value, When
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskStatus
@@ -35,6 +37,7 @@ QUEUE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 360
 PRIORITY_BANDS = (("high", 70), ("normal", 30), ("low", None))
 # Attempt outcomes after which a pending task still waits to be placed (until the backoff queue gives it a state).
 PLACED_CODES = (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+SCHEDULER_PERIODS_ALLOWED = 3
 
 
 class _Histogram:
@@ -113,6 +116,20 @@ def last_cycle_at() -> datetime | None:
     """When a scheduler last finished a cycle, from any process; None when none has since Redis started."""
     stamp = _redis().get(_last_cycle_key())
     return datetime.fromtimestamp(float(stamp), tz=timezone.get_current_timezone()) if stamp else None
+
+
+def check_scheduler() -> dict:
+    """Readiness: some process finished a scheduling cycle within three periods of the scheduling tick."""
+    period = float(settings.CELERY_BEAT_SCHEDULE["scheduling-cycle"]["schedule"])
+    limit = SCHEDULER_PERIODS_ALLOWED * period
+    last = last_cycle_at()
+    if last is None:
+        raise ProbeFailure("no scheduling cycle finished yet", limit_seconds=limit)
+    age = round((timezone.now() - last).total_seconds(), 3)
+    if age > limit:
+        raise ProbeFailure(f"last cycle {age:.0f}s ago, more than {limit:.0f}s", last_cycle_seconds_ago=age,
+                           limit_seconds=limit)
+    return {"last_cycle_seconds_ago": age, "limit_seconds": limit}
 
 
 def queue_latencies_since(task_ids: Iterable[int], since: datetime) -> list[float]:

@@ -9,6 +9,8 @@ from scheduling import immediate_queue
 from tenants.models import Tenant
 from tenants.services import tenant_user_create
 
+pytest_plugins = ["tests.web_clients"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _immediate_queue_of_this_worker():

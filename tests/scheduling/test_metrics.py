@@ -117,7 +117,7 @@ def test_backlog_by_tenant_and_band_parked_tasks_and_conflicts(admin_user, tenan
 
 @pytest.mark.django_db
 def test_heartbeat_age_per_node_and_ledger_corrections_of_the_recount(admin_user, tenant, own_metrics_keys):
-    from nodes.services import node_gpu_used_recount
+    from scheduling.services.node_ledger import node_gpu_used_recount
 
     node = make_node(cards=8, gpu_used=5, name="drifted")
     Node.objects.filter(id=node.id).update(last_heartbeat_at=timezone.now() - timedelta(seconds=42))

@@ -30,8 +30,8 @@ GPU_TYPE_WEIGHTS = {
 }
 CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
-# The live pages' receiver (scheduling.live), which renders and publishes each task's row after its transition.
-LIVE_TASK_RECEIVER = "scheduling.live.task_status"
+# The live pages' receiver (scheduling.web.live), which renders and publishes each task's row after its transition.
+LIVE_TASK_RECEIVER = "scheduling.web.live.task_status"
 # From the file, not the settings: the spawned scheduler processes import this module before they choose a database.
 OPENB_DIR = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
