@@ -55,8 +55,9 @@ class HumanFormatter(logging.Formatter):
 
 class JsonLineFormatter(JsonFormatter):
     def __init__(self):
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s",
-                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"})
+        # `time` in ISO 8601 with the zone, which log pipelines parse without a pattern.
+        super().__init__("%(levelname)s %(name)s %(message)s", timestamp="time",
+                         rename_fields={"levelname": "level", "name": "logger"})
 
 
 def set_context(**fields: object) -> contextvars.Token:

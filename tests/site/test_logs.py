@@ -2,6 +2,7 @@
 
 import json
 import logging
+from datetime import datetime
 
 import pytest
 
@@ -86,7 +87,7 @@ def test_json_lines_carry_the_context_fields():
         reset_context(token)
     line = json.loads(JsonLineFormatter().format(record))
     assert line["message"] == "scheduler main cycle 7" and line["level"] == "INFO"
-    assert line["logger"] == "scheduling.cycle" and "time" in line
+    assert line["logger"] == "scheduling.cycle" and datetime.fromisoformat(line["time"]).tzinfo is not None
     assert (line["request_id"], line["user"], line["tenant"], line["cycle_id"]) == ("r-1", "alice", "acme", 7)
 
 
