@@ -24,7 +24,6 @@ CARDS_OVERLOADED = "GPU memory above threshold"
 NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
 NVLINK_REQUIRED = "no free NVLink domain large enough"
 RDMA_REQUIRED = "RDMA required"
-TOPOLOGY_REQUIRED = "topology constraint not met"
 
 # Freeing resources (a task ending, a preemption) can make a node fit again after these; the others are permanent
 # for this task (kube-scheduler's Unschedulable vs UnschedulableAndUnresolvable).

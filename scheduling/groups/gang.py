@@ -124,7 +124,7 @@ def gpu_type_unavailable(gpu_type: str, tenant_id: int, snapshot: ClusterSnapsho
 def _first_fitting(member: TaskInfo, candidates: list[NodeInfo], framework: Framework,
                    scratch: "_Scratch") -> tuple[NodeInfo, list[int]] | None:
     for node in candidates:
-        cards = framework.select_cards(member, node, tenancy=scratch.snapshot.tenancy)
+        cards = framework.reserve(member, node, scratch.snapshot.tenancy)
         if cards or (member.gpu_required == 0 and not member.is_fractional):
             owned = scratch.own(node)
             apply_bind(scratch.snapshot, member, owned, cards)

@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -61,3 +61,7 @@ class GpuFilter(RowPlugin):
 
 def factory(setting: PluginSetting) -> GpuFilter:
     return GpuFilter()
+
+
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+                  description="Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.")

@@ -12,7 +12,7 @@ import numpy as np
 
 from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 from scheduling.sharing import card_admits_tenant
@@ -66,3 +66,7 @@ class ResourceFilter(RowPlugin):
 
 def factory(setting: PluginSetting) -> ResourceFilter:
     return ResourceFilter()
+
+
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+                  description="Keeps nodes with enough free cards, or card memory for a fractional task.")
