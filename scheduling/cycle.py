@@ -29,7 +29,7 @@ from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
 from scheduling.framework.registry import PluginSetting
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.framework.status import Code, Status
 from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
 from scheduling.models import CycleRecord, ScanCursor, Task

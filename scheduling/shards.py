@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
-from scheduling.sharing import may_share
+from scheduling.framework.sharing import may_share
 from scheduling.snapshot_builder import build_tenancy
 
 NAME = "shard"

@@ -122,7 +122,8 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
     batch = _Batch(placements, config, tenancy, reserve, all_or_nothing)
     try:
         with transaction.atomic():
-            live = lock_and_read(sorted({p.node.id for p in placements}), sorted({p.task.tenant_id for p in placements}))
+            live = lock_and_read(sorted({placement.node.id for placement in placements}),
+                                 sorted({placement.task.tenant_id for placement in placements}))
             outcomes = _recheck_all(batch, live)
             if all_or_nothing and env_for is not None:
                 for accepted, env in zip(batch.accepted, env_for(live.nodes)):

@@ -39,7 +39,7 @@ from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
-from scheduling.sharing import card_admits_tenant
+from scheduling.framework.sharing import card_admits_tenant
 
 DIAGNOSTIC_FEASIBLE_NODES = 50
 # Runs right after the tenant step (see `_filter_order`).

@@ -65,6 +65,14 @@ class NodeInfo:
     def free_gpus(self) -> int:
         return max(self.gpu_total - self.gpu_used, 0)
 
+    @property
+    def gpu_types(self) -> set[str]:
+        """The node's GPU type label and every card's type, lower case."""
+        types = {card.type.lower() for card in self.cards if card.type}
+        if self.gpu_type:
+            types.add(self.gpu_type.lower())
+        return types
+
 
 @dataclass
 class TaskInfo:

@@ -9,7 +9,7 @@ from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
 from scheduling.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
-from scheduling.sharing import may_share
+from scheduling.framework.sharing import may_share
 from scheduling.snapshot_builder import build_tenancy
 from tenants.models import ShareGroup, Tenant
 from tests.factories import make_node, make_task

@@ -21,10 +21,6 @@ GPU_TYPE_MISMATCH = r.GPU_TYPE_MISMATCH
 GPU_MODEL_MISMATCH = r.GPU_MODEL_MISMATCH
 
 
-def _node_types(node: NodeInfo) -> set[str]:
-    return {card.type.lower() for card in node.cards if card.type} | ({node.gpu_type.lower()} if node.gpu_type else set())
-
-
 def _model_counts(node: NodeInfo) -> Counter:
     counts = node.cache.get(MODEL_LABEL)
     if counts is None:
@@ -47,7 +43,7 @@ class GpuFilter(RowPlugin):
             elif bit < 64:
                 matches = (table.type_bits[rows] & np.uint64(1 << bit)) != 0
             else:
-                matches = np.array([wanted in _node_types(table.nodes[row]) for row in rows], bool)
+                matches = np.array([wanted in table.nodes[row].gpu_types for row in rows], bool)
             codes[reported & ~matches] = 1
         models = {model.strip().lower() for model in str(task.labels.get(MODEL_LABEL, "")).split("|") if model.strip()}
         if models:

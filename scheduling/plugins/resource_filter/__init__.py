@@ -15,7 +15,7 @@ from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
-from scheduling.sharing import card_admits_tenant
+from scheduling.framework.sharing import card_admits_tenant
 
 NAME = "resource-filter"
 INSUFFICIENT_GPU = r.INSUFFICIENT_GPU

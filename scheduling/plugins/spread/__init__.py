@@ -38,5 +38,6 @@ def factory(setting: PluginSetting) -> Spread:
     return Spread()
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with="binpack", default=PluginSetting(NAME, True, 1), kinds=frozenset({SCORE}),
+SPEC = PluginSpec(NAME, factory, exclusive_with="binpack", default=PluginSetting(NAME, True, 1),
+                  kinds=frozenset({SCORE}),
                   description="Prefers the least used nodes, spreading load across the cluster.")

@@ -36,4 +36,5 @@ def factory(setting: PluginSetting) -> Topology:
 
 
 SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({SCORE}),
-                  description="Prefers the region, zone and rack a task asks for; topology: required makes them hard limits.")
+                  description="Prefers the region, zone and rack a task asks for; topology: required makes them "
+                              "hard limits.")

@@ -8,7 +8,7 @@ from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, apply_bind, default_cards
 from scheduling.framework.registry import PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
-from scheduling.framework.status import Code
+from scheduling.framework.status import Code, Status
 from scheduling.plugins import default_registry
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
@@ -282,3 +282,61 @@ def test_attempt_nodes_keep_the_first_filtered_nodes_under_their_reasons_and_cou
         assert total == round(result.totals[by_name[name]], 3)
         assert dict(zip(nodes["plugins"], scores)) == result.scores[by_name[name]]
     assert result.message.startswith("2/8 nodes are available: 5 node offline, 1 Insufficient GPU")
+
+
+class NoFriday:
+    """A PreFilter and Permit plugin: refuses tasks labelled `day: friday` before any node, and placements on
+    nodes labelled `frozen: true` at Permit."""
+
+    name = "no-friday"
+
+    def __init__(self, setting):
+        pass
+
+    def pre_filter(self, state, task, snapshot):
+        if task.labels.get("day") == "friday":
+            return Status.unschedulable("no deploys on friday", plugin=self.name, unresolvable=True)
+        return Status(plugin=self.name)
+
+    def permit(self, state, placements, world_size):
+        if any(node.labels.get("frozen") == "true" for _task, node, _cards in placements):
+            return Status.unschedulable("frozen node", plugin=self.name, attempt_code="Frozen")
+        return Status(plugin=self.name)
+
+
+def _with_no_friday():
+    from scheduling.framework.registry import PERMIT, PRE_FILTER, PluginSpec
+
+    registry = default_registry(extra_plugins=[])
+    registry.register(PluginSpec("no-friday", NoFriday, kinds=frozenset({PRE_FILTER, PERMIT})))
+    return Framework(build_plugin_set([], registry), CONFIG)
+
+
+def test_a_pre_filter_refuses_the_task_before_any_node_is_looked_at():
+    fw = _with_no_friday()
+    snapshot = make_snapshot(make_node(), make_node())
+    result = fw.schedule(make_task(gpu_required=1, labels={"day": "friday"}), snapshot, random.Random())
+    assert result.node is None and result.pre_filtered
+    assert (result.code, result.message, result.filtered_count) == (reasons.NO_SCHEDULABLE_NODES,
+                                                                    "no deploys on friday", 0)
+    assert fw.schedule(make_task(gpu_required=1), snapshot, random.Random()).node is not None
+
+
+def test_the_quota_pre_filter_is_built_in():
+    from scheduling.framework.snapshot import TenantQuotas
+
+    snapshot = make_snapshot(make_node())
+    snapshot.quotas = TenantQuotas(quotas={1: 2}, used={1: 1})
+    result = framework().schedule(make_task(tenant_id=1, gpu_required=2), snapshot, random.Random())
+    assert (result.code, result.message) == (reasons.QUOTA_EXCEEDED, "quota exceeded: used 1 / quota 2, asked 2")
+
+
+def test_permit_holds_a_gang_to_every_member_and_runs_the_permit_plugins():
+    fw = _with_no_friday()
+    node, frozen = make_node(), make_node(labels={"frozen": "true"})
+    task = make_task(gpu_required=1)
+    assert fw.permit([(task, node, [0])]).is_success
+    partial = fw.permit([(task, node, [0])], world_size=2)
+    assert (partial.is_success, partial.attempt_code) == (False, reasons.GANG_INCOMPLETE)
+    refused = fw.permit([(task, frozen, [0])])
+    assert (refused.is_success, refused.attempt_code, refused.reason) == (False, "Frozen", "frozen node")
