@@ -1,6 +1,6 @@
 """nvlink: NVLink-aware placement for multi-card tasks (SPEC §6).
 
-The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.agent.topology`) gives NVLink
+The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.topology_label`) gives NVLink
 pairs and each card's NUMA node; NVLink domains are its connected components. Only FREE cards (no active occupant,
 memory under the threshold) count. A node's score for a k-card task (k ≥ 2) is that of its best k-card group:
 
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
+from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.framework import whole_card_candidates
