@@ -184,7 +184,7 @@ class _Placer:
             return []
         config, tenancy = self.framework.config, self.snapshot.tenancy
         outcomes = self.framework.bind(
-            [entry.placement for entry in batch], tenancy=tenancy, refused=_plugin_bind_outcome,
+            [entry.placement for entry in batch], tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
             default_binder=lambda placements: bind_batch(placements, config=config, tenancy=tenancy,
                                                          reserve=self.framework.reserve),
         )

@@ -9,7 +9,7 @@ run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-
         cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (SPEC §5.3)
         status = framework.permit([(task, result.node, cards)])               # Permit
         apply_bind(snapshot, task, result.node, cards)   # the next task of the cycle sees the usage
-        framework.bind(placements, default_binder=..., refused=...)           # Bind (default: scheduling/bind/)
+        framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
 Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
 affinity → the other plugin filters.
@@ -238,11 +238,11 @@ class Framework:
         return SUCCESS
 
     def bind(self, placements: Sequence[P], *, default_binder: Callable[[list[P]], list[O]],
-             refused: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
+             plugin_outcome: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
         """Bind: each placement (with `.task`, `.node`, `.cards`) goes through the Bind plugins in order; one that
         answers SKIP passes it on, and what every plugin skips goes to `default_binder` (the bind pipeline) in one
-        batch. A plugin's non-success Status becomes `refused(placement, status)`; its SUCCESS means it bound
-        the placement itself (also reported through `refused`, whose caller tells the two apart)."""
+        batch. A plugin's own answer — SUCCESS: it bound the placement itself; anything else: the bind is
+        refused — becomes `plugin_outcome(placement, status)`."""
         if not self.plugin_set.binders:
             return default_binder(list(placements))
         state = CycleState(self.config, tenancy)
@@ -252,7 +252,7 @@ class Framework:
             for plugin in self.plugin_set.binders:
                 status = plugin.bind(state, placement.task, placement.node, list(placement.cards))
                 if status.code != Code.SKIP:
-                    outcomes[position] = refused(placement, status)
+                    outcomes[position] = plugin_outcome(placement, status)
                     break
             else:
                 rest.append(position)
