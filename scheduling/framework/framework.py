@@ -34,7 +34,7 @@ import numpy as np
 
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
-from scheduling.framework.interfaces import CycleState, PostFilterOutcome
+from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
@@ -56,6 +56,7 @@ class _Rejection:
     plugin: str
     reason: str
     resolvable: bool
+    attempt_code: str = ""
 
 
 @dataclass
@@ -162,6 +163,7 @@ class Framework:
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
+        self._row_scorers = [isinstance(plugin, RowScorePlugin) for plugin, _ in plugin_set.scorers]
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
@@ -196,8 +198,8 @@ class Framework:
 
         names = [plugin.name for plugin, _ in self.plugin_set.scorers]
         matrix = np.empty((len(names), len(rows)))
-        for index, (plugin, _) in enumerate(self.plugin_set.scorers):
-            matrix[index] = self._score(plugin, state, task, table, rows)
+        for index, ((plugin, _), by_rows) in enumerate(zip(self.plugin_set.scorers, self._row_scorers)):
+            matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
 
     def post_filter(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
@@ -293,8 +295,9 @@ class Framework:
 
     def _failure_code(self, rejected_by: np.ndarray) -> str:
         seen = {self._rejections[index - 1] for index in np.unique(rejected_by) if index}
-        if any(rejection.reason == reasons.NO_TENANT_ELIGIBLE_CARD for rejection in seen):
-            return reasons.NO_TENANT_ELIGIBLE_GPU
+        special = sorted(rejection.attempt_code for rejection in seen if rejection.attempt_code)
+        if special:
+            return special[0]
         if any(rejection.resolvable for rejection in seen):
             return reasons.INSUFFICIENT_RESOURCES
         return reasons.NO_SCHEDULABLE_NODES
@@ -307,26 +310,28 @@ class Framework:
             status = plugin.filter(state, task, table.nodes[row])
             if not status.is_success:
                 resolvable = status.code == Code.UNSCHEDULABLE
-                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable) + 1
+                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable,
+                                                     status.attempt_code) + 1
         return codes
 
     @staticmethod
-    def _score(plugin, state, task, table, rows) -> np.ndarray:
-        if hasattr(plugin, "score_rows"):
+    def _score(plugin, by_rows: bool, state, task, table, rows) -> np.ndarray:
+        if by_rows:
             return plugin.score_rows(state, task, table, rows)
         return np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
 
     def _code_map(self, plugin) -> np.ndarray | None:
-        if not hasattr(plugin, "filter_rows"):
+        if not isinstance(plugin, RowFilterPlugin):
             return None
-        ids = [self._rejection_id(plugin.name, reason, reason in reasons.RESOLVABLE) + 1 for reason in plugin.reasons]
+        ids = [self._rejection_id(plugin.name, reason, reason in plugin.resolvable,
+                                  plugin.attempt_codes.get(reason, "")) + 1 for reason in plugin.reasons]
         return np.array([0, *ids], np.int32)
 
-    def _rejection_id(self, plugin: str, reason: str, resolvable: bool) -> int:
-        key = (plugin, reason, resolvable)
+    def _rejection_id(self, plugin: str, reason: str, resolvable: bool, attempt_code: str = "") -> int:
+        key = (plugin, reason, resolvable, attempt_code)
         if key not in self._rejection_ids:
             self._rejection_ids[key] = len(self._rejections)
-            self._rejections.append(_Rejection(plugin, reason, resolvable))
+            self._rejections.append(_Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
 
 
