@@ -232,6 +232,8 @@ class Framework:
                tenancy: TenancyView | None = None) -> Status:
         """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
         of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
+        if not self.plugin_set.permits and len(placements) == world_size:
+            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
         state = CycleState(self.config, tenancy)
         for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
             status = plugin.permit(state, placements, world_size)
