@@ -3,18 +3,19 @@
 from collections.abc import Mapping
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU_TYPE_CHOICES, Node
+from nodes.models import GPU, GPU_TYPE_CHOICES, Node
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 
 
 class NodeFilter(django_filters.FilterSet):
-    gpu_type = django_filters.ChoiceFilter(choices=GPU_TYPE_CHOICES)
+    # A mixed node matches each type it has a card of, not only its majority type (SPEC §15.3).
+    gpu_type = django_filters.ChoiceFilter(choices=GPU_TYPE_CHOICES, method="_has_gpu_type")
     status = django_filters.ChoiceFilter(choices=Node.Status.choices)
     region = django_filters.CharFilter()
     zone = django_filters.CharFilter()
@@ -24,6 +25,9 @@ class NodeFilter(django_filters.FilterSet):
     class Meta:
         model = Node
         fields = ["gpu_type", "status", "region", "zone", "rack", "schedulable"]
+
+    def _has_gpu_type(self, queryset, name, value):
+        return queryset.filter(Q(gpu_type=value) | Q(id__in=GPU.objects.filter(type=value).values("node_id")))
 
 
 def nodes_list(filters: Mapping | None = None, *, queryset: QuerySet[Node] | None = None) -> QuerySet[Node]:
@@ -62,13 +66,15 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
     active = Task.objects.filter(node=node, status__in=ACTIVE_STATES).select_related("tenant").order_by("id")
     if tenant_id is not None:
         active = active.filter(tenant_id=tenant_id)
-    tasks_by_card: dict[int, list[dict]] = {card.index: [] for card in cards}
+    tasks_by_card: dict[tuple[str, int], list[dict]] = {(card.type, card.index): [] for card in cards}
     for task in active:
         entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
                  "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
                  "fractional": task.is_fractional}
+        # Cards are numbered per vendor: a task's indexes name cards of its own type (the node's without one).
+        card_type = task.gpu_type or node.gpu_type
         for index in _cards_held(task):
-            tasks_by_card.setdefault(index, []).append(entry)
+            tasks_by_card.setdefault((card_type, index), []).append(entry)
     topology = node_topology(node)
     numa_from_label = topology["numa"] if topology else {}
     return {
@@ -89,6 +95,7 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
         "cpu_percent": node.cpu_percent,
         "memory_used_mb": node.memory_used_mb,
         "gpu_type": node.gpu_type,
+        "card_types": card_type_counts([node.id]).get(node.id, []),
         "gpu_total": node.gpu_total,
         "gpu_used": node.gpu_used,
         "last_heartbeat_at": node.last_heartbeat_at,
@@ -105,11 +112,21 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
                 "utilization": card.utilization,
                 "temperature": card.temperature,
                 "numa": numa_from_label.get(str(card.index), card.numa),
-                "active_tasks": tasks_by_card.get(card.index, []),
+                "active_tasks": tasks_by_card.get((card.type, card.index), []),
             }
             for card in cards
         ],
     }
+
+
+def card_type_counts(node_ids: list[int]) -> dict[int, list[dict]]:
+    """Per node, how many cards of each type it reported (a mixed node has several), most numerous first."""
+    counts: dict[int, list[dict]] = {}
+    rows = (GPU.objects.filter(node_id__in=node_ids).order_by().values("node_id", "type")
+            .annotate(total=Count("id")).order_by("node_id", "-total", "type"))
+    for row in rows:
+        counts.setdefault(row["node_id"], []).append({"type": row["type"], "total": row["total"]})
+    return counts
 
 
 def node_usage(node: Node) -> dict:

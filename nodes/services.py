@@ -38,8 +38,12 @@ AGENT_ARCS: frozenset[tuple[str, str]] = frozenset(
         (lifecycle.STOPPING, lifecycle.STOPPED),
         (lifecycle.STOPPING, lifecycle.FAILED),
         (lifecycle.PREEMPTING, lifecycle.PENDING),
+        (lifecycle.PREEMPTING, lifecycle.SUCCEEDED),
+        (lifecycle.PREEMPTING, lifecycle.FAILED),
     }
 )
+# A container that exits while its preemption is under way ended by itself: that is the task's outcome (§15.4).
+_EXIT_REPORTS = frozenset({(lifecycle.RUNNING, lifecycle.SUCCEEDED), (lifecycle.RUNNING, lifecycle.FAILED)})
 
 _CARD_FIELDS = ("uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature", "numa")
 
@@ -123,20 +127,19 @@ def _set_online_or_busy(node_id: int) -> None:
 
 
 def _sync_cards(node: Node, gpus: list[dict]) -> None:
-    existing = {card.index: card for card in GPU.objects.filter(node=node)}
-    reported = {card["index"]: card for card in gpus}
-    removed = sorted(set(existing) - set(reported))
+    """Make the node's card rows exactly `gpus`, matched by `(type, index)`: each vendor numbers from 0 (§15.3)."""
+    existing = {(card.type, card.index): card for card in GPU.objects.filter(node=node)}
+    reported = {(card["type"], card["index"]): card for card in gpus}
+    removed = [existing[key].id for key in sorted(set(existing) - set(reported))]
     if removed:
-        GPU.objects.filter(node=node, index__in=removed).delete()
-    GPU.objects.bulk_create(
-        GPU(node=node, **reported[index]) for index in sorted(set(reported) - set(existing))
-    )
+        GPU.objects.filter(id__in=removed).delete()
+    GPU.objects.bulk_create(GPU(node=node, **reported[key]) for key in sorted(set(reported) - set(existing)))
     changed = []
-    for index in sorted(set(reported) & set(existing)):
-        card = existing[index]
-        if any(getattr(card, name) != reported[index][name] for name in _CARD_FIELDS):
+    for key in sorted(set(reported) & set(existing)):
+        card = existing[key]
+        if any(getattr(card, name) != reported[key][name] for name in _CARD_FIELDS):
             for name in _CARD_FIELDS:
-                setattr(card, name, reported[index][name])
+                setattr(card, name, reported[key][name])
             changed.append(card)
     if changed:
         GPU.objects.bulk_update(changed, _CARD_FIELDS)
@@ -234,8 +237,9 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
     if (from_status, to_status) not in AGENT_ARCS:
         raise AgentArcRefused(f"agents may not report {from_status} → {to_status}")
     with transaction.atomic():
-        placed_on = Task.objects.select_for_update().filter(id=task_id).values_list("node_id", flat=True).first()
-        if placed_on is None and not Task.objects.filter(id=task_id).exists():
+        placed_on, status = (Task.objects.select_for_update().filter(id=task_id).values_list("node_id", "status")
+                             .first() or (None, None))
+        if placed_on is None and status is None:
             raise NotThisNodesTask(task_id)
         if placed_on is not None and placed_on != node.id:
             raise NotThisNodesTask(task_id)
@@ -246,6 +250,8 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
             # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
             # report that arrives after the watchdog change nothing.
             return settle_preempted(task_id, reason=reason)
+        if (from_status, to_status) in _EXIT_REPORTS and status == lifecycle.PREEMPTING:
+            from_status = lifecycle.PREEMPTING
         if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
             # A stop the scheduler ordered for a timeout ends as a failure with that reason (SPEC §11).
             stopping = Task.objects.only("reason").get(id=task_id)

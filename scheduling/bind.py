@@ -29,6 +29,7 @@ from scheduling import lifecycle, quotas
 from scheduling.framework import reasons
 from scheduling.framework.framework import select_cards
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.groups.status import refresh_group_status
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskEvent, TaskType
 from scheduling.shards import ShardAllocationError, occupancy_of, shard_on_card
@@ -332,6 +333,8 @@ def _claim(task: TaskInfo, node_id: int, cards: list[int], *, port: int | None, 
         row = cursor.fetchone()
     if row is None:
         return False
+    if task.group_id is not None:
+        refresh_group_status(task.group_id)
     tenant_id = row[0]
     transaction.on_commit(
         lambda: task_transitioned.send(
@@ -546,6 +549,10 @@ def _claim_many(claims: list[_Claim]) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM_MANY, params)
         rows = cursor.fetchall()
+    won = {row[0] for row in rows}
+    for group_id in sorted({claim.task.group_id for claim in claims
+                            if claim.task.group_id is not None and claim.task.id in won}):
+        refresh_group_status(group_id)
     for task_id, tenant_id, reason in rows:
         transaction.on_commit(
             lambda task_id=task_id, tenant_id=tenant_id, reason=reason: task_transitioned.send(
@@ -557,4 +564,4 @@ def _claim_many(claims: list[_Claim]) -> set[int]:
                 reason=reason,
             )
         )
-    return {row[0] for row in rows}
+    return won

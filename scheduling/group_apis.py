@@ -28,8 +28,8 @@ class TaskGroupOutput(serializers.ModelSerializer):
     class Meta:
         model = TaskGroup
         fields = ["id", "tenant", "name", "type", "status", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
-                  "replicas", "window", "window_applied", "master_addr", "backend", "created_at", "members",
-                  "diagnostics"]
+                  "replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr", "backend",
+                  "created_at", "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
         return [
@@ -65,6 +65,7 @@ class TaskGroupListCreateApi(APIView):
         image = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         command = serializers.CharField(required=False, allow_blank=True, default="")
         priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+        max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
         tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     @extend_schema(responses=TaskGroupOutput(many=True))

@@ -101,7 +101,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None) -> GangB
                                        placement)
             message = f"{plan.message}; master {communication.master_addr} ({communication.backend})"
             TaskGroup.objects.filter(id=group.id).update(
-                status=TaskGroup.Status.SCHEDULED, master_addr=communication.master_addr,
+                master_addr=communication.master_addr,
                 backend=communication.backend,
                 diagnostics={"code": reasons.SCHEDULED, "message": message, "member": None, "reason": ""},
             )

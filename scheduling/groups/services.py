@@ -21,6 +21,7 @@ def task_group_create(
     image: str = "",
     command: str = "",
     priority: int = 50,
+    max_restarts: int = 3,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction (SPEC §10, §14)."""
     if not tenant.is_active:
@@ -37,7 +38,7 @@ def task_group_create(
         group = TaskGroup.objects.create(
             tenant=tenant, name=name, type=type, world_size=world_size, gpus_per_worker=gpus_per_worker,
             parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
-            window=window, image=image, command=command,
+            window=window, image=image, command=command, max_restarts=max_restarts,
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         if type == TaskType.INFERENCE and replicas is None:
@@ -52,5 +53,6 @@ def task_group_create(
 
 
 def group_member_rows(group: TaskGroup) -> list[Task]:
-    return list(group.members.select_related("node").order_by("rank", "id"))
+    """The members of the group's current run (a restarted gang keeps its earlier runs as history)."""
+    return list(group.members.filter(group_run=group.restarts).select_related("node").order_by("rank", "id"))
 

@@ -6,10 +6,13 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.groups.status import refresh_group_status
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
 from scheduling.signals import task_transitioned
 
+# A gang member arriving here may leave the rest of its gang running alone.
+_GANG_BREAKING = frozenset({lifecycle.FAILED, lifecycle.PENDING, lifecycle.STOPPED})
 # Returning to the queue forgets the placement; finishing keeps node and cards as history.
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
 
@@ -27,7 +30,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         held = (
             Task.objects.select_for_update()
             .filter(id=task_id, status=from_status)
-            .values("node_id", "gpu_required", "tenant_id")
+            .values("node_id", "gpu_required", "tenant_id", "group_id")
             .first()
         )
         if held is None:
@@ -50,6 +53,8 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
+        if held["group_id"] is not None:
+            _after_member_change(held["group_id"], to_status)
         tenant_id = held["tenant_id"]
         transaction.on_commit(
             lambda: task_transitioned.send(
@@ -62,6 +67,16 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             )
         )
     return True
+
+
+def _after_member_change(group_id: int, to_status: str) -> None:
+    """The group's status follows its members in the same transaction; a gang that may have lost a member is
+    made whole again right after the commit (SPEC §15.5)."""
+    from scheduling.groups.restart import reconcile_gang  # it transitions tasks itself
+
+    refresh_group_status(group_id)
+    if to_status in _GANG_BREAKING:
+        transaction.on_commit(lambda: reconcile_gang(group_id))
 
 
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:

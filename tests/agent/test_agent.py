@@ -87,6 +87,9 @@ class FakeRuntime:
     def stop(self, handle):
         self.events.append(("stop", handle))
 
+    def adopt(self):
+        return {}
+
 
 TOPOLOGY = GpuTopology(links=frozenset({(0, 1)}), numa={0: 0, 1: 1}, cards=(0, 1))
 
