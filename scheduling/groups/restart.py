@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from scheduling import lifecycle
-from scheduling.groups.status import is_timeout, refresh_group_status
+from scheduling.groups.status import is_timeout, refresh_group_status, restart_refusal
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.services.task_create import task_create
 from scheduling.services.task_transition import task_transition
@@ -74,6 +74,11 @@ def reconcile_gang(group_id: int) -> str:
             _stop_the_rest(group, members, cause)
             if outcome == RESTARTED:
                 _start_new_run(group, cause)
+            else:
+                code = "GangFailed" if outcome == FAILED else "GangStopped"
+                TaskGroup.objects.filter(id=group_id).update(diagnostics={
+                    "code": code, "member": None, "reason": cause,
+                    "message": f"gang {group.name}: {cause}; the rest of the gang is stopped"})
         refresh_group_status(group_id)
     logger.warning("gang %s (group %s): %s — %s", group.name, group_id, cause, outcome)
     return outcome
@@ -120,13 +125,9 @@ def _decide(group: TaskGroup, members: list[_Member]) -> tuple[str, str] | None:
 
 
 def _restart_or_fail(group: TaskGroup, cause: str, *, timed_out: bool, stoppable: bool) -> tuple[str, str] | None:
-    if timed_out:
-        refusal = "a timed-out gang is not run again"
-    elif group.restarts >= group.max_restarts:
-        refusal = f"all {group.max_restarts} restarts used"
-    elif not group.tenant.is_active:
-        refusal = f"tenant {group.tenant.name} is inactive"
-    else:
+    refusal = restart_refusal(restarts=group.restarts, max_restarts=group.max_restarts,
+                              tenant_active=group.tenant.is_active, timed_out=timed_out)
+    if not refusal:
         return RESTARTED, cause
     # Failing for good only has work to do while members still hold cards.
     return (FAILED, f"{cause}; {refusal}") if stoppable else None

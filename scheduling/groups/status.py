@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from scheduling import lifecycle
 from scheduling.lifecycle import TIMEOUT_REASON
 from scheduling.models import Task, TaskGroup, TaskType
+from tenants.models import Tenant
 
 Status = TaskGroup.Status
 
 
-def derive_group_status(*, type: str, restarts: int, max_restarts: int, replicas: int | None,
-                        members: Iterable[tuple[str, str]]) -> str:
+def derive_group_status(*, type: str, world_size: int, restarts: int, max_restarts: int, replicas: int | None,
+                        tenant_active: bool, members: Iterable[tuple[str, str]]) -> str:
     """The group's status from its current run's members, as (status, reason) pairs."""
     members = list(members)
     statuses = [status for status, _reason in members]
@@ -31,15 +32,14 @@ def derive_group_status(*, type: str, restarts: int, max_restarts: int, replicas
         return Status.STOPPED if statuses and not replicas else Status.PENDING
     if not statuses:
         return Status.PENDING
-    if not live:
-        if all(status == lifecycle.SUCCEEDED for status in statuses):
-            return Status.SUCCEEDED
-        return Status.FAILED if lifecycle.FAILED in statuses else Status.STOPPED
     failures = [reason for status, reason in members if status == lifecycle.FAILED]
     if failures:
-        # The rest are being stopped: to run again, or for good once restarts are spent (or the member timed out).
-        restartable = restarts < max_restarts and not any(is_timeout(reason) for reason in failures)
-        return Status.RESTARTING if restartable else Status.FAILED
+        # A gang's other members are stopped, to run again as a new run or for good (scheduling.groups.restart).
+        refusal = restart_refusal(restarts=restarts, max_restarts=max_restarts, tenant_active=tenant_active,
+                                  timed_out=any(is_timeout(reason) for reason in failures))
+        return Status.RESTARTING if world_size > 1 and not refusal else Status.FAILED
+    if not live:
+        return Status.SUCCEEDED if all(status == lifecycle.SUCCEEDED for status in statuses) else Status.STOPPED
     # A member fell back to the queue while others hold cards: the gang is being placed again.
     if lifecycle.PENDING in live and len(set(live)) > 1:
         return Status.RESTARTING
@@ -50,6 +50,17 @@ def derive_group_status(*, type: str, restarts: int, max_restarts: int, replicas
     return Status.RUNNING
 
 
+def restart_refusal(*, restarts: int, max_restarts: int, tenant_active: bool, timed_out: bool) -> str:
+    """Why a gang that lost a member is not run again ("" when it is)."""
+    if timed_out:
+        return "a timed-out gang is not run again"
+    if restarts >= max_restarts:
+        return f"all {max_restarts} restarts used"
+    if not tenant_active:
+        return "its tenant is inactive"
+    return ""
+
+
 def is_timeout(reason: str) -> bool:
     """A member stopped for running too long: running it again would only time out again, so no restart."""
     return reason == TIMEOUT_REASON
@@ -57,10 +68,12 @@ def is_timeout(reason: str) -> bool:
 
 def refresh_group_status(group_id: int) -> str:
     """Store the status the group's current members imply; returns it."""
-    group = TaskGroup.objects.filter(id=group_id).values("type", "restarts", "max_restarts", "replicas").first()
+    group = (TaskGroup.objects.filter(id=group_id)
+             .values("type", "world_size", "restarts", "max_restarts", "replicas", "tenant__status").first())
     if group is None:
         return ""
     members = Task.objects.filter(group_id=group_id, group_run=group["restarts"]).values_list("status", "reason")
-    derived = derive_group_status(members=members, **group)
+    tenant_active = group.pop("tenant__status") == Tenant.Status.ACTIVE
+    derived = derive_group_status(members=members, tenant_active=tenant_active, **group)
     TaskGroup.objects.filter(id=group_id).exclude(status=derived).update(status=derived)
     return derived
