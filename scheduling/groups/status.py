@@ -67,8 +67,13 @@ def is_timeout(reason: str) -> bool:
 
 
 def refresh_group_status(group_id: int) -> str:
-    """Store the status the group's current members imply; returns it."""
-    group = (TaskGroup.objects.filter(id=group_id)
+    """Store the status the group's current members imply; returns it.
+
+    The group row is locked before the members are read: two members changing at once (two claims) would
+    otherwise each derive from a view without the other's change and store a status neither implies. After the
+    lock, the read's fresh snapshot includes the change of whoever held it.
+    """
+    group = (TaskGroup.objects.select_for_update(of=("self",)).filter(id=group_id)
              .values("type", "world_size", "restarts", "max_restarts", "replicas", "tenant__status").first())
     if group is None:
         return ""
