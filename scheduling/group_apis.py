@@ -74,14 +74,19 @@ class TaskGroupListCreateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: TaskGroupOutput})
     def post(self, request):
-        payload = self.InputSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        fields = dict(payload.validated_data)
-        tenant = resolve_submitting_tenant(request, fields.pop("tenant"))
-        if fields["window"] is not None:
-            fields["window"] = dict(fields["window"])
-        group = task_group_create(tenant=tenant, **fields)
+        group = task_group_create_from_input(request, request.data)
         return Response(TaskGroupOutput(group).data, status=status.HTTP_201_CREATED)
+
+
+def task_group_create_from_input(request, data: dict) -> TaskGroup:
+    """Validate a group submission (API body or group form) and create it; raises DomainError / ValidationError."""
+    payload = TaskGroupListCreateApi.InputSerializer(data=data)
+    payload.is_valid(raise_exception=True)
+    fields = dict(payload.validated_data)
+    tenant = resolve_submitting_tenant(request, fields.pop("tenant"))
+    if fields["window"] is not None:
+        fields["window"] = dict(fields["window"])
+    return task_group_create(tenant=tenant, **fields)
 
 
 class TaskGroupDetailApi(APIView):
