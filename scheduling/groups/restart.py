@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from scheduling import lifecycle
 from scheduling.groups.status import is_timeout, refresh_group_status, restart_refusal
@@ -85,11 +85,12 @@ def reconcile_gang(group_id: int) -> str:
 
 
 def reconcile_gangs() -> int:
-    """Reconcile every training gang whose current run is not whole; returns how many changed."""
-    candidates = TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1).filter(
-        status__in=[TaskGroup.Status.RESTARTING, TaskGroup.Status.RUNNING, TaskGroup.Status.SCHEDULED,
-                    TaskGroup.Status.FAILED, TaskGroup.Status.STOPPED]
-    ).values_list("id", flat=True)
+    """Reconcile every training gang that may not be whole (a member still holds or waits for cards, or its run
+    is restarting); returns how many changed."""
+    live = lifecycle.ACTIVE_STATES | {lifecycle.PENDING}
+    candidates = (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1)
+                  .filter(Q(members__status__in=live) | Q(status=TaskGroup.Status.RESTARTING))
+                  .distinct().order_by("id").values_list("id", flat=True))
     return sum(reconcile_gang(group_id) != NOTHING for group_id in candidates)
 
 

@@ -161,3 +161,36 @@ def test_the_backlog_sweep_mends_a_gang_whose_restart_was_never_run(gang_on_two_
     assert reconcile_gangs() == 0
     group.refresh_from_db()
     assert group.restarts == 1
+
+
+def test_stopping_one_member_stops_the_whole_gang(gang_on_two_nodes):
+    group, *_ = gang_on_two_nodes
+    member, other = run(group)
+    assert task_transition(member.id, "running", "stopping", reason="stopped by user")
+
+    assert agent_report_status(node=member.node, task_id=member.id, from_status="stopping", to_status="stopped")
+
+    assert Task.objects.get(id=other.id).status == "stopping"
+    assert agent_report_status(node=other.node, task_id=other.id, from_status="stopping", to_status="stopped")
+    group.refresh_from_db()
+    assert (group.status, group.restarts, group.diagnostics["code"]) == ("stopped", 0, "GangStopped")
+
+
+def test_an_inference_replica_lost_with_its_node_is_rebuilt(tenant):
+    lost_node = make_node(name="a", cards=2)
+    group = task_group_create(tenant=tenant, name="serve", type="inference", world_size=1, gpus_per_worker=1,
+                              replicas=1)
+    run_loops("cycle")
+    replica = group.members.get()
+    assert agent_report_status(node=lost_node, task_id=replica.id, from_status="scheduled", to_status="running")
+    make_node(name="b", cards=2)
+    lose(lost_node)
+
+    out = run_loops("node-lost", "inference-rebuild", "cycle")
+
+    assert "inference-rebuild: 1 inference replica(s) created" in out
+    assert Task.objects.get(id=replica.id).status == "failed"
+    rebuilt = group.members.exclude(id=replica.id).get()
+    assert (rebuilt.status, rebuilt.node.name) == ("scheduled", "b")
+    group.refresh_from_db()
+    assert group.status == "scheduled"
