@@ -27,6 +27,7 @@ from scheduling.framework.framework import Framework, apply_bind
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, SchedulerConfig
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, MemberPlacement, plan_gang
 from scheduling.groups.network import NodeAddress, communication_plan
+from scheduling.groups.status import refresh_group_status
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.services.task_transition import task_transition
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_node, task_info_from_row
@@ -94,11 +95,13 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None) -> GangB
                     placement.task.id, lifecycle.PENDING, lifecycle.SCHEDULED,
                     reason=f"gang {group.name}: rank {placement.rank} bound to {placement.node_name}",
                     node=placement.node_id, gpus=list(placement.cards), env=env, rank=placement.rank,
+                    derive_group_status=False,
                 )
                 if not won:
                     raise _GangRefused(reasons.BIND_CONFLICT,
                                        f"rank {placement.rank} (task {placement.task.id}) is no longer pending",
                                        placement)
+            refresh_group_status(group.id)
             message = f"{plan.message}; master {communication.master_addr} ({communication.backend})"
             TaskGroup.objects.filter(id=group.id).update(
                 master_addr=communication.master_addr,

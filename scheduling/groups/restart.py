@@ -68,7 +68,7 @@ def reconcile_gang(group_id: int) -> str:
         outcome, cause = decision
         if outcome == REQUEUED:
             for member in members:
-                task_transition(member.id, lifecycle.SCHEDULED, lifecycle.PENDING,
+                task_transition(member.id, lifecycle.SCHEDULED, lifecycle.PENDING, derive_group_status=False,
                                 reason=f"gang {group.name}: {cause}; waiting to be placed whole")
         else:
             _stop_the_rest(group, members, cause)
@@ -138,7 +138,8 @@ def _stop_the_rest(group: TaskGroup, members: list[_Member], cause: str) -> None
     for member in members:
         target = _STOP_ARC.get(member.status)
         if target is not None:
-            task_transition(member.id, member.status, target, reason=f"gang {group.name}: {cause}")
+            task_transition(member.id, member.status, target, reason=f"gang {group.name}: {cause}",
+                            derive_group_status=False)
 
 
 def _start_new_run(group: TaskGroup, cause: str) -> None:

@@ -17,11 +17,14 @@ _GANG_BREAKING = frozenset({lifecycle.FAILED, lifecycle.PENDING, lifecycle.STOPP
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
 
 
-def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
+def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",
+                    derive_group_status: bool = True, **changes: Any) -> bool:
     """Compare-and-swap the task from `from_status` to `to_status` (SPEC §2); True if this call won.
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
-    so a failure in any of them leaves the task as it was. The loser of a race changes nothing.
+    so a failure in any of them leaves the task as it was. The loser of a race changes nothing. A caller moving
+    many members of one group in its own transaction passes `derive_group_status=False` and calls
+    `refresh_group_status` once at the end instead of once per member.
     """
     check_transition(from_status, to_status)
     now = timezone.now()
@@ -54,7 +57,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         )
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
         if held["group_id"] is not None:
-            _after_member_change(held["group_id"], to_status)
+            _after_member_change(held["group_id"], to_status, derive_group_status)
         tenant_id = held["tenant_id"]
         transaction.on_commit(
             lambda: task_transitioned.send(
@@ -69,12 +72,13 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
     return True
 
 
-def _after_member_change(group_id: int, to_status: str) -> None:
+def _after_member_change(group_id: int, to_status: str, derive_group_status: bool) -> None:
     """The group's status follows its members in the same transaction; a gang that may have lost a member is
     made whole again right after the commit (SPEC §15.5)."""
     from scheduling.groups.restart import reconcile_gang  # it transitions tasks itself
 
-    refresh_group_status(group_id)
+    if derive_group_status:
+        refresh_group_status(group_id)
     if to_status in _GANG_BREAKING:
         transaction.on_commit(lambda: reconcile_gang(group_id))
 
