@@ -229,7 +229,10 @@ class SimulatedRuntime:
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
         record = f"open({str(self._exit_file(spec.id))!r}, 'w').write('{exit_code}'); " if self.state_dir else ""
-        script = f"import time,sys; time.sleep({seconds!r}); {record}sys.exit({exit_code!r})"
+        # The trailing comment names the task in the process's command line, so adoption can tell it from a process
+        # that reused its pid.
+        script = (f"import time,sys; time.sleep({seconds!r}); {record}sys.exit({exit_code!r})  "
+                  f"# {container_name(spec.id)}")
         popen = subprocess.Popen([sys.executable, "-c", script])
         if self.state_dir is not None:
             self._pid_file(spec.id).write_text(str(popen.pid))
@@ -266,7 +269,7 @@ class SimulatedRuntime:
         for pid_file in sorted(self.state_dir.glob("*.pid")):
             task_id = int(pid_file.stem)
             process = SimulatedProcess(task_id, int(pid_file.read_text()))
-            if _alive(process.pid) or self._exit_file(task_id).exists():
+            if (_alive(process.pid) and _runs_task(process.pid, task_id)) or self._exit_file(task_id).exists():
                 adopted[task_id] = process
             else:
                 self._forget(task_id)  # killed with the host: nothing left to report
@@ -307,6 +310,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _runs_task(pid: int, task_id: int) -> bool:
+    """Whether `pid` is the stand-in process of the task (where /proc tells; elsewhere it is taken on trust)."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return not Path("/proc/self").exists()
+    return container_name(task_id).encode() in command_line
 
 
 def _signal(pid: int, signum: int) -> None:

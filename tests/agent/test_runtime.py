@@ -1,5 +1,7 @@
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -154,9 +156,16 @@ def test_docker_adoption_fails_loudly_without_a_daemon():
         DockerRuntime(FakeDocker({"ps": (1, "", "Cannot connect to the Docker daemon")})).adopt()
 
 
+def wait_for_exec(pid: int, timeout: float = 5.0) -> None:
+    """Until the child runs its own command line (right after the fork it still shows ours)."""
+    deadline = time.monotonic() + timeout
+    while b"heteroflow-task-" not in Path(f"/proc/{pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_simulated_runtime_on_the_same_state_directory_adopts_and_stops_a_running_process(tmp_path):
     first = SimulatedRuntime(tmp_path)
-    first.start(TaskSpec(id=4, image="sim", command=""))  # 30 s by default
+    wait_for_exec(first.start(TaskSpec(id=4, image="sim", command="")).pid)  # 30 s by default
 
     adopted = SimulatedRuntime(tmp_path).adopt()
 
@@ -184,3 +193,14 @@ def test_an_adopted_process_that_ended_meanwhile_reports_its_exit_code(tmp_path)
 
 def test_without_a_state_directory_nothing_is_adopted():
     assert SimulatedRuntime().adopt() == {}
+
+
+def test_a_recorded_pid_now_used_by_another_process_is_not_adopted(tmp_path):
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / "11.pid").write_text(str(stranger.pid))
+        assert SimulatedRuntime(tmp_path).adopt() == {}
+        assert stranger.poll() is None and not (tmp_path / "11.pid").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()
