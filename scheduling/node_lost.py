@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.groups.restart import reconciles_deferred
 from scheduling.lifecycle import ACTIVE_STATES, NODE_LOST_REASON
 from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
@@ -73,10 +74,12 @@ def release_lost_nodes(now: datetime | None = None) -> NodeLostRun:
     nodes = dict(Node.objects.filter(lost(cutoff)).values_list("id", "name"))
     held = list(Task.objects.filter(node_id__in=nodes, status__in=ACTIVE_STATES).order_by("id")
                 .values_list("id", "node_id"))
-    for task_id, node_id in held:
-        arc = _release(task_id, node_id=node_id, node_name=nodes[node_id], cutoff=cutoff)
-        if arc is not None:
-            setattr(run, arc, getattr(run, arc) + 1)
+    # Every task of a lost node fails for being there, gang members too, before their gangs are made whole.
+    with reconciles_deferred():
+        for task_id, node_id in held:
+            arc = _release(task_id, node_id=node_id, node_name=nodes[node_id], cutoff=cutoff)
+            if arc is not None:
+                setattr(run, arc, getattr(run, arc) + 1)
     run.nodes = sorted({nodes[node_id] for _task_id, node_id in held})
     if run.released:
         logger.warning("node-lost: %s", run.summary())

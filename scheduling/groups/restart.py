@@ -12,6 +12,9 @@ are idempotent: an advisory lock per group serialises them, and the decision is 
 """
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -38,6 +41,25 @@ REQUEUED = "requeued"
 RESTARTED = "restarted"
 FAILED = "failed"
 STOPPED = "stopped"
+DEFERRED = "deferred"
+
+
+# Inside `reconciles_deferred`, the groups whose reconcile was asked for, to run when the block ends.
+_deferred: ContextVar[set[int] | None] = ContextVar("deferred_gang_reconciles", default=None)
+
+
+@contextmanager
+def reconciles_deferred() -> Iterator[None]:
+    """Hold every gang reconcile asked for in the block and run each once at its end: a sweep that fails all of a
+    node's tasks lets each member on that node fail for its own reason before the rest of its gang is stopped."""
+    groups: set[int] = set()
+    token = _deferred.set(groups)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+        for group_id in sorted(groups):
+            reconcile_gang(group_id)
 
 
 @dataclass(frozen=True)
@@ -50,7 +72,11 @@ class _Member:
 
 def reconcile_gang(group_id: int) -> str:
     """Bring a gang whose run lost a member back to a whole state; returns what it did (NOTHING, REQUEUED,
-    RESTARTED, FAILED or STOPPED)."""
+    RESTARTED, FAILED or STOPPED), or DEFERRED inside `reconciles_deferred`."""
+    deferred = _deferred.get()
+    if deferred is not None:
+        deferred.add(group_id)
+        return DEFERRED
     group = _gang(group_id)
     if group is None or _decide(group, _current_members(group)) is None:
         return NOTHING
