@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from plugins_admin.selectors import current_plugin_set
+from scheduling.selectors import current_plugin_set
 from scheduling import immediate_queue, lifecycle, preemption, quotas
 from scheduling.bind import Placement, bind_batch, bind_task
 from scheduling.diagnostics import AttemptBatch, attempt_nodes

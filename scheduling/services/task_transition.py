@@ -19,7 +19,8 @@ _PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "en
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",
                     derive_group_status: bool = True, **changes: Any) -> bool:
-    """Compare-and-swap the task from `from_status` to `to_status` (SPEC §2); True if this call won.
+    """Compare-and-swap the task from `from_status` to `to_status`; True if this call won (docs/scheduling.md, Tasks
+    and their lifecycle).
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
     so a failure in any of them leaves the task as it was. The loser of a race changes nothing. A caller moving
@@ -84,7 +85,7 @@ def _after_member_change(group_id: int, to_status: str, derive_group_status: boo
 
 
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:
-    """The real-time ledger of SPEC §7: `gpu_used` moves exactly when a task enters or leaves the active states."""
+    """The real-time ledger: `gpu_used` moves exactly when a task enters or leaves the active states."""
     was_active = from_status in ACTIVE_STATES
     is_active = to_status in ACTIVE_STATES
     if gpu_required == 0 or was_active == is_active:

@@ -11,11 +11,12 @@ from django.utils import timezone
 
 from heteroflow_site.errors import DomainError
 from nodes.models import Node
-from nodes.services import agent_report_status, node_heartbeat_apply
+from nodes.services import node_heartbeat_apply
 from scheduling.cycle import run_cycle
 from scheduling.models import Task, TaskEvent
 from scheduling.node_lost import release_lost_nodes
 from scheduling.preemption.watchdog import preemption_watchdog
+from scheduling.services.agent_reports import agent_report_status
 from scheduling.services.task_stop import task_stop
 from tests.factories import ledger_mismatches, make_node, make_task
 from tests.nodes.conftest import card

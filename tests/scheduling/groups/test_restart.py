@@ -8,10 +8,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from nodes.models import Node
-from nodes.services import agent_report_status
 from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.services import task_group_create
 from scheduling.models import Task, TaskGroup
+from scheduling.services.agent_reports import agent_report_status
 from scheduling.services.task_transition import task_transition
 from tests.factories import ledger_mismatches, make_node
 
