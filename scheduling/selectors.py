@@ -6,15 +6,9 @@ from django.db.models import Count, QuerySet
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.framework.registry import (
-    PluginSet,
-    PluginSetting,
-    PluginSpec,
-    Registry,
-    build_plugin_set,
-    default_registry,
-)
+from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup
+from scheduling.plugins import default_registry
 from tenants.selectors import tenant_of
 
 RECENT_CYCLES = 10

@@ -59,23 +59,23 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
         if held["group_id"] is not None:
             _after_member_change(held["group_id"], to_status, derive_group_status)
-        tenant_id = held["tenant_id"]
-        transaction.on_commit(
-            lambda: task_transitioned.send(
-                sender=Task,
-                task_id=task_id,
-                tenant_id=tenant_id,
-                from_status=from_status,
-                to_status=to_status,
-                reason=reason,
-            )
-        )
+        send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
+                                       to_status=to_status, reason=reason)
     return True
+
+
+def send_transitioned_after_commit(*, task_id: int, tenant_id: int, from_status: str, to_status: str,
+                                   reason: str) -> None:
+    """`task_transitioned` for a won arc, once the transaction commits (every arc's one signal path, bind's too)."""
+    transaction.on_commit(
+        lambda: task_transitioned.send(sender=Task, task_id=task_id, tenant_id=tenant_id, from_status=from_status,
+                                       to_status=to_status, reason=reason)
+    )
 
 
 def _after_member_change(group_id: int, to_status: str, derive_group_status: bool) -> None:
     """The group's status follows its members in the same transaction; a gang that may have lost a member is
-    made whole again right after the commit (SPEC §15.5)."""
+    made whole again right after the commit."""
     from scheduling.groups.restart import reconcile_gang  # it transitions tasks itself
 
     if derive_group_status:
