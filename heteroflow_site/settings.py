@@ -162,6 +162,7 @@ CELERY_BEAT_SCHEDULE = {
     "training-borrow-wakeup": {"task": "scheduling.tasks.wake_borrowed_training", "schedule": 15.0},
     "scheduling-windows": {"task": "scheduling.tasks.apply_scheduling_windows", "schedule": 60.0},
     "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
+    "node-lost": {"task": "scheduling.tasks.release_lost_nodes", "schedule": 30.0},
 }
 
 # docs/scheduling.md, Configuration. Every figure can be overridden from the environment.
@@ -173,6 +174,8 @@ SCHEDULER = {
     "port_range_end": env.int("HETEROFLOW_PORT_RANGE_END", default=8999),
     "inference_max_per_node": env.int("HETEROFLOW_INFERENCE_MAX_PER_NODE", default=16),
     "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
+    # Offline this long (seconds) and the node is lost: its tasks leave it (SPEC §15.4).
+    "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
         "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),

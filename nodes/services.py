@@ -98,20 +98,19 @@ def _set_online_or_busy(node_id: int) -> None:
 
 
 def _sync_cards(node: Node, gpus: list[dict]) -> None:
-    existing = {card.index: card for card in GPU.objects.filter(node=node)}
-    reported = {card["index"]: card for card in gpus}
-    removed = sorted(set(existing) - set(reported))
+    """Make the node's card rows exactly `gpus`, matched by `(type, index)`: each vendor numbers from 0 (§15.3)."""
+    existing = {(card.type, card.index): card for card in GPU.objects.filter(node=node)}
+    reported = {(card["type"], card["index"]): card for card in gpus}
+    removed = [existing[key].id for key in sorted(set(existing) - set(reported))]
     if removed:
-        GPU.objects.filter(node=node, index__in=removed).delete()
-    GPU.objects.bulk_create(
-        GPU(node=node, **reported[index]) for index in sorted(set(reported) - set(existing))
-    )
+        GPU.objects.filter(id__in=removed).delete()
+    GPU.objects.bulk_create(GPU(node=node, **reported[key]) for key in sorted(set(reported) - set(existing)))
     changed = []
-    for index in sorted(set(reported) & set(existing)):
-        card = existing[index]
-        if any(getattr(card, name) != reported[index][name] for name in _CARD_FIELDS):
+    for key in sorted(set(reported) & set(existing)):
+        card = existing[key]
+        if any(getattr(card, name) != reported[key][name] for name in _CARD_FIELDS):
             for name in _CARD_FIELDS:
-                setattr(card, name, reported[index][name])
+                setattr(card, name, reported[key][name])
             changed.append(card)
     if changed:
         GPU.objects.bulk_update(changed, _CARD_FIELDS)

@@ -10,13 +10,13 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import immediate_queue, lifecycle
+from scheduling.lifecycle import TIMEOUT_REASON
 from scheduling.models import Task, TaskType
 from scheduling.services.task_transition import task_transition
 
 logger = logging.getLogger(__name__)
 
 UNCLAIMED_AFTER = timedelta(minutes=5)
-TIMEOUT_REASON = "Timeout"
 # Attempt codes of a training task that waits for cards rather than for something else (quota, type…).
 WAITING_FOR_CARDS = ("InsufficientResources", "PreemptionPending", "NoSchedulableNodes")
 

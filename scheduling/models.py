@@ -30,11 +30,14 @@ class Parallelism(models.TextChoices):
 
 
 class TaskGroup(models.Model):
+    # Derived from the members by `scheduling.groups.status` whenever one changes (SPEC §15.5); never set by hand.
     class Status(models.TextChoices):
         PENDING = "pending"
         SCHEDULED = "scheduled"
         RUNNING = "running"
-        FINISHED = "finished"
+        RESTARTING = "restarting"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
         STOPPED = "stopped"
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="task_groups")
@@ -53,6 +56,10 @@ class TaskGroup(models.Model):
     replicas_before_window = models.PositiveIntegerField(null=True, blank=True)
     window_applied = models.CharField(max_length=16, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # A training gang that loses a member is placed again whole, at most this many times (SPEC §15.5).
+    max_restarts = models.PositiveIntegerField(default=3)
+    # How many times it was; the members of the current run carry this number as their `group_run`.
+    restarts = models.PositiveIntegerField(default=0)
     master_addr = models.CharField(max_length=64, blank=True, default="")
     backend = models.CharField(max_length=16, blank=True, default="")
     # The latest gang attempt: {code, message, member, reason}.
@@ -86,6 +93,8 @@ class Task(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
     rank = models.IntegerField(null=True, blank=True)
+    # Which run of its gang the task belongs to (the group's `restarts` when it was created).
+    group_run = models.PositiveIntegerField(default=0)
     # No index of its own: `task_queue_order` leads with status, and every extra index slows each state change.
     status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING)
     node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")

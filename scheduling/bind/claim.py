@@ -14,6 +14,7 @@ from django.utils import timezone
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework.snapshot import TaskInfo
+from scheduling.groups.status import refresh_group_status
 from scheduling.models import Task, TaskEvent
 from scheduling.services.task_transition import send_transitioned_after_commit
 
@@ -86,4 +87,9 @@ def claim(claims: list[Claim]) -> set[int]:
     for task_id, tenant_id, reason in rows:
         send_transitioned_after_commit(task_id=task_id, tenant_id=tenant_id, from_status=lifecycle.PENDING,
                                        to_status=lifecycle.SCHEDULED, reason=reason)
-    return {row[0] for row in rows}
+    won = {row[0] for row in rows}
+    # The groups' statuses follow their members in the claim's transaction, once per group however many it bound.
+    for group_id in sorted({item.task.group_id for item in claims
+                            if item.task.group_id is not None and item.task.id in won}):
+        refresh_group_status(group_id)
+    return won

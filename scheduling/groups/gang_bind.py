@@ -88,7 +88,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
     def after_claim(_live_nodes: Mapping[int, LiveNode]) -> None:
         message = bound["message"]
         TaskGroup.objects.filter(id=group.id).update(
-            status=TaskGroup.Status.SCHEDULED, master_addr=bound["master_addr"], backend=bound["backend"],
+            master_addr=bound["master_addr"], backend=bound["backend"],
             diagnostics={"code": reasons.SCHEDULED, "message": message, "member": None, "reason": ""},
         )
         attempts = AttemptBatch()

@@ -144,27 +144,43 @@ def _error_map(error: Exception) -> dict[str, list[str]]:
     return errors
 
 
+def submitted(create):
+    """Run a form's submission: (what it created, {}) or, refused, (None, the errors by field)."""
+    try:
+        return create(), {}
+    except (ValidationError, DomainError) as error:
+        return None, _error_map(error)
+
+
+def error_context(errors: dict[str, list[str]], form_fields) -> dict:
+    """A refused submission for its form: errors beside the fields the form has, the others above it."""
+    return {
+        "errors": errors,
+        "field_errors": {field: texts for field, texts in errors.items() if field in form_fields},
+        "form_errors": [text if field == "__all__" else f"{field}: {text}"
+                        for field, texts in errors.items() if field not in form_fields for text in texts],
+    }
+
+
+def _submit_task(request, *, admin: bool):
+    payload = TaskInput(data=_form_payload(request.POST, admin=admin))
+    payload.is_valid(raise_exception=True)
+    return task_submit(user=request.user, fields=payload.validated_data)
+
+
 @login_required
 def task_new(request):
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     values = request.POST if request.method == "POST" else {}
     if request.method == "POST":
-        try:
-            payload = TaskInput(data=_form_payload(request.POST, admin=admin))
-            payload.is_valid(raise_exception=True)
-            task = task_submit(user=request.user, fields=payload.validated_data)
-        except (ValidationError, DomainError) as error:
-            errors = _error_map(error)
-        else:
+        task, errors = submitted(lambda: _submit_task(request, admin=admin))
+        if task is not None:
             messages.success(request, f"Task “{task.name}” submitted.")
             return redirect("task-detail", task_id=task.id)
     labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
     context = {
-        "errors": errors,
-        "field_errors": {field: texts for field, texts in errors.items() if field in FORM_FIELDS},
-        "form_errors": [text if field == "__all__" else f"{field}: {text}"
-                        for field, texts in errors.items() if field not in FORM_FIELDS for text in texts],
+        **error_context(errors, FORM_FIELDS),
         "values": values,
         "labels": [pair for pair in labels if pair[0] or pair[1]] or [("", "")],
         "admin": admin,
