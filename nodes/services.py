@@ -20,6 +20,7 @@ from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
 from scheduling.preemption.settle import settle_preempted
+from scheduling.queue.services import queue_activate
 from scheduling.services.task_transition import task_transition
 from tenants.models import Tenant
 
@@ -101,16 +102,21 @@ def node_heartbeat_apply(
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
+        gpu_type = _majority_gpu_type(gpus)
         Node.objects.filter(id=node.id).update(
             cpu_percent=cpu_percent,
             memory_used_mb=memory_used_mb,
             gpu_total=len(gpus),
-            gpu_type=_majority_gpu_type(gpus),
+            gpu_type=gpu_type,
             labels=merged_labels,
             last_heartbeat_at=now,
         )
-        node_gpu_used_recount(node_id=node.id)
+        corrected = node_gpu_used_recount(node_id=node.id)
         _set_online_or_busy(node.id)
+        # Parked work may fit now that the node is back, its cards or labels changed, or its ledger freed cards.
+        if (locked.status == Node.Status.OFFLINE or corrected is not None or locked.labels != merged_labels
+                or (locked.gpu_total, locked.gpu_type) != (len(gpus), gpu_type)):
+            queue_activate(reason=f"node {locked.name} heartbeat")
     node.refresh_from_db()
     return node
 
@@ -292,6 +298,7 @@ def _node_admin_change(*, node: Node, action: str, changes: dict, actor, labels:
         after = {name: value for name, value in changes.items() if before[name] != value}
         if after:
             Node.objects.filter(id=node.id).update(**after)
+            queue_activate(reason=f"{action} of node {locked.name}")
             NodeAuditEntry.objects.create(
                 node=locked, actor=actor, action=action,
                 before={name: before[name] for name in after}, after=after,

@@ -17,6 +17,7 @@ from plugins_admin.notifications import TASK_EVENTS, DeliveryResult, deliver, em
 from plugins_admin.selectors import default_setting, plugin_specs
 from plugins_admin.signals import plugin_set_changed
 from scheduling.framework.registry import PluginSpec, Registry, validate_extra
+from scheduling.queue.services import queue_activate
 
 MIN_WEIGHT = 0
 MAX_WEIGHT = 100
@@ -138,6 +139,7 @@ def _apply(rows: dict[str, PluginConfig], changes: dict[str, dict[str, Any]], *,
         PluginChange.objects.create(plugin=name, actor=actor, before=before, after=after)
         changed.append(name)
     if changed:
+        queue_activate(reason=f"plugin configuration of {', '.join(changed)} changed")
         transaction.on_commit(lambda: plugin_set_changed.send(sender=PluginConfig, names=changed, actor=actor))
 
 

@@ -3,6 +3,7 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from heteroflow_site.errors import DomainError
+from scheduling.queue.services import queue_activate
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
 
 
@@ -44,6 +45,7 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
             raise DomainError(f"a share group named {name!r} already exists", field="name")
         group = ShareGroup.objects.create(name=name)
         group.tenants.set(tenants)
+        queue_activate(reason=f"share group {name} created")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.create", target=name, details={"tenants": sorted(t.id for t in tenants)}
         )
@@ -70,6 +72,8 @@ def tenant_update(
         for field, value in changes.items():
             setattr(tenant, field, value)
         tenant.save(update_fields=list(changes))
+        # Held or quota-bound tasks of the tenant may be placeable now (SPEC §15.1, §15.6).
+        queue_activate(reason=f"tenant {tenant.name} changed", tenant_id=tenant.id)
         TenancyAuditEntry.objects.create(
             actor=actor, action="tenant.update", target=tenant.name, details={"before": before, "after": changes}
         )
@@ -88,6 +92,7 @@ def share_group_update(*, group_id: int, name: str, tenants: list[Tenant], actor
         group.save(update_fields=["name"])
         group.tenants.set(tenants)
         after = {"name": name, "tenants": sorted(t.id for t in tenants)}
+        queue_activate(reason=f"share group {name} changed")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.update", target=name, details={"before": before, "after": after}
         )
@@ -99,6 +104,7 @@ def share_group_delete(*, group_id: int, actor=None) -> None:
         group = ShareGroup.objects.select_for_update().get(id=group_id)
         before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
         group.delete()
+        queue_activate(reason=f"share group {before['name']} deleted")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.delete", target=before["name"], details={"before": before, "after": None}
         )

@@ -1,6 +1,9 @@
 """Small builders for test data; plain functions so that every test reads what it sets up."""
 
 import itertools
+from datetime import timedelta
+
+from django.utils import timezone
 
 from nodes.models import GPU, Node
 from scheduling.models import Task
@@ -26,3 +29,8 @@ def make_node(*, gpu_type: str = "nvidia", cards: int = 8, model: str = "A100", 
 def make_task(*, tenant: Tenant, **fields) -> Task:
     fields.setdefault("name", f"task-{next(_names)}")
     return Task.objects.create(tenant=tenant, **fields)
+
+
+def end_backoffs() -> int:
+    """As if every parked task's backoff had run out (SPEC §15.1), for tests that retry failed work at once."""
+    return Task.objects.filter(parked_until__isnull=False).update(parked_until=timezone.now() - timedelta(seconds=1))

@@ -8,10 +8,13 @@ from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
+from scheduling.queue.services import queue_activate
 from scheduling.signals import task_transitioned
 
-# Returning to the queue forgets the placement; finishing keeps node and cards as history.
-_PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
+# Returning to the queue forgets the placement and enters the queue active (SPEC §15.1); finishing keeps node and
+# cards as history.
+_PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
+                      "queue_backoff": 0, "parked_until": None}
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
@@ -27,7 +30,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         held = (
             Task.objects.select_for_update()
             .filter(id=task_id, status=from_status)
-            .values("node_id", "gpu_required", "tenant_id")
+            .values("node_id", "gpu_required", "tenant_id", "card_type")
             .first()
         )
         if held is None:
@@ -49,6 +52,9 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_before=held["node_id"],
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
+        if from_status in ACTIVE_STATES and to_status not in ACTIVE_STATES and held["node_id"] is not None:
+            queue_activate(reason=f"task {task_id} left node {held['node_id']}",
+                           gpu_types=[held["card_type"]] if held["card_type"] else None)
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
         send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
                                        to_status=to_status, reason=reason)
