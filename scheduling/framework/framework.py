@@ -25,6 +25,7 @@ are built only when someone reads them.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, S
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
 from scheduling.framework.sharing import card_admits_tenant
+
+logger = logging.getLogger(__name__)
 
 DIAGNOSTIC_FEASIBLE_NODES = 50
 # Runs right after the tenant step (see `_filter_order`).
@@ -313,8 +316,16 @@ class Framework:
     @staticmethod
     def _score(plugin, state, task, table, rows) -> np.ndarray:
         if hasattr(plugin, "score_rows"):
-            return plugin.score_rows(state, task, table, rows)
-        return np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+            scores = np.asarray(plugin.score_rows(state, task, table, rows), float)
+        else:
+            scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+        broken = ~np.isfinite(scores)
+        if broken.any():
+            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0.
+            logger.warning("plugin %s gave %s non-finite score(s) for task %s (first on node %s); counted as 0",
+                           plugin.name, int(broken.sum()), task.id, table.nodes[rows[np.argmax(broken)]].name)
+            scores = np.where(broken, 0.0, scores)
+        return scores
 
     def _code_map(self, plugin) -> np.ndarray | None:
         if not hasattr(plugin, "filter_rows"):

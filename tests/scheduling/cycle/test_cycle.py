@@ -235,3 +235,34 @@ def test_the_plugin_set_is_read_from_the_database_at_every_cycle(tenant):
     second = [make_task(tenant=tenant, gpu_required=1) for _ in range(4)]
     run_cycle(rng=random.Random(1))
     assert sorted(_placements(second).values()) == [4]
+
+
+def test_an_inactive_tenants_pending_tasks_are_held_its_running_ones_go_on_and_activation_releases_them(
+    tenant, other_tenant
+):
+    from scheduling.services.task_transition import task_transition
+    from tenants.services import tenant_update
+    from tests.scheduling.groups.test_gang import training_group
+
+    make_node(name="a", cards=8)
+    running = make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    assert task_transition(running.id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+    tenant_update(tenant_id=tenant.id, status="inactive")
+    held = make_task(tenant=tenant, gpu_required=1)
+    gang = training_group(tenant, world_size=2)
+    others = make_task(tenant=other_tenant, gpu_required=1)
+
+    result = run_cycle()
+
+    assert result.bound == 1 and Task.objects.get(id=others.id).status == lifecycle.SCHEDULED
+    assert Task.objects.get(id=running.id).status == lifecycle.RUNNING
+    held_ids = [held.id, *gang.members.values_list("id", flat=True)]
+    assert set(Task.objects.filter(id__in=held_ids).values_list("status", flat=True)) == {lifecycle.PENDING}
+    assert set(SchedulingAttempt.objects.filter(task_id__in=held_ids).values_list("code", flat=True)) == {
+        reasons.TENANT_INACTIVE}
+
+    tenant_update(tenant_id=tenant.id, status="active")
+    run_cycle()
+
+    assert set(Task.objects.filter(id__in=held_ids).values_list("status", flat=True)) == {lifecycle.SCHEDULED}
