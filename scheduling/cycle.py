@@ -287,7 +287,7 @@ class _Placer:
     def _bind(self, placements: list[Placement]) -> list[BindOutcome]:
         config, tenancy = self.framework.config, self.snapshot.tenancy
         return self.framework.bind(
-            placements, tenancy=tenancy, refused=_plugin_bind_outcome,
+            placements, tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
             default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy,
                                                     reserve=self.framework.reserve),
         )

@@ -5,14 +5,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from nodes.models import Node
 from scheduling.bind.live import LiveNode
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import TaskType
 from scheduling.shards import ShardAllocationError, occupancy_of, shard_on_card
 
-_AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
 
 # The framework's card choice (its Reserve extension point): (task, node, tenancy) -> card indexes.
 Reserve = Callable[[TaskInfo, NodeInfo, TenancyView | None], list[int]]
@@ -30,7 +29,7 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
     """Available and not cordoned, not dedicated to another tenant, under the CPU and memory thresholds, room in
     the `gpu_used` ledger for the task's cards."""
     name, status = live.name, live.status
-    if status not in _AVAILABLE_NODE_STATES or not live.schedulable:
+    if status not in AVAILABLE_STATUSES or not live.schedulable:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {status}"
                           + ("" if live.schedulable else " and cordoned"))
     if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:

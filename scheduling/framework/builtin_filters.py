@@ -40,6 +40,7 @@ class TenantFilter(RowPlugin):
 class ResourcePreFilter(RowPlugin):
     name = "resource-prefilter"
     reasons = (reasons.INSUFFICIENT_GPU, reasons.INSUFFICIENT_GPU_MEMORY, reasons.INFERENCE_LIMIT)
+    resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)

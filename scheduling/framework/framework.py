@@ -9,7 +9,7 @@ run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-
         cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (SPEC §5.3)
         status = framework.permit([(task, result.node, cards)])               # Permit
         apply_bind(snapshot, task, result.node, cards)   # the next task of the cycle sees the usage
-        framework.bind(placements, default_binder=..., refused=...)           # Bind (default: scheduling/bind/)
+        framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
 Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
 affinity → the other plugin filters.
@@ -35,7 +35,7 @@ import numpy as np
 
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
-from scheduling.framework.interfaces import CycleState, PostFilterOutcome
+from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
@@ -59,6 +59,7 @@ class _Rejection:
     plugin: str
     reason: str
     resolvable: bool
+    attempt_code: str = ""
 
 
 @dataclass
@@ -165,6 +166,7 @@ class Framework:
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
+        self._row_scorers = [isinstance(plugin, RowScorePlugin) for plugin, _ in plugin_set.scorers]
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
@@ -199,8 +201,8 @@ class Framework:
 
         names = [plugin.name for plugin, _ in self.plugin_set.scorers]
         matrix = np.empty((len(names), len(rows)))
-        for index, (plugin, _) in enumerate(self.plugin_set.scorers):
-            matrix[index] = self._score(plugin, state, task, table, rows)
+        for index, ((plugin, _), by_rows) in enumerate(zip(self.plugin_set.scorers, self._row_scorers)):
+            matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
 
     def post_filter(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
@@ -233,6 +235,8 @@ class Framework:
                tenancy: TenancyView | None = None) -> Status:
         """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
         of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
+        if not self.plugin_set.permits and len(placements) == world_size:
+            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
         state = CycleState(self.config, tenancy)
         for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
             status = plugin.permit(state, placements, world_size)
@@ -241,11 +245,11 @@ class Framework:
         return SUCCESS
 
     def bind(self, placements: Sequence[P], *, default_binder: Callable[[list[P]], list[O]],
-             refused: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
+             plugin_outcome: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
         """Bind: each placement (with `.task`, `.node`, `.cards`) goes through the Bind plugins in order; one that
         answers SKIP passes it on, and what every plugin skips goes to `default_binder` (the bind pipeline) in one
-        batch. A plugin's non-success Status becomes `refused(placement, status)`; its SUCCESS means it bound
-        the placement itself (also reported through `refused`, whose caller tells the two apart)."""
+        batch. A plugin's own answer — SUCCESS: it bound the placement itself; anything else: the bind is
+        refused — becomes `plugin_outcome(placement, status)`."""
         if not self.plugin_set.binders:
             return default_binder(list(placements))
         state = CycleState(self.config, tenancy)
@@ -255,7 +259,7 @@ class Framework:
             for plugin in self.plugin_set.binders:
                 status = plugin.bind(state, placement.task, placement.node, list(placement.cards))
                 if status.code != Code.SKIP:
-                    outcomes[position] = refused(placement, status)
+                    outcomes[position] = plugin_outcome(placement, status)
                     break
             else:
                 rest.append(position)
@@ -296,8 +300,9 @@ class Framework:
 
     def _failure_code(self, rejected_by: np.ndarray) -> str:
         seen = {self._rejections[index - 1] for index in np.unique(rejected_by) if index}
-        if any(rejection.reason == reasons.NO_TENANT_ELIGIBLE_CARD for rejection in seen):
-            return reasons.NO_TENANT_ELIGIBLE_GPU
+        special = sorted(rejection.attempt_code for rejection in seen if rejection.attempt_code)
+        if special:
+            return special[0]
         if any(rejection.resolvable for rejection in seen):
             return reasons.INSUFFICIENT_RESOURCES
         return reasons.NO_SCHEDULABLE_NODES
@@ -310,12 +315,13 @@ class Framework:
             status = plugin.filter(state, task, table.nodes[row])
             if not status.is_success:
                 resolvable = status.code == Code.UNSCHEDULABLE
-                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable) + 1
+                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable,
+                                                     status.attempt_code) + 1
         return codes
 
     @staticmethod
-    def _score(plugin, state, task, table, rows) -> np.ndarray:
-        if hasattr(plugin, "score_rows"):
+    def _score(plugin, by_rows: bool, state, task, table, rows) -> np.ndarray:
+        if by_rows:
             scores = np.asarray(plugin.score_rows(state, task, table, rows), float)
         else:
             scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
@@ -328,16 +334,17 @@ class Framework:
         return scores
 
     def _code_map(self, plugin) -> np.ndarray | None:
-        if not hasattr(plugin, "filter_rows"):
+        if not isinstance(plugin, RowFilterPlugin):
             return None
-        ids = [self._rejection_id(plugin.name, reason, reason in reasons.RESOLVABLE) + 1 for reason in plugin.reasons]
+        ids = [self._rejection_id(plugin.name, reason, reason in plugin.resolvable,
+                                  plugin.attempt_codes.get(reason, "")) + 1 for reason in plugin.reasons]
         return np.array([0, *ids], np.int32)
 
-    def _rejection_id(self, plugin: str, reason: str, resolvable: bool) -> int:
-        key = (plugin, reason, resolvable)
+    def _rejection_id(self, plugin: str, reason: str, resolvable: bool, attempt_code: str = "") -> int:
+        key = (plugin, reason, resolvable, attempt_code)
         if key not in self._rejection_ids:
             self._rejection_ids[key] = len(self._rejections)
-            self._rejections.append(_Rejection(plugin, reason, resolvable))
+            self._rejections.append(_Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
 
 

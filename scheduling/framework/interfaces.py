@@ -10,7 +10,7 @@ needs; the built-ins also implement the row-batch forms (`RowFilterPlugin.filter
 prefers those when present because a cycle at 5,000 nodes cannot afford a Python call per node per plugin.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
@@ -79,9 +79,13 @@ class FilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class RowFilterPlugin(Plugin, Protocol):
-    """`reasons[k - 1]` is the reason for code k; `filter_rows` returns one code per row, 0 = passes."""
+    """`reasons[k - 1]` is the reason for code k; `filter_rows` returns one code per row, 0 = passes.
+    `resolvable` are the reasons freeing resources can cure (the rest are unresolvable); `attempt_codes` maps a
+    reason to the attempt code an attempt rejected for it gets (reasons.*) instead of the derived one."""
 
     reasons: tuple[str, ...]
+    resolvable: frozenset[str]
+    attempt_codes: Mapping[str, str]
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         ...
@@ -134,18 +138,20 @@ class RowPlugin:
 
     name = ""
     reasons: tuple[str, ...] = ()
+    resolvable: frozenset[str] = frozenset()
+    attempt_codes: Mapping[str, str] = {}
 
     def filter(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> Status:
         import numpy as np
 
-        from scheduling.framework.reasons import RESOLVABLE
         from scheduling.framework.table import single_row_table
 
         code = int(self.filter_rows(state, task, single_row_table(node, state.config), np.zeros(1, np.int64))[0])
         if code == 0:
             return Status(plugin=self.name)
         reason = self.reasons[code - 1]
-        return Status.unschedulable(reason, plugin=self.name, unresolvable=reason not in RESOLVABLE)
+        return Status.unschedulable(reason, plugin=self.name, unresolvable=reason not in self.resolvable,
+                                    attempt_code=self.attempt_codes.get(reason, ""))
 
     def score(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> float:
         import numpy as np

@@ -9,7 +9,6 @@ from collections import Counter
 
 import numpy as np
 
-from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
@@ -17,8 +16,8 @@ from scheduling.framework.table import NodeTable
 
 NAME = "gpu-filter"
 MODEL_LABEL = "gpu-model"
-GPU_TYPE_MISMATCH = r.GPU_TYPE_MISMATCH
-GPU_MODEL_MISMATCH = r.GPU_MODEL_MISMATCH
+GPU_TYPE_MISMATCH = "GPU type mismatch"
+GPU_MODEL_MISMATCH = "GPU model mismatch"
 
 
 def _model_counts(node: NodeInfo) -> Counter:

@@ -25,7 +25,6 @@ from functools import lru_cache
 import numpy as np
 
 from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.framework import whole_card_candidates
 from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
@@ -33,7 +32,7 @@ from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "nvlink"
-NVLINK_REQUIRED = r.NVLINK_REQUIRED
+NVLINK_REQUIRED = "no free NVLink domain large enough"
 NEUTRAL = 50.0
 
 
@@ -117,6 +116,7 @@ LARGEST = "largest"
 class Nvlink(RowPlugin):
     name = NAME
     reasons = (NVLINK_REQUIRED,)
+    resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):

@@ -9,7 +9,7 @@ from scheduling.framework.framework import Framework, apply_bind, default_cards
 from scheduling.framework.registry import PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.status import Code, Status
-from scheduling.plugins import default_registry
+from scheduling.plugins import default_registry, gpu_filter, resource_filter
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
 
@@ -62,7 +62,7 @@ def test_spec_walk_through():
     diagnostics = result.compact_diagnostics()
     assert {name: reason for reason, names in diagnostics["filtered"].items() for name in names} == {
         "offline": reasons.NODE_OFFLINE, "dedicated": reasons.DEDICATED_OTHER_TENANT,
-        "hot": reasons.CARDS_OVERLOADED, "ascend": reasons.GPU_TYPE_MISMATCH,
+        "hot": resource_filter.CARDS_OVERLOADED, "ascend": gpu_filter.GPU_TYPE_MISMATCH,
     }
     [(name, total, *scores)] = diagnostics["scored"]
     assert name == "free"
@@ -73,7 +73,7 @@ def test_spec_walk_through():
                               "1 dedicated to another tenant, 1 node offline.")
     assert result.filtered_by_reason() == {reasons.NODE_OFFLINE: ["offline"],
                                            reasons.DEDICATED_OTHER_TENANT: ["dedicated"],
-                                           reasons.CARDS_OVERLOADED: ["hot"], reasons.GPU_TYPE_MISMATCH: ["ascend"]}
+                                           resource_filter.CARDS_OVERLOADED: ["hot"], gpu_filter.GPU_TYPE_MISMATCH: ["ascend"]}
     assert result.filtered[snapshot.nodes[0].id].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.filtered[snapshot.nodes[2].id].code == Code.UNSCHEDULABLE
 

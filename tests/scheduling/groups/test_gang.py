@@ -12,11 +12,11 @@ from scheduling import lifecycle
 from scheduling.bind import pipeline
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.plugins import build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.groups.gang_bind import schedule_pending_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
+from scheduling.plugins import build_plugin_set, gpu_filter
 from scheduling.snapshot_builder import build_snapshot
 from tests.factories import make_node
 
@@ -174,7 +174,7 @@ def test_every_path_keeps_strictly_to_the_declared_gpu_type(tenant, parallelism)
     assert [result.code for result in results] == [reasons.GANG_INCOMPLETE]
     assert {task.status for task in members(too_big)} == {lifecycle.PENDING}
     too_big.refresh_from_db()
-    assert reasons.GPU_TYPE_MISMATCH in too_big.diagnostics["reason"]
+    assert gpu_filter.GPU_TYPE_MISMATCH in too_big.diagnostics["reason"]
     assert dict(Node.objects.values_list("name", "gpu_used")) == {"nv-1": 0, "nv-2": 0, "ascend": 8}
 
 
