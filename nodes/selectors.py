@@ -141,7 +141,8 @@ def agent_work(node: Node) -> dict:
                 "image": task.image,
                 "command": task.command,
                 "type": task.type,
-                "gpu_type": task.gpu_type,
+                # The cards' own type: a task without gpu_type may hold cards of any one type (SPEC §15.3).
+                "gpu_type": task.card_type or task.gpu_type,
                 "gpus": list(task.gpus),
                 "port": task.port,
                 "env": _container_env(task),

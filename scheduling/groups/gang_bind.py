@@ -73,7 +73,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
     group = plan.group
     world_size = len(plan.placements)
     placements = [
-        Placement(member.task, NodeInfo(id=member.node_id, name=member.node_name), list(member.cards),
+        Placement(member.task, NodeInfo(id=member.node_id, name=member.node_name), member.chosen_cards(),
                   reason=f"gang {group.name}: rank {member.rank} bound to {member.node_name}", rank=member.rank)
         for member in plan.placements
     ]
@@ -187,7 +187,7 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
             refresh_node(snapshot, node_id)
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
-        apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), list(placement.cards))
+        apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
     return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task.id for p in outcome.placements))
 
 
