@@ -8,12 +8,14 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from nodes.models import GPU_TYPES, Node
 from scheduling import lifecycle, live
 from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
+from scheduling.queue.selectors import queue_state
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
 from tenants.selectors import is_admin
@@ -251,7 +253,7 @@ def why_pending(attempt) -> dict | None:
 def task_detail(request, task_id: int):
     from scheduling.services.task_stop import task_stop
 
-    task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
+    task = get_object_or_404(tasks_visible_to(request.user).select_related("nominated_node"), id=task_id)
     if request.method == "POST":
         try:
             task_stop(task=task)
@@ -264,6 +266,7 @@ def task_detail(request, task_id: int):
         "task": task,
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None)),
+        "queue": queue_state(task),
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),
@@ -285,12 +288,14 @@ def diagnostics(request):
         if not request.htmx:
             messages.success(request, "Cycle finished.")
             return redirect("diagnostics")
+    now = timezone.now()
+    pending = (Task.objects.filter(status=lifecycle.PENDING)
+               .select_related("tenant", "attempt", "nominated_node").order_by("-priority", "created_at", "id")[:50])
     context = {
         "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
         "ran": ran,
         "attempt_counts": attempt_counts(),
-        "pending": Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
-        .order_by("-priority", "created_at", "id")[:50],
+        "pending": [{"task": task, "queue": queue_state(task, now=now)} for task in pending],
         "fragmentation": fragmentation_panel(),
     }
     return _render(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
