@@ -42,6 +42,7 @@ UPDATE {_TASKS} SET parked_until = NULL
  WHERE status = %(pending)s AND parked_until > clock_timestamp()
    AND (%(gpu_types)s::text[] IS NULL OR gpu_type = '' OR gpu_type = ANY(%(gpu_types)s::text[]))
    AND (%(tenant_id)s::bigint IS NULL OR tenant_id = %(tenant_id)s::bigint)
+   AND (%(task_ids)s::bigint[] IS NULL OR id = ANY(%(task_ids)s::bigint[]))
 """
 
 
@@ -65,14 +66,17 @@ def queue_park(*, task_ids: Iterable[int] = (), group_ids: Iterable[int] = (), m
         return cursor.rowcount
 
 
-def queue_activate(*, reason: str, gpu_types: Iterable[str] | None = None, tenant_id: int | None = None) -> None:
+def queue_activate(*, reason: str, gpu_types: Iterable[str] | None = None, tenant_id: int | None = None,
+                   task_ids: Iterable[int] | None = None) -> None:
     """Something happened that could make parked work fit (`reason`, for the log): activate it at once.
 
-    `gpu_types` narrows it to tasks asking for one of those types (or for none), `tenant_id` to one tenant's tasks.
-    Call it inside the transaction that makes the change; it runs again right after that commits.
+    `gpu_types` narrows it to tasks asking for one of those types (or for none), `tenant_id` to one tenant's tasks,
+    `task_ids` to those tasks. Call it inside the transaction that makes the change; it runs again right after
+    that commits.
     """
     params = {"pending": lifecycle.PENDING, "tenant_id": tenant_id,
-              "gpu_types": sorted(set(gpu_types)) if gpu_types is not None else None}
+              "gpu_types": sorted(set(gpu_types)) if gpu_types is not None else None,
+              "task_ids": sorted(set(task_ids)) if task_ids is not None else None}
     activated = _activate(params)
     if activated:
         logger.debug("queue: %s activated %s parked task(s)", reason, activated)
