@@ -256,7 +256,8 @@ class _Placer:
         for entry, bind in zip(batch, outcomes):
             task, node = entry.placement.task, entry.placement.node
             if bind.bound:
-                self.pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
+                self.pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard,
+                                      card_type=bind.card_type)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
                 nodes, extra = attempt_nodes(entry.result)

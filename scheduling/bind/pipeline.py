@@ -61,6 +61,7 @@ class BindOutcome:
     cards: tuple[int, ...] = ()
     port: int | None = None
     shard: dict[str, Any] | None = None
+    card_type: str = ""
     # The node itself is over a load threshold: no task may bind there until its next heartbeat says otherwise.
     node_overloaded: bool = False
     # In a refused all-or-nothing batch: this placement is the one that failed (the others share its outcome).
@@ -218,4 +219,4 @@ def _bound(accepted: _Accepted) -> BindOutcome:
     if item.port is not None:
         message += f", port {item.port}"
     return BindOutcome(code=reasons.SCHEDULED, message=message, cards=tuple(item.cards), port=item.port,
-                       shard=item.shard)
+                       shard=item.shard, card_type=item.card_type)
