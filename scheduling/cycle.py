@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from django.db import transaction
 from django.utils import timezone
 
-from plugins_admin.selectors import current_plugin_set
 from scheduling import immediate_queue, lifecycle
 from scheduling.bind import BindOutcome, Placement, bind_batch
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
@@ -42,6 +41,7 @@ from scheduling.queue import nomination
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.quotas import inactive_tenant_ids, load_tenant_quotas
+from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
 

@@ -3,15 +3,9 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from heteroflow_site.errors import DomainError
-from scheduling.queue.services import queue_activate
+from heteroflow_site.sentinels import KEEP, Keep
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
-
-
-class _Unset:
-    """Marks a keyword the caller left out, so that None can mean "unlimited"."""
-
-
-UNSET = _Unset()
+from tenants.signals import tenancy_changed
 
 
 def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tenant.Status.ACTIVE, actor=None) -> Tenant:
@@ -45,7 +39,7 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
             raise DomainError(f"a share group named {name!r} already exists", field="name")
         group = ShareGroup.objects.create(name=name)
         group.tenants.set(tenants)
-        queue_activate(reason=f"share group {name} created")
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {name} created")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.create", target=name, details={"tenants": sorted(t.id for t in tenants)}
         )
@@ -53,16 +47,16 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
 
 
 def tenant_update(
-    *, tenant_id: int, status: str | _Unset = UNSET, gpu_quota: int | None | _Unset = UNSET, actor=None
+    *, tenant_id: int, status: str | Keep = KEEP, gpu_quota: int | None | Keep = KEEP, actor=None
 ) -> Tenant:
     """Change a tenant's `status` and/or `gpu_quota` (None = unlimited); the audit row holds before and after.
 
     A new quota governs the next scheduling attempt; tasks already placed keep running.
     """
-    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not UNSET}
+    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not KEEP}
     if "status" in changes and status not in Tenant.Status.values:
         raise DomainError(f"status must be one of {', '.join(Tenant.Status.values)}", field="status")
-    if gpu_quota is not UNSET and gpu_quota is not None and gpu_quota < 0:
+    if gpu_quota is not KEEP and gpu_quota is not None and gpu_quota < 0:
         raise DomainError("gpu_quota must be 0 or more, or null for unlimited", field="gpu_quota")
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(id=tenant_id)
@@ -72,8 +66,7 @@ def tenant_update(
         for field, value in changes.items():
             setattr(tenant, field, value)
         tenant.save(update_fields=list(changes))
-        # Held or quota-bound tasks of the tenant may be placeable now (SPEC §15.1, §15.6).
-        queue_activate(reason=f"tenant {tenant.name} changed", tenant_id=tenant.id)
+        tenancy_changed.send(sender=Tenant, tenant_id=tenant.id, reason=f"tenant {tenant.name} changed")
         TenancyAuditEntry.objects.create(
             actor=actor, action="tenant.update", target=tenant.name, details={"before": before, "after": changes}
         )
@@ -92,7 +85,7 @@ def share_group_update(*, group_id: int, name: str, tenants: list[Tenant], actor
         group.save(update_fields=["name"])
         group.tenants.set(tenants)
         after = {"name": name, "tenants": sorted(t.id for t in tenants)}
-        queue_activate(reason=f"share group {name} changed")
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {name} changed")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.update", target=name, details={"before": before, "after": after}
         )
@@ -104,7 +97,7 @@ def share_group_delete(*, group_id: int, actor=None) -> None:
         group = ShareGroup.objects.select_for_update().get(id=group_id)
         before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
         group.delete()
-        queue_activate(reason=f"share group {before['name']} deleted")
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {before['name']} deleted")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.delete", target=before["name"], details={"before": before, "after": None}
         )

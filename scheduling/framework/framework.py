@@ -38,10 +38,10 @@ from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILT
 from scheduling.framework.cards import ChosenCards, card_groups, card_lookup, cards_by_key
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
-from scheduling.framework.sharing import card_admits_tenant
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from scheduling.framework import reasons as r
 from scheduling.framework.cards import card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
-from scheduling.framework.sharing import card_admits_tenant
 
 NAME = "resource-filter"
 INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
