@@ -157,3 +157,31 @@ def test_an_event_committed_by_another_process_activates_tasks_a_cycle_parked_af
 
     assert _is_active(task)
 
+
+
+@pytest.mark.django_db(transaction=True)
+def test_work_one_scheduler_process_parked_is_parked_for_every_other_process(tenant):
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    from tests.scheduling.test_concurrent_schedulers import _database_url
+
+    make_node(cards=1)
+    unplaceable = make_task(tenant=tenant, gpu_required=8)
+    env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "heteroflow_site.settings",
+           "PYTHONPATH": str(settings.BASE_DIR)}
+    # A backoff longer than a process start, so the second process meets the task still parked.
+    cycle = ("import django; django.setup(); from scheduling.queue import services; "
+             "services.BACKOFF_INITIAL_SECONDS = 600; "
+             "from scheduling.cycle import run_cycle; print(run_cycle().considered)")
+
+    first = subprocess.run([sys.executable, "-c", cycle], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                           text=True, timeout=120)
+    second = subprocess.run([sys.executable, "-c", cycle], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                            text=True, timeout=120)
+
+    assert (first.stdout.split()[-1], second.stdout.split()[-1]) == ("1", "0"), first.stderr + second.stderr
+    assert not _is_active(unplaceable) and take_active(10) == []
