@@ -15,7 +15,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, Node, NodeAuditEntry
-from nodes.signals import heartbeat_recorded
+from nodes.signals import heartbeat_recorded, node_changed
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -76,16 +76,20 @@ def node_heartbeat_apply(
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
+        gpu_type = _majority_gpu_type(gpus)
         Node.objects.filter(id=node.id).update(
             cpu_percent=cpu_percent,
             memory_used_mb=memory_used_mb,
             gpu_total=len(gpus),
-            gpu_type=_majority_gpu_type(gpus),
+            gpu_type=gpu_type,
             labels=merged_labels,
             last_heartbeat_at=now,
         )
         heartbeat_recorded.send(sender=Node, node_id=node.id)
         _set_online_or_busy(node.id)
+        if (locked.status == Node.Status.OFFLINE or locked.labels != merged_labels
+                or (locked.gpu_total, locked.gpu_type) != (len(gpus), gpu_type)):
+            node_changed.send(sender=Node, node_id=node.id, reason=f"node {locked.name} heartbeat")
     node.refresh_from_db()
     return node
 
@@ -190,6 +194,7 @@ def _node_admin_change(*, node: Node, action: str, changes: dict, actor, labels:
         after = {name: value for name, value in changes.items() if before[name] != value}
         if after:
             Node.objects.filter(id=node.id).update(**after)
+            node_changed.send(sender=Node, node_id=node.id, reason=f"{action} of node {locked.name}")
             NodeAuditEntry.objects.create(
                 node=locked, actor=actor, action=action,
                 before={name: before[name] for name in after}, after=after,

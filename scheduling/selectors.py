@@ -44,8 +44,8 @@ def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
 
 
 def pending_queue(*, limit: int) -> QuerySet[Task]:
-    """The head of the pending queue, in the order the scheduler takes it."""
-    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
+    """The head of the pending queue in queue order (SPEC §15.1; parked tasks included, `queue_state` tells)."""
+    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt", "nominated_node")
             .order_by("-priority", "created_at", "id")[:limit])
 
 
@@ -98,7 +98,8 @@ def agent_work(node: Node) -> dict:
                 "image": task.image,
                 "command": task.command,
                 "type": task.type,
-                "gpu_type": task.gpu_type,
+                # The cards' own type: a task without gpu_type may hold cards of any one type (SPEC §15.3).
+                "gpu_type": task.card_type or task.gpu_type,
                 "gpus": list(task.gpus),
                 "port": task.port,
                 "env": _container_env(task),

@@ -1,6 +1,9 @@
 """Small builders for test data; plain functions so that every test reads what it sets up."""
 
 import itertools
+from datetime import timedelta
+
+from django.utils import timezone
 
 from nodes.models import GPU, Node
 from scheduling.models import Task
@@ -39,3 +42,8 @@ def ledger_mismatches() -> list[tuple[str, int, int]]:
                 .annotate(total=Sum("gpu_required")).values_list("node_id", "total"))
     return [(name, used, held.get(node_id, 0)) for node_id, name, used in
             Node.objects.values_list("id", "name", "gpu_used") if used != held.get(node_id, 0)]
+
+
+def end_backoffs() -> int:
+    """As if every parked task's backoff had run out (SPEC §15.1), for tests that retry failed work at once."""
+    return Task.objects.filter(parked_until__isnull=False).update(parked_until=timezone.now() - timedelta(seconds=1))

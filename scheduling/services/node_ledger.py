@@ -13,6 +13,7 @@ from scheduling import metrics
 from scheduling.ledger_audit import LedgerAudit
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
+from scheduling.queue.services import queue_activate
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,9 @@ CORRECTION_ACTION = "ledger.correct"
 
 @receiver(heartbeat_recorded, dispatch_uid="scheduling.services.node_ledger.recount_on_heartbeat")
 def recount_on_heartbeat(sender, *, node_id: int, **kwargs) -> None:
-    node_gpu_used_recount(node_id=node_id)
+    if node_gpu_used_recount(node_id=node_id) is not None:
+        # The ledger may have freed cards: parked work may fit now (SPEC §15.1).
+        queue_activate(reason=f"gpu_used of node {node_id} recounted")
 
 
 def node_gpu_used_recount(*, node_id: int) -> int | None:

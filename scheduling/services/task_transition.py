@@ -9,12 +9,15 @@ from scheduling import lifecycle
 from scheduling.groups.status import refresh_group_status
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
+from scheduling.queue.services import queue_activate
 from scheduling.signals import task_transitioned
 
 # A gang member arriving here may leave the rest of its gang running alone.
 _GANG_BREAKING = frozenset({lifecycle.FAILED, lifecycle.PENDING, lifecycle.STOPPED})
-# Returning to the queue forgets the placement; finishing keeps node and cards as history.
-_PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
+# Returning to the queue forgets the placement and enters the queue active (SPEC §15.1); finishing keeps node and
+# cards as history.
+_PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
+                      "queue_backoff": 0, "parked_until": None}
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",
@@ -34,7 +37,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         held = (
             Task.objects.select_for_update()
             .filter(id=task_id, status=from_status)
-            .values("node_id", "gpu_required", "tenant_id", "group_id")
+            .values("node_id", "gpu_required", "tenant_id", "group_id", "card_type")
             .first()
         )
         if held is None:
@@ -56,6 +59,9 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_before=held["node_id"],
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
+        if from_status in ACTIVE_STATES and to_status not in ACTIVE_STATES and held["node_id"] is not None:
+            queue_activate(reason=f"task {task_id} left node {held['node_id']}",
+                           gpu_types=[held["card_type"]] if held["card_type"] else None)
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
         if held["group_id"] is not None:
             _after_member_change(held["group_id"], to_status, derive_group_status)

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
@@ -17,6 +18,7 @@ from nodes.selectors import capacity_by_architecture, nodes_by_status
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskStatus, TaskType
+from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
 from tenants.models import Tenant
@@ -215,7 +217,7 @@ def why_pending(attempt) -> dict | None:
 def task_detail(request, task_id: int):
     from scheduling.services.task_stop import task_stop
 
-    task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
+    task = get_object_or_404(tasks_visible_to(request.user).select_related("nominated_node"), id=task_id)
     if request.method == "POST":
         try:
             task_stop(task=task)
@@ -228,6 +230,7 @@ def task_detail(request, task_id: int):
         "task": task,
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None)),
+        "queue": queue_state(task),
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),
@@ -249,11 +252,13 @@ def diagnostics(request):
         if not request.htmx:
             messages.success(request, "Cycle finished.")
             return redirect("diagnostics")
+    now = timezone.now()
     context = {
         "cycles": recent_cycles(),
         "ran": ran,
         "attempt_counts": attempt_counts(),
-        "pending": pending_queue(limit=PENDING_SHOWN),
+        "pending": [{"task": task, "queue": queue_state(task, now=now)}
+                    for task in pending_queue(limit=PENDING_SHOWN)],
         "fragmentation": fragmentation_panel(),
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")

@@ -6,11 +6,15 @@ Fractional task: one card without a whole-card occupant, under the threshold, wi
 (`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb`, whose
 occupants ALL may share with the task's tenant. When such cards exist but the tenant rule rejects each of them, the
 reason is NO_TENANT_ELIGIBLE_CARD, which the framework turns into NoTenantEligibleGPU.
+Only cards of one of the task's card groups count (its type and gpu-model, never a mix; SPEC §15.3): on a node whose
+cards are all of one type and model that is every card (gpu-filter has checked them), otherwise each group is
+judged on its own and the node passes when one group can hold the task.
 """
 
 import numpy as np
 
 from scheduling.framework import reasons as r
+from scheduling.framework.cards import card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
@@ -33,15 +37,38 @@ class ResourceFilter(RowPlugin):
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
-        if task.gpu_required > 0:
-            self._whole_cards(task, table, rows, codes)
-        elif task.is_fractional:
-            self._shard(state, task, table, rows, codes)
+        if not (task.gpu_required > 0 or task.is_fractional):
+            return codes
+        self._judge(state, task, table, rows, codes, table.card_exists[rows])
+        for position in np.flatnonzero(~table.uniform_cards[rows]):
+            codes[position] = self._grouped(state, task, table, rows[position])
         return codes
 
+    def _judge(self, state, task, table, rows, codes, exists) -> None:
+        if task.gpu_required > 0:
+            self._whole_cards(task, table, rows, codes, exists)
+        else:
+            self._shard(state, task, table, rows, codes, exists)
+
+    def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
+        """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""
+        node = table.nodes[row]
+        column_of = {id(card): column for column, card in enumerate(node.cards[: table.width])}
+        best = 1
+        for _, cards in card_groups(task, node):
+            eligible = np.zeros((1, table.width), bool)
+            eligible[0, [column_of[id(card)] for card in cards if id(card) in column_of]] = True
+            code = np.zeros(1, np.int8)
+            self._judge(state, task, table, np.array([row]), code, eligible)
+            best = min(best, int(code[0]))
+            if best == 0:
+                break
+        return best
+
     @staticmethod
-    def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
-        exists, ok = table.card_exists[rows], table.card_ok[rows]
+    def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
+                     exists: np.ndarray) -> None:
+        ok = table.card_ok[rows]
         usable = exists & table.card_free[rows] & ok
         enough_memory = usable & (table.card_free_mb[rows] >= task.gpu_memory_mb) if task.gpu_memory_mb else usable
         short = enough_memory.sum(axis=1) < task.gpu_required
@@ -52,8 +79,9 @@ class ResourceFilter(RowPlugin):
         codes[short & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
 
     @staticmethod
-    def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
-        exists, ok = table.card_exists[rows], table.card_ok[rows]
+    def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
+               exists: np.ndarray) -> None:
+        ok = table.card_ok[rows]
         candidate = exists & table.card_no_whole[rows] & ok & (table.card_free_mb[rows] >= task.gpu_memory_mb)
         has_candidate = candidate.any(axis=1)
         open_card = (candidate & ~table.card_occupied[rows]).any(axis=1)

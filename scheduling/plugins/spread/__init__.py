@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from scheduling.framework.cards import card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -22,9 +23,24 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     terms += has_memory
     gpu_total = table.gpu_total[rows]
     has_cards = gpu_total > 0
-    total[has_cards] += (table.gpu_used[rows][has_cards] + task.gpu_required) / gpu_total[has_cards]
+    gpu_usage = np.zeros(len(rows))
+    gpu_usage[has_cards] = (table.gpu_used[rows][has_cards] + task.gpu_required) / gpu_total[has_cards]
+    for position in np.flatnonzero(has_cards & ~table.uniform_cards[rows]):
+        gpu_usage[position] = _group_usage(task, table.nodes[rows[position]], gpu_usage[position])
+    total += gpu_usage
     terms += has_cards
     return total / terms
+
+
+def _group_usage(task: TaskInfo, node, fallback: float) -> float:
+    """u_gpu on a node with cards of several types or models: of the card group the task would take from (the
+    smallest that holds it, as Reserve chooses; SPEC §15.3), not of cards it cannot use."""
+    fitting = [(len(cards), sum(1 for card in cards if not card.is_free)) for _, cards in card_groups(task, node)
+               if sum(1 for card in cards if card.is_free) >= task.gpu_required]
+    if not fitting:
+        return fallback
+    size, held = min(fitting)
+    return (held + task.gpu_required) / size
 
 
 class Spread(RowPlugin):

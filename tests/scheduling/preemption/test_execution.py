@@ -14,7 +14,7 @@ from scheduling.preemption.planner import PreemptionPlan
 from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
-from tests.factories import make_node, make_task
+from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, statuses
 
 
@@ -67,6 +67,7 @@ def test_a_third_task_cannot_take_the_cards_before_the_victim_is_confirmed_stopp
 
 def test_the_preemptor_waits_for_its_victims_instead_of_evicting_more(preempted_cluster):
     _, low, mid, top, urgent = preempted_cluster
+    end_backoffs()
 
     cycle = run_cycle()
 
