@@ -21,7 +21,7 @@ from plugins_admin.notifications.services import (
 )
 from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
 from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
-from scheduling.framework.registry import PREEMPT_STAGES
+from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 
 TEMPLATE = "plugins_admin/plugins.html"
 HISTORY_LENGTH = 20

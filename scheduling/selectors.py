@@ -12,9 +12,9 @@ from scheduling.framework.registry import (
     PluginSpec,
     Registry,
     build_plugin_set,
-    default_registry,
 )
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup
+from scheduling.plugins import default_registry
 from tenants.selectors import tenant_of
 
 RECENT_CYCLES = 10

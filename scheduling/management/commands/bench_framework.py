@@ -1,4 +1,4 @@
-"""Micro-benchmark of Framework.schedule + select_cards + apply_bind over an in-memory snapshot, no database:
+"""Micro-benchmark of Framework.schedule + reserve + apply_bind over an in-memory snapshot, no database:
 
     manage.py bench_framework --nodes 300 --tasks 2000 [--freeze] [--no-diagnostics]
 """
@@ -15,7 +15,7 @@ from nodes.demo_cluster import DEMO_FLEET, topology_label
 from nodes.models import GPU_TYPES as TYPES
 from scheduling.diagnostics import attempt_nodes
 from scheduling.framework.framework import Framework, apply_bind
-from scheduling.framework.registry import build_plugin_set
+from scheduling.plugins import build_plugin_set
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 
 # An 8-card A100 node behind NVSwitch, two NUMA nodes: the layout of a DGX A100.
@@ -56,7 +56,7 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
     for task in tasks:
         result = framework.schedule(task, snapshot, rng)
         if result.node is not None:
-            cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)
+            cards = framework.reserve(task, result.node, snapshot.tenancy)
             apply_bind(snapshot, task, result.node, cards)
             bound += 1
         if diagnostics:
