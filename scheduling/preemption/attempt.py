@@ -11,7 +11,7 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
-from scheduling.preemption.planner import VICTIM_STATES, FitCheck, may_preempt, plan_preemption
+from scheduling.preemption.planner import VICTIM_STATES, FitCheck, PreemptionPlan, may_preempt, plan_preemption
 
 
 class PreemptionHandle:
@@ -31,6 +31,19 @@ class PreemptionHandle:
         victims keeps the failure's code and says in its message why no node could be freed. Either way the
         caller records `outcome.code`, `outcome.message` and `outcome.diagnostics` as the task's attempt.
         """
+        found = self.plan(task, result, snapshot, preempt_stage=preempt_stage)
+        if not isinstance(found, PreemptionPlan):
+            return found
+        outcome = execute_plan(found, task)
+        self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
+        code = outcome.code if outcome.preempting else result.code
+        return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+
+    def plan(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
+             preempt_stage: str) -> PreemptionPlan | PreemptionOutcome | None:
+        """What `preempt` would do, evicting nobody: the plan it would carry out; or the outcome it would end
+        with — waiting for victims already stopping for `task`, or no node that evicting could free; or None
+        when preemption does not apply to the task."""
         victim_states = VICTIM_STATES.get(preempt_stage, frozenset())
         if not victim_states or not may_preempt(task):
             return None
@@ -50,10 +63,7 @@ class PreemptionHandle:
         if search.plan is None:
             return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
                                      node_reasons=search.node_reasons)
-        outcome = execute_plan(search.plan, task)
-        self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
-        code = outcome.code if outcome.preempting else result.code
-        return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+        return search.plan
 
 
 def framework_fit_check(framework: Framework, snapshot: ClusterSnapshot) -> FitCheck:
