@@ -27,6 +27,6 @@ class PreemptionPlanApi(APIView):
 
     @extend_schema(responses=PreemptionPlanOutput)
     def get(self, request, task_id: int):
-        task = get_object_or_404(tasks_visible_to(request.user).only("id"), id=task_id)
+        task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
         viewer = tenant_of(request.user)
         return Response(preemption_plan(task_id=task.id, viewer_tenant_id=viewer.id if viewer else None))
