@@ -19,6 +19,7 @@ from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskStatus, TaskType
 from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
+from scheduling.web import preemption_plan
 from tenants.models import Tenant
 
 TASK_PAGE_SIZE = 200
@@ -208,8 +209,14 @@ def task_detail(request, task_id: int):
         else:
             messages.success(request, f"Stop requested for “{task.name}”.")
         return redirect("task-detail", task_id=task.id)
+    pending = task.status == lifecycle.PENDING
+    if request.htmx and request.htmx.target == preemption_plan.FRAGMENT:
+        panel = preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None
+        return render_page(request, preemption_plan.TEMPLATE, {"task": task, "preemption": panel},
+                           fragment=preemption_plan.FRAGMENT)
     context = {
         "task": task,
+        "preemption": preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None,
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None)),
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
