@@ -28,12 +28,13 @@ class UnknownPlugin(LookupError):
 
 
 def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | None) -> PluginConfig:
-    """Switch a plugin on or off. Enabling spread disables binpack and vice versa, in the same transaction."""
+    """Switch a plugin on or off. Enabling one layout scorer (spread, binpack, fgd) disables the others, in the
+    same transaction."""
     specs = plugin_specs()
     spec = _spec(specs, name)
     if not enabled and spec.always_on:
         raise DomainError(f"{name} is always on and cannot be disabled", field="enabled")
-    exclusive = [spec.exclusive_with] if enabled and spec.exclusive_with else []
+    exclusive = list(spec.exclusive_with) if enabled else []
     with transaction.atomic():
         rows = _lock_rows([name, *exclusive], specs)
         changes: dict[str, dict[str, Any]] = {name: {"enabled": enabled}}

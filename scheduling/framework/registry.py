@@ -44,7 +44,8 @@ class PluginSpec:
     name: str
     factory: Callable[[PluginSetting], Any]
     always_on: bool = False
-    exclusive_with: str | None = None
+    # Names of the plugins that may not be enabled together with this one (a single name is accepted too).
+    exclusive_with: tuple[str, ...] = ()
     default: PluginSetting | None = None
     kinds: frozenset[str] = frozenset()
     # Raises ValueError for a bad `extra`; None accepts any JSON object.
@@ -55,6 +56,8 @@ class PluginSpec:
             raise ValueError(f"plugin {self.name!r}: kinds must be a non-empty subset of {sorted(KINDS)}")
         if self.default is None:
             object.__setattr__(self, "default", PluginSetting(self.name))
+        if isinstance(self.exclusive_with, str) or self.exclusive_with is None:
+            object.__setattr__(self, "exclusive_with", (self.exclusive_with,) if self.exclusive_with else ())
 
     @classmethod
     def from_factory(cls, factory: Any) -> PluginSpec:
@@ -71,7 +74,7 @@ class PluginSpec:
         return cls(
             name=name, factory=factory, kinds=kinds,
             always_on=getattr(factory, "always_on", False),
-            exclusive_with=getattr(factory, "exclusive_with", None),
+            exclusive_with=getattr(factory, "exclusive_with", ()),
             default=getattr(factory, "default", None),
             validate_extra=getattr(factory, "validate_extra", None),
         )
@@ -103,16 +106,19 @@ def _validate_preempt_extra(extra: Mapping[str, Any]) -> None:
 def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
     """The eight built-ins with their SPEC §6 defaults, then the custom plugins named by dotted path
     (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
-    from scheduling.plugins import binpack, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
+    from scheduling.plugins import binpack, fgd, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
 
     registry = Registry()
     registry.register(PluginSpec(gpu_filter.NAME, gpu_filter.factory, always_on=True, kinds=frozenset({FILTER})))
     registry.register(PluginSpec(resource_filter.NAME, resource_filter.factory, always_on=True,
                                  kinds=frozenset({FILTER})))
-    registry.register(PluginSpec(spread.NAME, spread.factory, exclusive_with=binpack.NAME,
+    # The layout scorers: at most one of spread, binpack and fgd is enabled.
+    registry.register(PluginSpec(spread.NAME, spread.factory, exclusive_with=(binpack.NAME, fgd.NAME),
                                  default=PluginSetting(spread.NAME, True, 1), kinds=frozenset({SCORE})))
-    registry.register(PluginSpec(binpack.NAME, binpack.factory, exclusive_with=spread.NAME,
+    registry.register(PluginSpec(binpack.NAME, binpack.factory, exclusive_with=(spread.NAME, fgd.NAME),
                                  default=PluginSetting(binpack.NAME, False, 0), kinds=frozenset({SCORE})))
+    registry.register(PluginSpec(fgd.NAME, fgd.factory, exclusive_with=(spread.NAME, binpack.NAME),
+                                 default=PluginSetting(fgd.NAME, False, 0), kinds=frozenset({SCORE})))
     registry.register(PluginSpec(nvlink.NAME, nvlink.factory, default=PluginSetting(nvlink.NAME, True, 1),
                                  kinds=frozenset({FILTER, SCORE})))
     # The `topology: required` hard constraint is the built-in affinity filter's, so it holds with topology off.
@@ -191,7 +197,7 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry | Non
             setting = PluginSetting(name, True, setting.weight, setting.extra)
         if not setting.enabled:
             continue
-        if spec.exclusive_with in chosen:
+        if any(other in chosen for other in spec.exclusive_with):
             continue
         chosen[name] = (spec, setting)
 
