@@ -25,6 +25,8 @@ BUILTIN_DESCRIPTIONS = {
     "resource-filter": "Keeps nodes with enough free cards, or card memory for a fractional task.",
     "spread": "Prefers the least used nodes, spreading load across the cluster.",
     "binpack": "Prefers the most used nodes, packing tasks to keep whole nodes free.",
+    "fgd": "Prefers the node and card where GPU fragmentation, measured against the recent tasks' shapes, grows "
+           "least (Fragmentation Gradient Descent).",
     "nvlink": "Prefers card groups inside one NVLink domain; the task label nvlink: required makes it a filter.",
     "topology": "Prefers the region, zone and rack a task asks for; topology: required makes them hard limits.",
     "rdma": "Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.",

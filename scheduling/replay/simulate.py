@@ -13,7 +13,7 @@ re-check, which in production is made against measured load instead of requests.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +134,8 @@ class Replay:
                 task_id += 1
                 yield to_task(pod, task_id), pod.gpu_demand_milli
 
-    def run(self) -> SeedResult:
+    def run(self, arriving: Iterable[tuple[TaskInfo, int]] | None = None) -> SeedResult:
+        """Replay the arriving tasks (or the given (task, GPU demand in milli) pairs, in order)."""
         rng = random.Random(self.seed)
         snapshot, framework = self.snapshot, self.framework
         table = table_for(snapshot, framework.config)
@@ -142,7 +143,7 @@ class Replay:
         arrived = allocated = failed = failed_milli = tasks = 0
         at_full = None
         curve, next_point = [], 0.0
-        for task, demand in self.tasks():
+        for task, demand in self.tasks() if arriving is None else arriving:
             tasks += 1
             arrived += demand
             node = framework.schedule(task, snapshot, rng).node

@@ -73,6 +73,24 @@ class Fgd(RowPlugin):
         gpu_left = np.clip((state.idle.sum(axis=1) - share) / gpus, 0, 1)
         cores = np.maximum(cache["cores"][rows], 1)
         cpu_left = np.clip((state.cpu_free - task.cpu_cores) / cores, 0, 1)
+        import os
+        mode = os.environ.get("FIT", "mean")
+        if mode in ("balance", "mix"):
+            shapes = cache["shapes"]
+            gpu_demand = np.where(shapes.whole, shapes.cards, shapes.shard_mb / 1000.0)
+            ratio = float(shapes.weights @ shapes.cpu) / max(float(shapes.weights @ gpu_demand), 1e-9)
+            gpu_after = np.maximum(state.idle.sum(axis=1) - share, 0)
+            cpu_after = np.maximum(state.cpu_free - task.cpu_cores, 0)
+            balance = 1 / (1 + np.abs(np.log((cpu_after + 1) / (ratio * gpu_after + 1))))
+            if mode == "balance":
+                return balance
+            return (balance + 1 - (gpu_left + cpu_left) / 2) / 2
+        if mode == "gpu":
+            return 1 - gpu_left
+        if mode == "cpu2":
+            return 1 - (gpu_left + 2 * cpu_left) / 3
+        if mode == "gpu2":
+            return 1 - (2 * gpu_left + cpu_left) / 3
         return 1 - (gpu_left + cpu_left) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:

@@ -65,6 +65,10 @@ class TargetWorkload:
             covered += count
             if covered >= coverage * total:
                 break
+        import os
+        if os.environ.get("WEIGHT") == "gpu":
+            kept = [(shape, count * (shape.cards or (shape.shard_mb / 1000) or 0.0)) for shape, count in kept]
+            covered = sum(count for _, count in kept)
         return cls(tuple(shape for shape, _ in kept), tuple(count / covered for _, count in kept), total)
 
     @classmethod
