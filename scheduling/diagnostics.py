@@ -140,7 +140,25 @@ def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
     return {
         "free_cards": sum(free_per_node),
         "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},
+        "fgd": fgd_fragmentation(snapshot),
     }
+
+
+def fgd_fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """fgd's measure (SPEC §15.9): the idle card capacity of available nodes that the recent tasks' shapes could
+    not use, against all idle capacity, in cards."""
+    from scheduling.framework.snapshot import SchedulerConfig
+    from scheduling.framework.table import NodeTable
+    from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
+    from scheduling.plugins.fgd.recent import recent_workload
+
+    workload = recent_workload()
+    nodes = [node for node in snapshot.nodes if node.status in _AVAILABLE_NODE_STATES and node.schedulable]
+    if not workload or not nodes:
+        return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
+    fragmented, idle = cluster_fragmentation(NodeTable(nodes, SchedulerConfig.from_settings()), workload)
+    return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
+            "tasks": workload.counted}
 
 
 def attempt_counts() -> dict[str, int]:

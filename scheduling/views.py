@@ -95,7 +95,8 @@ def pending_by_code(tasks) -> list[dict]:
 
 
 def fragmentation_panel() -> dict:
-    """Free cards vs cards usable by a k-card task (SPEC §12), with bar geometry."""
+    """Free cards vs cards usable by a k-card task (SPEC §12) and fgd's fragment of the idle capacity against the
+    recent tasks' shapes (§15.9), with bar geometry."""
     from scheduling.diagnostics import fragmentation
     from scheduling.snapshot_builder import build_snapshot
 
@@ -103,12 +104,19 @@ def fragmentation_panel() -> dict:
     free = figures["free_cards"]
     bars = [{"label": "Free cards", "value": free, "free": True}]
     bars += [{"label": f"{k}-card task", "value": figures["usable"][k]} for k in FRAGMENTATION_SIZES]
-    top = max(bar["value"] for bar in bars) or 1
-    for position, bar in enumerate(bars):
-        bar["y"] = 8 + position * 30
+    fgd = figures["fgd"]
+    # fgd's measure in the same units (cards): idle capacity (shards' free share included) and the part of it the
+    # recent tasks' shapes could not use.
+    fgd_bars = [{"label": "Idle capacity", "value": fgd["idle"], "free": True},
+                {"label": "FGD fragment", "value": fgd["fragmented"], "fgd": True}]
+    top = max(max(bar["value"] for bar in bars + fgd_bars), 1)
+    for position, bar in enumerate(bars + fgd_bars):
+        bar["y"] = 8 + position * 30 + (12 if position >= len(bars) else 0)
         bar["w"] = 210 * bar["value"] / top
         bar["end_x"] = 96 + bar["w"] + 6
-    return {"free": free, "bars": bars, "height": 16 + len(bars) * 30}
+    fgd_percent = 100 * fgd["fragmented"] / fgd["idle"] if fgd["idle"] else 0.0
+    return {"free": free, "bars": bars, "fgd_bars": fgd_bars, "fgd": {**fgd, "percent": fgd_percent},
+            "divider_y": 8 + len(bars) * 30, "height": 28 + (len(bars) + len(fgd_bars)) * 30}
 
 
 @login_required
@@ -292,5 +300,16 @@ def diagnostics(request):
         "pending": Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
         .order_by("-priority", "created_at", "id")[:50],
         "fragmentation": fragmentation_panel(),
+        "target_workload": target_workload_rows(),
     }
     return _render(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
+
+
+def target_workload_rows() -> dict:
+    """fgd's target workload as the scheduler sees it: the recent-task window's most common shapes."""
+    from scheduling.plugins.fgd.recent import WINDOW, recent_workload
+
+    workload = recent_workload()
+    return {"window": WINDOW, "counted": workload.counted,
+            "shapes": [{"label": shape.label(), "percent": 100 * share}
+                       for shape, share in zip(workload.shapes, workload.popularity)]}

@@ -17,6 +17,23 @@ def _empty_immediate_queue(request):
 
 
 @pytest.fixture
+def fgd_window(monkeypatch):
+    """fgd's recent-task window under a key of this test's own (tests on other workers create tasks too); yields
+    a function recording shapes of tasks into it."""
+    import random
+
+    from scheduling.plugins.fgd import recent
+
+    key = f"{recent.WINDOW_KEY}:test:{random.randrange(1 << 30)}"
+    monkeypatch.setattr(recent, "WINDOW_KEY", key)
+    connection = recent._connection()
+    recent.forget_cached()
+    yield recent.record_shape
+    connection.delete(key)
+    recent.forget_cached()
+
+
+@pytest.fixture
 def admin_user(db):
     return get_user_model().objects.create_user(username="admin", password="admin-password", is_staff=True,
                                                 is_superuser=True)

@@ -167,15 +167,6 @@ class Replay:
                               round(100.0 * allocated / self.capacity_milli, 3)))
                 next_point = np.floor(arrived / self.capacity_milli / CURVE_STEP + 1) * CURVE_STEP
         curve.append((round(100.0 * arrived / self.capacity_milli, 2), round(100.0 * allocated / self.capacity_milli, 3)))
-        fragmented, idle = cluster_fragmentation(table, self.workload)
+        fragmented, idle = frag.cluster_fragmentation(table, self.workload)
         return SeedResult(self.seed, at_full, 100.0 * allocated / self.capacity_milli, tasks, failed,
                           failed_milli / MILLI, fragmented, idle, curve)
-
-
-def cluster_fragmentation(table: NodeTable, workload: TargetWorkload) -> tuple[float, float]:
-    """(Σ F_n over the nodes, idle GPUs), both in GPUs."""
-    rows = np.arange(table.size)
-    cores = np.array([float(node.cpu_cores) for node in table.nodes])
-    state = frag.table_state(table, rows, cores)
-    values = frag.fragmentation(state, rows, frag.ShapeArrays(workload, table))
-    return float(values.sum()), float(state.idle.sum())

@@ -85,6 +85,8 @@ class Fgd(RowPlugin):
             if mode == "balance":
                 return balance
             return (balance + 1 - (gpu_left + cpu_left) / 2) / 2
+        if mode == "cpuonly" and not (task.gpu_required or task.is_fractional):
+            return 1 - gpu_left
         if mode == "gpu":
             return 1 - gpu_left
         if mode == "cpu2":

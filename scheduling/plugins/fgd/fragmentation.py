@@ -129,3 +129,11 @@ def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: 
     cpu_free = np.repeat(state.cpu_free - cpu, width)
     return CardState(idle.reshape(-1, width), free_mb.reshape(-1, width), whole_ok.reshape(-1, width),
                      share_ok.reshape(-1, width), cpu_free)
+
+
+def cluster_fragmentation(table: NodeTable, workload: TargetWorkload) -> tuple[float, float]:
+    """(Σ F_n over the table's nodes, their idle cards), both in cards."""
+    rows = np.arange(table.size)
+    cores = np.array([float(node.cpu_cores) for node in table.nodes])
+    state = table_state(table, rows, cores)
+    return float(fragmentation(state, rows, ShapeArrays(workload, table)).sum()), float(state.idle.sum())

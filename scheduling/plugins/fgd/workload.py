@@ -53,6 +53,8 @@ class TargetWorkload:
 
     @classmethod
     def from_shapes(cls, shapes: Iterable[Shape], *, coverage: float = DEFAULT_COVERAGE) -> TargetWorkload:
+        import os
+        coverage = float(os.environ.get("COV", coverage))
         counts = Counter(shapes)
         total = sum(counts.values())
         if not total:

@@ -10,7 +10,6 @@ import pytest
 from nodes.models import GPU, Node
 from scheduling.cycle import run_cycle
 from scheduling.models import Task
-from scheduling.plugins.fgd import recent
 from scheduling.plugins.fgd.workload import TargetWorkload
 from scheduling.replay.simulate import POLICIES, Replay
 from scheduling.replay.trace import CARD_MB, GPU_TYPE
@@ -25,19 +24,9 @@ REPLAY_SCHEDULER = {"gpu_reserve_fixed_mb": 0, "gpu_reserve_percent": 0,
                     "load_thresholds": {"cpu_percent": 100, "memory_percent": 100}}
 
 
-@pytest.fixture
-def own_window(monkeypatch):
-    """The recent-task window under a key of this test's own (tests on other workers create tasks too)."""
-    monkeypatch.setattr(recent, "WINDOW_KEY", f"{recent.WINDOW_KEY}:test:{random.randrange(1 << 30)}")
-    recent.forget_cached()
-    yield
-    recent._connection().delete(recent.WINDOW_KEY)
-    recent.forget_cached()
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("policy", ["spread", "fgd"])
-def test_replay_and_cycle_place_200_tasks_identically(policy, tenant, settings, own_window):
+def test_replay_and_cycle_place_200_tasks_identically(policy, tenant, settings, fgd_window):
     settings.SCHEDULER = {**settings.SCHEDULER, **REPLAY_SCHEDULER,
                           "load_thresholds": {**settings.SCHEDULER["load_thresholds"],
                                               **REPLAY_SCHEDULER["load_thresholds"]}}
@@ -60,7 +49,7 @@ def test_replay_and_cycle_place_200_tasks_identically(policy, tenant, settings, 
         created.append(make_task(tenant=tenant, name=task.name, gpu_required=task.gpu_required,
                                  gpu_memory_mb=task.gpu_memory_mb, labels=task.labels).id)
     for task in task_infos(created):
-        recent.record_shape(task)
+        fgd_window(task)
 
     cycle = run_cycle(rng=random.Random(SEED), plugin_settings=list(POLICIES[policy]))
 
