@@ -104,7 +104,7 @@ def _validate_preempt_extra(extra: Mapping[str, Any]) -> None:
 
 
 def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
-    """The eight built-ins with their SPEC §6 defaults, then the custom plugins named by dotted path
+    """The built-ins (SPEC §6's eight and §15.9's fgd) with their defaults, then the custom plugins named by dotted path
     (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
     from scheduling.plugins import binpack, fgd, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
 
@@ -118,7 +118,8 @@ def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
     registry.register(PluginSpec(binpack.NAME, binpack.factory, exclusive_with=(spread.NAME, fgd.NAME),
                                  default=PluginSetting(binpack.NAME, False, 0), kinds=frozenset({SCORE})))
     registry.register(PluginSpec(fgd.NAME, fgd.factory, exclusive_with=(spread.NAME, binpack.NAME),
-                                 default=PluginSetting(fgd.NAME, False, 0), kinds=frozenset({SCORE})))
+                                 default=PluginSetting(fgd.NAME, False, 0), kinds=frozenset({SCORE}),
+                                 validate_extra=fgd.validate_extra))
     registry.register(PluginSpec(nvlink.NAME, nvlink.factory, default=PluginSetting(nvlink.NAME, True, 1),
                                  kinds=frozenset({FILTER, SCORE})))
     # The `topology: required` hard constraint is the built-in affinity filter's, so it holds with topology off.

@@ -43,6 +43,9 @@ POLICIES: dict[str, tuple[PluginSetting, ...]] = {
     "binpack": (PluginSetting("spread", False, 0), PluginSetting("binpack", True, 1),
                 PluginSetting(fgd.NAME, False, 0)),
     "fgd": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0), PluginSetting(fgd.NAME, True, 1)),
+    # fgd with HeteroFlow's CPU-aware fragment and a best-fit tie-break (scheduling.plugins.fgd).
+    "fgd-cpu": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
+                PluginSetting(fgd.NAME, True, 1, fgd.IMPROVED)),
 }
 
 
@@ -92,12 +95,9 @@ def plugin_set_for(policy: str, workload: TargetWorkload) -> PluginSet:
     except KeyError:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}") from None
     plugin_set = build_plugin_set(settings, default_registry(extra_plugins=()))
-    import os
     for plugin, _ in plugin_set.scorers:
         if isinstance(plugin, fgd.Fgd):
             plugin.use_workload(workload)
-            plugin.tie_break = bool(os.environ.get("TB"))
-            plugin.resolution = float(os.environ.get("RES", "1"))
     plugin_set.filters.append(NodeCapacity())
     return plugin_set
 

@@ -5,6 +5,10 @@ popular task shapes could not use there. The score prefers the node whose fragme
 lands on it: 100 × sigmoid(−ΔF), ΔF in cards (the paper's sigmoid of the milli-GPU difference / 1000). For a shard,
 ΔF is that of the best card, and the card choice (`choose_cards`, the Reserve point) puts the shard on that card.
 
+Settings (`extra`): `cpu_weight` (default 0) adds the CPU-starved idle cards to the fragment (`fragmentation`);
+`tie_break: best-fit` rounds the score to whole points and breaks those ties by best fit (the node left with the
+least GPU and CPU). `IMPROVED` = both, which the openb replay found above the paper's FGD.
+
 The target workload is the popularity of shapes among recently submitted tasks (`recent.recent_workload`); a trace
 replay gives the trace's (`use_workload`). ΔF is cached per table row and task shape and recomputed only for rows an
 in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, not for the cluster.
@@ -12,7 +16,7 @@ in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,16 +32,21 @@ from scheduling.sharing import card_admits_tenant
 
 NAME = "fgd"
 NEUTRAL = 50.0
+NO_TIE_BREAK = "none"
+BEST_FIT = "best-fit"
+TIE_BREAKS = (NO_TIE_BREAK, BEST_FIT)
+# The settings of HeteroFlow's improved fgd (SPEC §15.9 replay: above the paper's FGD on openb); `{}` is the paper's.
+IMPROVED = {"tie_break": BEST_FIT, "cpu_weight": 1.0}
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
 
 
 class Fgd(RowPlugin):
     name = NAME
 
-    def __init__(self, workload_source: Callable[[], TargetWorkload] | None = None, *, tie_break: bool = False,
-                 resolution: float = 1.0) -> None:
+    def __init__(self, workload_source: Callable[[], TargetWorkload] | None = None, *,
+                 tie_break: str = NO_TIE_BREAK, cpu_weight: float = 0.0) -> None:
         self.tie_break = tie_break
-        self.resolution = resolution
+        self.cpu_weight = cpu_weight
         # The table of the last scoring, whose cache the card choice for the chosen node reuses.
         self._scored_table: NodeTable | None = None
         if workload_source is None:
@@ -59,40 +68,24 @@ class Fgd(RowPlugin):
         if growth is None:
             return np.full(len(rows), NEUTRAL)
         score = 100.0 / (1.0 + np.exp(np.clip(growth, -50, 50)))
-        if not self.tie_break:
+        if self.tie_break != BEST_FIT:
             return score
-        return np.floor(score / self.resolution) * self.resolution + self.resolution * 0.999 * self._fit(table, task, rows)
+        # Whole score points first (growths a few hundredths of a card apart are a tie), then the best fit.
+        return np.floor(score) + 0.999 * self._fit(table, task, rows)
 
-    def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
-        """Best fit, in [0, 1]: how little idle GPU and CPU the node keeps after the task (1 = nothing left)."""
-        cache = table.plugin_cache[NAME]
-        state = frag.table_state(table, rows, cache["cores"])
-        gpus = np.maximum(table.gpu_total[rows], 1)
-        share = task.gpu_required if task.gpu_required else (task.gpu_memory_mb / np.maximum(
-            table.card_capacity_mb[rows].max(axis=1), 1) if task.is_fractional else 0)
-        gpu_left = np.clip((state.idle.sum(axis=1) - share) / gpus, 0, 1)
-        cores = np.maximum(cache["cores"][rows], 1)
-        cpu_left = np.clip((state.cpu_free - task.cpu_cores) / cores, 0, 1)
-        import os
-        mode = os.environ.get("FIT", "mean")
-        if mode in ("balance", "mix"):
-            shapes = cache["shapes"]
-            gpu_demand = np.where(shapes.whole, shapes.cards, shapes.shard_mb / 1000.0)
-            ratio = float(shapes.weights @ shapes.cpu) / max(float(shapes.weights @ gpu_demand), 1e-9)
-            gpu_after = np.maximum(state.idle.sum(axis=1) - share, 0)
-            cpu_after = np.maximum(state.cpu_free - task.cpu_cores, 0)
-            balance = 1 / (1 + np.abs(np.log((cpu_after + 1) / (ratio * gpu_after + 1))))
-            if mode == "balance":
-                return balance
-            return (balance + 1 - (gpu_left + cpu_left) / 2) / 2
-        if mode == "cpuonly" and not (task.gpu_required or task.is_fractional):
-            return 1 - gpu_left
-        if mode == "gpu":
-            return 1 - gpu_left
-        if mode == "cpu2":
-            return 1 - (gpu_left + 2 * cpu_left) / 3
-        if mode == "gpu2":
-            return 1 - (2 * gpu_left + cpu_left) / 3
+    @staticmethod
+    def _fit(table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+        """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
+        cores = table.plugin_cache[NAME]["cores"]
+        state = frag.table_state(table, rows, cores)
+        if task.gpu_required:
+            share = float(task.gpu_required)
+        elif task.is_fractional:
+            share = task.gpu_memory_mb / np.maximum(table.card_capacity_mb[rows].max(axis=1), 1)
+        else:
+            share = 0.0
+        gpu_left = np.clip((state.idle.sum(axis=1) - share) / np.maximum(table.gpu_total[rows], 1), 0, 1)
+        cpu_left = np.clip((state.cpu_free - task.cpu_cores) / np.maximum(cores[rows], 1), 0, 1)
         return 1 - (gpu_left + cpu_left) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:
@@ -140,7 +133,7 @@ class Fgd(RowPlugin):
         cache = table.plugin_cache.get(NAME)
         if cache is None or cache["workload"] is not workload:
             cores = np.array([float(node.cpu_cores) for node in table.nodes])
-            shapes = frag.ShapeArrays(workload, table)
+            shapes = frag.ShapeArrays(workload, table, cpu_weight=self.cpu_weight)
             # Rows whose cards every shape sees alike share an id (needed to tell equal states apart).
             by_row = np.moveaxis(shapes.masks, 0, 1).reshape(table.size, -1)
             mask_ids = np.unique(by_row, axis=0, return_inverse=True)[1].ravel() if by_row.shape[1] \
@@ -201,5 +194,17 @@ def _task_key(task: TaskInfo) -> tuple:
             str(task.labels.get(MODEL_LABEL, "")).strip())
 
 
+def validate_extra(extra: Mapping[str, Any]) -> None:
+    unknown = set(extra) - {"tie_break", "cpu_weight"}
+    if unknown:
+        raise ValueError(f"unknown fgd setting(s): {', '.join(sorted(unknown))}")
+    if extra.get("tie_break", NO_TIE_BREAK) not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {'|'.join(TIE_BREAKS)}, not {extra['tie_break']!r}")
+    weight = extra.get("cpu_weight", 0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 10:
+        raise ValueError(f"cpu_weight must be a number from 0 to 10, not {weight!r}")
+
+
 def factory(setting: PluginSetting) -> Fgd:
-    return Fgd()
+    return Fgd(tie_break=setting.extra.get("tie_break", NO_TIE_BREAK),
+               cpu_weight=float(setting.extra.get("cpu_weight", 0)))

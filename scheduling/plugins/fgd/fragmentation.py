@@ -6,6 +6,11 @@ for no GPU), otherwise the idle capacity of the cards m cannot use (a card holds
 The node's fragmentation is the expectation over the workload, F_n = Σ_m p_m F_n(m). Capacity is counted in cards:
 an idle card is 1, a card holding shards counts its free memory over its capacity, a card held whole counts 0.
 
+With `cpu_weight` w > 0 (HeteroFlow's extension, the `fgd` setting of that name) F_n also counts, w times, the idle
+cards the node's free CPU cannot feed at the workload's mean CPU per card: w · max(0, idle − free CPU / (CPU per
+card)). The paper's F_n sees a node's CPU only once a shape no longer fits; this sees it running out while it
+still fits, so CPU-hungry tasks go where CPU is plentiful before the GPUs it would strand are the last ones left.
+
 Everything is evaluated for many node states at once: a `CardState` holds, per state, the cards' figures
 (states × cards) and the free CPU cores; the masks say which cards each shape may use (type and model).
 """
@@ -53,7 +58,7 @@ def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardSt
 class ShapeArrays:
     """The workload's shapes as arrays, with the card masks of one table (which cards each shape may use)."""
 
-    def __init__(self, workload: TargetWorkload, table: NodeTable) -> None:
+    def __init__(self, workload: TargetWorkload, table: NodeTable, *, cpu_weight: float = 0.0) -> None:
         shapes = workload.shapes
         self.weights = workload.weights()
         self.cards = np.array([shape.cards for shape in shapes], np.int64)
@@ -67,6 +72,13 @@ class ShapeArrays:
         self.masks = np.stack([card_mask(table, gpu_type, models) for gpu_type, models in keys]) if keys \
             else np.zeros((0, table.size, table.width), bool)
         self.any_card = all(not gpu_type and not models for gpu_type, models in keys)
+        self.cpu_weight = cpu_weight
+        # The GPU shapes' mean CPU per card of GPU asked (a shard asks its share of a typical card).
+        capacities = table.card_capacity_mb[table.card_exists]
+        typical_mb = float(np.median(capacities)) if len(capacities) else 1.0
+        cards = np.where(self.whole, self.cards, self.shard_mb / max(typical_mb, 1.0))[self.uses_gpu]
+        self.cpu_per_card = max(float(self.weights[self.uses_gpu] @ self.cpu[self.uses_gpu]), CPU_TOLERANCE) / max(
+            float(self.weights[self.uses_gpu] @ cards), CPU_TOLERANCE)
 
     def __len__(self) -> int:
         return len(self.weights)
@@ -98,7 +110,10 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
     fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2) >= shapes.needed[None, :])
             & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
     used = np.einsum("bsw,bw->bs", usable, state.idle)
-    return total - (fits * used) @ shapes.weights
+    value = total - (fits * used) @ shapes.weights
+    if shapes.cpu_weight:
+        value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)
+    return value
 
 
 def cards_for_whole(state: CardState, task_mask: np.ndarray, needed: int, memory_mb: float) -> np.ndarray:

@@ -53,8 +53,6 @@ class TargetWorkload:
 
     @classmethod
     def from_shapes(cls, shapes: Iterable[Shape], *, coverage: float = DEFAULT_COVERAGE) -> TargetWorkload:
-        import os
-        coverage = float(os.environ.get("COV", coverage))
         counts = Counter(shapes)
         total = sum(counts.values())
         if not total:
@@ -67,10 +65,6 @@ class TargetWorkload:
             covered += count
             if covered >= coverage * total:
                 break
-        import os
-        if os.environ.get("WEIGHT") == "gpu":
-            kept = [(shape, count * (shape.cards or (shape.shard_mb / 1000) or 0.0)) for shape, count in kept]
-            covered = sum(count for _, count in kept)
         return cls(tuple(shape for shape, _ in kept), tuple(count / covered for _, count in kept), total)
 
     @classmethod

@@ -120,3 +120,50 @@ def test_popularity_keeps_the_most_popular_shapes_covering_the_coverage():
     assert workload.shapes == (WHOLE, SHARD)
     assert workload.popularity == pytest.approx((6 / 9, 3 / 9))
     assert workload.counted == 10
+
+
+def test_cpu_weight_counts_the_idle_cards_the_free_cpu_cannot_feed():
+    # One shape: 1 card with 12 CPU, so 12 CPU per card. 8 idle cards with 72 free CPU feed only 6 of them:
+    # with cpu_weight 1, F = 0 (the shape fits and can use every card) + 1 · (8 − 72 / 12) = 2.
+    # With 96 CPU the node feeds all 8: F = 0; the paper's F (cpu_weight 0) is 0 for both.
+    workload = TargetWorkload((Shape(cards=1, cpu=12),), (1.0,))
+    starved, fed = node(1, [0] * 8, cpu=72), node(2, [0] * 8, cpu=96)
+    table = NodeTable([starved, fed], CONFIG)
+    rows = np.arange(2)
+    state = frag.table_state(table, rows, np.array([72.0, 96.0]))
+    assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table, cpu_weight=1.0)).tolist() \
+        == pytest.approx([2.0, 0.0])
+    assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table)).tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_best_fit_breaks_score_ties_towards_the_fuller_node():
+    # Both nodes see growth 0 for a whole card (every shape still fits after it); the node already holding a card
+    # keeps less idle capacity afterwards, so best fit prefers it. Without the tie-break they score alike.
+    workload = TargetWorkload((Shape(cards=1),), (1.0,))
+    table = NodeTable([node(1, [0, 0, 0, 0], whole=(0,)), node(2, [0, 0, 0, 0])], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_required=1)
+    plain = Fgd(lambda: workload).score_rows(None, task, table, np.arange(2))
+    fitted = Fgd(lambda: workload, tie_break="best-fit").score_rows(None, task, table, np.arange(2))
+    assert plain[0] == plain[1]
+    assert fitted[0] > fitted[1] and np.floor(fitted[0]) == np.floor(plain[0])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"tie_break": "worst-fit"}, "tie_break must be one of none|best-fit"),
+    ({"cpu_weight": -1}, "cpu_weight must be a number from 0 to 10"),
+    ({"cpu_weight": "1"}, "cpu_weight must be a number from 0 to 10"),
+    ({"lookahead": 2}, "unknown fgd setting(s): lookahead"),
+])
+def test_bad_settings_are_refused_with_their_reason(extra, message):
+    from scheduling.framework.registry import validate_extra
+
+    with pytest.raises(ValueError, match=message.replace("|", r"\|").replace("(", r"\(").replace(")", r"\)")):
+        validate_extra("fgd", extra)
+
+
+def test_the_setting_reaches_the_plugin():
+    from scheduling.framework.registry import PluginSetting
+    from scheduling.plugins.fgd import IMPROVED, factory
+
+    plugin = factory(PluginSetting("fgd", True, 1, IMPROVED))
+    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 1.0)
