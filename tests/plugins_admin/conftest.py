@@ -79,10 +79,18 @@ def _default_rows_migration():
     return import_module("plugins_admin.migrations.0002_default_plugin_set")
 
 
+def _fgd_row_migration():
+    return import_module("plugins_admin.migrations.0003_fgd_plugin")
+
+
 @pytest.fixture
 def create_default_rows():
-    """The data migration's own function (transactional tests elsewhere flush the rows it created)."""
-    return lambda: _default_rows_migration().create_defaults(django_apps, None)
+    """The data migrations' own functions (transactional tests elsewhere flush the rows they created)."""
+    def create() -> None:
+        _default_rows_migration().create_defaults(django_apps, None)
+        _fgd_row_migration().create_fgd_row(django_apps, None)
+
+    return create
 
 
 @pytest.fixture(autouse=True)
