@@ -27,8 +27,9 @@ def allocation_chart(curves: dict[str, list[tuple[float, float]]], *, arrival: f
             "label_y": 0.0,
         })
     # End labels in the right margin, ordered by final value and kept 14 px apart.
-    for position, line in enumerate(sorted(lines, key=lambda line: -line["final"])):
-        line["label_y"] = max(y(line["final"]) + 4, TOP + 10 + 14 * position)
+    previous = TOP - 4.0
+    for line in sorted(lines, key=lambda line: -line["final"]):
+        line["label_y"] = previous = max(y(line["final"]) + 4, previous + 14)
     x_ticks = [{"x": x(value), "label": f"{value:g}"} for value in range(0, int(x_max) + 1, 20)]
     y_ticks = [{"y": y(value), "label": f"{value:g}"} for value in range(0, 101, 20)]
     return render_to_string("scheduling/replay/allocation_chart.svg", {

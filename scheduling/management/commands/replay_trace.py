@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -36,15 +37,10 @@ def _mean_stdev(values: list[float]) -> tuple[float, float]:
 
 
 def mean_curve(results: list[SeedResult], arrival: float) -> list[tuple[float, float]]:
-    """Allocated % at each whole arrived %, averaged over the seeds (each seed's curve read at that point)."""
-    points = []
-    for percent in range(0, int(round(arrival * 100)) + 1):
-        values = []
-        for result in results:
-            before = [allocated for arrived, allocated in result.curve if arrived <= percent]
-            values.append(before[-1] if before else 0.0)
-        points.append((float(percent), round(statistics.fmean(values), 3)))
-    return points
+    """Allocated % at each whole arrived %, averaged over the seeds (each seed's curve interpolated there)."""
+    grid = np.arange(0, int(round(arrival * 100)) + 1, dtype=float)
+    curves = [np.interp(grid, *np.array([(0.0, 0.0), *result.curve]).T) for result in results]
+    return [(float(x), round(float(y), 3)) for x, y in zip(grid, np.mean(curves, axis=0))]
 
 
 class Command(BaseCommand):
