@@ -18,19 +18,17 @@ def _empty_immediate_queue(request):
 
 @pytest.fixture
 def fgd_window(monkeypatch):
-    """fgd's recent-task window under a key of this test's own (tests on other workers create tasks too); yields
-    a function recording shapes of tasks into it."""
+    """fgd's recent-task window under a key of this test's own (tests of one worker share its database's key);
+    yields a function recording a task's shape into it."""
     import random
 
     from scheduling.plugins.fgd import recent
 
-    key = f"{recent.WINDOW_KEY}:test:{random.randrange(1 << 30)}"
-    monkeypatch.setattr(recent, "WINDOW_KEY", key)
-    connection = recent._connection()
+    key = f"{recent.window_key()}:test:{random.randrange(1 << 30)}"
+    monkeypatch.setattr(recent, "window_key", lambda: key)
     recent.forget_cached()
     yield recent.record_shape
-    connection.delete(key)
-    recent.forget_cached()
+    recent.clear_window()
 
 
 @pytest.fixture

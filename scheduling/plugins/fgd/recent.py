@@ -1,4 +1,5 @@
-"""The production target workload: the shapes of the last `WINDOW` submitted tasks, kept in one Redis list.
+"""The production target workload: the shapes of the last `WINDOW` submitted tasks, kept in one Redis list per
+database (`window_key`), so test and benchmark databases never mix their tasks into the cluster's window.
 
 `record_shape` runs after a task's creation commits (one LPUSH + LTRIM, pipelined); `recent_workload` reads the
 list at most once per `REFRESH_SECONDS` per process and returns the same `TargetWorkload` object in between, so the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 
 from scheduling.framework.snapshot import TaskInfo
@@ -18,7 +20,7 @@ from scheduling.plugins.fgd.workload import Shape, TargetWorkload
 
 logger = logging.getLogger(__name__)
 
-WINDOW_KEY = "heteroflow:fgd:recent-shapes"
+WINDOW_KEY_PREFIX = "heteroflow:fgd:recent-shapes"
 WINDOW = 2000
 REFRESH_SECONDS = 10.0
 
@@ -31,15 +33,33 @@ def _connection():
     return connection()
 
 
+def window_key() -> str:
+    from django.conf import settings
+
+    return f"{WINDOW_KEY_PREFIX}:{settings.DATABASES['default']['NAME']}"
+
+
 def record_shape(task: TaskInfo) -> None:
+    record_shapes([task])
+
+
+def record_shapes(tasks: Iterable[TaskInfo]) -> None:
+    """Push the tasks' shapes, oldest first, in one round trip."""
+    key = window_key()
     pipe = _connection().pipeline()
-    pipe.lpush(WINDOW_KEY, json.dumps(asdict(Shape.of(task)), separators=(",", ":")))
-    pipe.ltrim(WINDOW_KEY, 0, WINDOW - 1)
+    for task in tasks:
+        pipe.lpush(key, json.dumps(asdict(Shape.of(task)), separators=(",", ":")))
+    pipe.ltrim(key, 0, WINDOW - 1)
     pipe.execute()
 
 
 def read_window() -> list[Shape]:
-    return [Shape(**json.loads(raw)) for raw in _connection().lrange(WINDOW_KEY, 0, WINDOW - 1)]
+    return [Shape(**json.loads(raw)) for raw in _connection().lrange(window_key(), 0, WINDOW - 1)]
+
+
+def clear_window() -> None:
+    _connection().delete(window_key())
+    forget_cached()
 
 
 def recent_workload(*, now: float | None = None) -> TargetWorkload:

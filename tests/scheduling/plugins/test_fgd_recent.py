@@ -32,9 +32,17 @@ def test_the_workload_is_read_once_per_refresh_period(tenant, fgd_window):
     assert later.shapes == (Shape(cards=1), Shape(cards=2)) and later.popularity == (0.5, 0.5)
 
 
-def test_an_unreachable_window_gives_an_empty_workload(settings, fgd_window, monkeypatch):
+def test_an_unreachable_window_gives_an_empty_workload(monkeypatch):
     import redis
 
     monkeypatch.setattr(recent, "_connection", lambda: redis.Redis(host="127.0.0.1", port=1, socket_timeout=0.2,
                                                                    socket_connect_timeout=0.2))
+    recent.forget_cached()
     assert not recent.recent_workload(now=5.0)
+    recent.forget_cached()
+
+
+def test_each_database_has_its_own_window():
+    from django.db import connection
+
+    assert recent.window_key() == f"{recent.WINDOW_KEY_PREFIX}:{connection.settings_dict['NAME']}"
