@@ -7,32 +7,11 @@ from django.db.models import QuerySet
 
 from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
 from plugins_admin.notifications import TASK_EVENTS
-from scheduling.framework.registry import (
-    PluginSet,
-    PluginSetting,
-    PluginSpec,
-    Registry,
-    build_plugin_set,
-    default_registry,
-)
+from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
+from scheduling.plugins import default_registry
 
 # Why the page and the API show a switch that cannot be turned off (SPEC §6).
 ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
-
-# What each built-in does, in the words of the page; custom plugins describe themselves by their docstring.
-BUILTIN_DESCRIPTIONS = {
-    "gpu-filter": "Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.",
-    "resource-filter": "Keeps nodes with enough free cards, or card memory for a fractional task.",
-    "spread": "Prefers the least used nodes, spreading load across the cluster.",
-    "binpack": "Prefers the most used nodes, packing tasks to keep whole nodes free.",
-    "fgd": "Prefers the node and card where GPU fragmentation, measured against the recent tasks' shapes, grows "
-           "least (Fragmentation Gradient Descent).",
-    "nvlink": "Prefers card groups inside one NVLink domain; the task label nvlink: required makes it a filter.",
-    "topology": "Prefers the region, zone and rack a task asks for; topology: required makes them hard limits.",
-    "rdma": "Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.",
-    "preempt": "Frees cards from lower-priority preemptible tasks when nothing fits.",
-}
-
 
 def plugin_specs() -> Registry:
     """Every registered plugin by name, built-ins first, in registry order."""
@@ -92,7 +71,7 @@ def plugin_listing() -> list[dict[str, Any]]:
 
 
 def plugin_description(spec: PluginSpec) -> str:
-    description = (BUILTIN_DESCRIPTIONS.get(spec.name) or spec.factory.__doc__
+    description = (spec.description or spec.factory.__doc__
                    or getattr(import_module(spec.factory.__module__), "__doc__", None) or "")
     return " ".join(description.strip().split("\n\n")[0].split())
 

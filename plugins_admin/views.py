@@ -23,7 +23,7 @@ from plugins_admin.services import (
     plugin_set_enabled,
     plugin_update,
 )
-from scheduling.framework.registry import PREEMPT_STAGES
+from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 from tenants.selectors import is_admin
 
 TEMPLATE = "plugins_admin/plugins.html"

@@ -2,7 +2,7 @@
 
 Tasks are drawn uniformly with replacement from the pod list (seeded) and submitted one at a time until the arrived
 GPU demand would pass `arrival` × the cluster's GPUs. Each task is placed at once by `Framework.schedule` and the
-framework's card choice over an in-memory snapshot, exactly as a scheduling cycle places it, and never leaves; a task
+framework's Reserve point (card choice) over an in-memory snapshot, exactly as a scheduling cycle places it, and never leaves; a task
 that does not fit fails for good. Allocation ratio = GPU capacity allocated (shards by their share) / all GPUs.
 
 CPU and memory requests count against their node: the replay books them into the node's CPU % and used memory
@@ -20,10 +20,10 @@ import numpy as np
 
 from scheduling.framework.framework import Framework, apply_bind
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSet, PluginSetting, build_plugin_set, default_registry
+from scheduling.framework.registry import PluginSet, PluginSetting
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, table_for
-from scheduling.plugins import fgd
+from scheduling.plugins import build_plugin_set, default_registry, fgd
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd.workload import TargetWorkload
 from scheduling.replay.trace import MILLI, TraceNode, TracePod, to_node, to_task
@@ -147,8 +147,10 @@ class Replay:
             tasks += 1
             arrived += demand
             node = framework.schedule(task, snapshot, rng).node
-            cards = framework.select_cards(task, node, tenancy=snapshot.tenancy) if node is not None else []
-            if node is None or (task.gpu_required or task.is_fractional) and not cards:
+            cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
+            permitted = node is not None and framework.permit([(task, node, cards)],
+                                                              tenancy=snapshot.tenancy).is_success
+            if not permitted or (task.gpu_required or task.is_fractional) and not cards:
                 failed += 1
                 failed_milli += demand
             else:

@@ -50,18 +50,18 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
-        tenant_id = held["tenant_id"]
-        transaction.on_commit(
-            lambda: task_transitioned.send(
-                sender=Task,
-                task_id=task_id,
-                tenant_id=tenant_id,
-                from_status=from_status,
-                to_status=to_status,
-                reason=reason,
-            )
-        )
+        send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
+                                       to_status=to_status, reason=reason)
     return True
+
+
+def send_transitioned_after_commit(*, task_id: int, tenant_id: int, from_status: str, to_status: str,
+                                   reason: str) -> None:
+    """`task_transitioned` for a won arc, once the transaction commits (every arc's one signal path, bind's too)."""
+    transaction.on_commit(
+        lambda: task_transitioned.send(sender=Task, task_id=task_id, tenant_id=tenant_id, from_status=from_status,
+                                       to_status=to_status, reason=reason)
+    )
 
 
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:

@@ -3,7 +3,7 @@
 A node's fragmentation is measured against the target workload (`fragmentation`): the idle GPU capacity that the
 popular task shapes could not use there. The score prefers the node whose fragmentation grows least when the task
 lands on it: 100 × sigmoid(−ΔF), ΔF in cards (the paper's sigmoid of the milli-GPU difference / 1000). For a shard,
-ΔF is that of the best card, and the card choice (`choose_cards`, the Reserve point) puts the shard on that card.
+ΔF is that of the best card, and the Reserve point (`reserve`) puts the shard on that card.
 
 Settings (`extra`): `cpu_weight` (default 0) adds the CPU-starved idle cards to the fragment (`fragmentation`);
 `tie_break: best-fit` rounds the score to whole points and breaks those ties by best fit (the node left with the
@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
-from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.registry import RESERVE, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.sharing import card_admits_tenant
+from scheduling.framework.snapshot import NodeInfo, TaskInfo
 from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd.workload import TargetWorkload
-from scheduling.sharing import card_admits_tenant
 
 NAME = "fgd"
 NEUTRAL = 50.0
@@ -104,24 +104,22 @@ class Fgd(RowPlugin):
             versions[stale] = table.row_version[stale]
         return values[rows]
 
-    def choose_cards(self, task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
-                     tenancy: TenancyView | None = None, table: NodeTable | None = None) -> list[int] | None:
+    def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
         """Reserve: the card for a shard whose fragmentation growth is least (ties → the lowest index) among the
-        cards the production choice would accept; None for other tasks (the production choice stands)."""
+        cards the built-in choice would accept (the shard's tenants rule included); None for other tasks."""
         if not task.is_fractional:
             return None
-        table = table if table is not None else self._scored_table
+        table = self._scored_table
         row = table.row_of.get(node.id) if table is not None else None
         if row is None or table.nodes[row] is not node:
-            table, row = single_row_table(node, config), 0
+            table, row = single_row_table(node, state.config), 0
         cache = self._cache(table)
         if cache is None:
             return None
         growth = self._growth_by_card(cache, table, task, np.array([row]))[0]
-        tenancy = tenancy if tenancy is not None else TenancyView()
         cards = node.cards[: table.width]
         eligible = [(value, column) for column, value in enumerate(growth.tolist())
-                    if np.isfinite(value) and card_admits_tenant(cards[column], task.tenant_id, tenancy)]
+                    if np.isfinite(value) and card_admits_tenant(cards[column], task.tenant_id, state.tenancy)]
         if not eligible:
             return None
         return [cards[min(eligible)[1]].index]
@@ -208,3 +206,9 @@ def validate_extra(extra: Mapping[str, Any]) -> None:
 def factory(setting: PluginSetting) -> Fgd:
     return Fgd(tie_break=setting.extra.get("tie_break", NO_TIE_BREAK),
                cpu_weight=float(setting.extra.get("cpu_weight", 0)))
+
+
+SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0),
+                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra,
+                  description="Prefers the node and card where GPU fragmentation, measured against the recent "
+                              "tasks' shapes, grows least (Fragmentation Gradient Descent).")

@@ -118,7 +118,7 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
 
 def cards_for_whole(state: CardState, task_mask: np.ndarray, needed: int, memory_mb: float) -> np.ndarray:
     """Per state, the cards the production card choice gives a whole-card task: the lowest-indexed free cards
-    (all idle cards look alike to it; see `select_cards`)."""
+    (all idle cards look alike to it; see `default_cards`)."""
     usable = state.whole_ok & task_mask
     if memory_mb:
         usable &= state.free_mb >= memory_mb

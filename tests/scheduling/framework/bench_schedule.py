@@ -1,4 +1,4 @@
-"""Micro-benchmark of Framework.schedule + select_cards + apply_bind, no database:
+"""Micro-benchmark of Framework.schedule + reserve + apply_bind, no database:
 
     .venv/bin/python -m tests.scheduling.framework.bench_schedule 300 2000 [--freeze] [--no-diagnostics]
 """
@@ -19,7 +19,7 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
     from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
     from scheduling.diagnostics import attempt_nodes
     from scheduling.framework.framework import Framework, apply_bind
-    from scheduling.framework.registry import build_plugin_set
+    from scheduling.plugins import build_plugin_set
     from scheduling.framework.snapshot import SchedulerConfig
     from tests.scheduling.framework.builders import make_node, make_snapshot, make_task
 
@@ -46,7 +46,7 @@ def main(node_count: int, task_count: int, freeze: bool = False, diagnostics: bo
     for task in tasks:
         result = framework.schedule(task, snapshot, rng)
         if result.node is not None:
-            cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)
+            cards = framework.reserve(task, result.node, snapshot.tenancy)
             apply_bind(snapshot, task, result.node, cards)
             bound += 1
         if diagnostics:

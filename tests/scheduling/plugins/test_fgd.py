@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable
 from scheduling.plugins.fgd import Fgd
@@ -68,7 +69,7 @@ def test_shard_score_is_the_sigmoid_of_the_best_cards_growth_and_the_card_choice
     assert plugin.growth(table, task, np.arange(2)).tolist() == pytest.approx([-0.3, 0.35])
     scores = plugin.score_rows(None, task, table, np.arange(2))
     assert scores.tolist() == pytest.approx([100 / (1 + math.exp(-0.3)), 100 / (1 + math.exp(0.35))])
-    assert plugin.choose_cards(task, one, CONFIG) == [0]
+    assert plugin.reserve(CycleState(CONFIG), task, one) == [0]
 
 
 def test_whole_card_growth_takes_idle_cards_only():
@@ -111,7 +112,7 @@ def test_without_a_target_workload_every_node_scores_alike():
     table = NodeTable([node(1, [600, 0]), node(2, [0, 0])], CONFIG)
     task = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300)
     assert plugin.score_rows(None, task, table, np.arange(2)).tolist() == [50.0, 50.0]
-    assert plugin.choose_cards(task, table.nodes[0], CONFIG) is None
+    assert plugin.reserve(CycleState(CONFIG), task, table.nodes[0]) is None
 
 
 def test_popularity_keeps_the_most_popular_shapes_covering_the_coverage():
@@ -156,9 +157,10 @@ def test_best_fit_breaks_score_ties_towards_the_fuller_node():
 ])
 def test_bad_settings_are_refused_with_their_reason(extra, message):
     from scheduling.framework.registry import validate_extra
+    from scheduling.plugins import default_registry
 
     with pytest.raises(ValueError, match=message.replace("|", r"\|").replace("(", r"\(").replace(")", r"\)")):
-        validate_extra("fgd", extra)
+        validate_extra("fgd", extra, default_registry(extra_plugins=()))
 
 
 def test_the_setting_reaches_the_plugin():

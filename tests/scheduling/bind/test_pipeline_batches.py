@@ -157,8 +157,10 @@ def test_a_cycle_takes_back_a_refused_batch_placement_and_places_the_task_on_the
 
     result = run_cycle(rng=random.Random(1))
 
-    [[(taken, code)]] = batches
+    # The refused placement went back to the framework, which chose the other node for the next batch.
+    [[(taken, code)], [(retried, retry_code)]] = batches
     assert code == reasons.INSUFFICIENT_RESOURCES
+    assert retried != taken and retry_code == reasons.SCHEDULED
     assert (result.bound, result.failed) == (1, 0)
     task.refresh_from_db()
     assert task.node_id != taken and task.status == lifecycle.SCHEDULED
