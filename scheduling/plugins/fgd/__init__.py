@@ -73,19 +73,23 @@ class Fgd(RowPlugin):
         # Whole score points first (growths a few hundredths of a card apart are a tie), then the best fit.
         return np.floor(score) + 0.999 * self._fit(table, task, rows)
 
-    @staticmethod
-    def _fit(table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
+    def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
-        cores = table.plugin_cache[NAME]["cores"]
-        state = frag.table_state(table, rows, cores)
+        cache = table.plugin_cache[NAME]
+        idle, versions = cache["idle"]
+        stale = rows[versions[rows] != table.row_version[rows]]
+        if len(stale):
+            idle[stale] = frag.table_state(table, stale, cache["cores"]).idle.sum(axis=1)
+            versions[stale] = table.row_version[stale]
         if task.gpu_required:
             share = float(task.gpu_required)
         elif task.is_fractional:
             share = task.gpu_memory_mb / np.maximum(table.card_capacity_mb[rows].max(axis=1), 1)
         else:
             share = 0.0
-        gpu_left = np.clip((state.idle.sum(axis=1) - share) / np.maximum(table.gpu_total[rows], 1), 0, 1)
-        cpu_left = np.clip((state.cpu_free - task.cpu_cores) / np.maximum(cores[rows], 1), 0, 1)
+        cores = cache["cores"][rows]
+        gpu_left = np.clip((idle[rows] - share) / np.maximum(table.gpu_total[rows], 1), 0, 1)
+        cpu_left = np.clip((cores * (1 - table.cpu_usage[rows]) - task.cpu_cores) / np.maximum(cores, 1), 0, 1)
         return 1 - (gpu_left + cpu_left) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:
@@ -139,6 +143,7 @@ class Fgd(RowPlugin):
             cache = table.plugin_cache[NAME] = {
                 "workload": workload, "shapes": shapes, "cores": cores, "mask_ids": mask_ids,
                 "before": (np.zeros(table.size), np.full(table.size, -1)), "tasks": {}, "masks": {},
+                "idle": (np.zeros(table.size), np.full(table.size, -1)),
             }
         return cache
 
