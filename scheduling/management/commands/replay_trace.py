@@ -9,6 +9,7 @@ failed tasks and the fragmentation left against the trace's workload, then mean 
 """
 
 import json
+import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -52,7 +53,8 @@ class Command(BaseCommand):
         parser.add_argument("--policy", default="fgd", help=f"comma-separated, from {', '.join(POLICIES)}")
         parser.add_argument("--arrival", type=float, default=1.3, help="arrived GPU demand / cluster GPUs")
         parser.add_argument("--seeds", type=int, default=10, help="seeds 0 … N−1")
-        parser.add_argument("--jobs", type=int, default=1, help="replays run in this many processes at once")
+        parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                            help="replays run in this many processes at once (default: one per CPU)")
         parser.add_argument("--json", dest="json_path", help="write all figures to this file")
         parser.add_argument("--svg", dest="svg_path", help="write the allocation curves to this SVG file")
 

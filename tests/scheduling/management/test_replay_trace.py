@@ -34,7 +34,7 @@ def replay(*args: str) -> str:
 
 def test_prints_each_seed_and_the_mean_and_ends_with_the_fixed_line(small_trace, tmp_path):
     nodes, pods = small_trace
-    output = replay("--nodes", str(nodes), "--pods", str(pods), "--policy", "binpack,fgd", "--seeds", "2",
+    output = replay("--nodes", str(nodes), "--pods", str(pods), "--policy", "binpack,fgd", "--seeds", "2", "--jobs", "1",
                     "--json", str(tmp_path / "out.json"), "--svg", str(tmp_path / "out.svg"))
     report = json.loads((tmp_path / "out.json").read_text())
     means = {name: report["policies"][name]["allocation_at_arrival"]["mean"] for name in ("binpack", "fgd")}
