@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 
 from nodes.models import GPU, Node
-from scheduling.framework.snapshot import CardInfo, NodeInfo
+from scheduling.framework.snapshot import CardInfo, NodeInfo, TenantQuotas
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from scheduling.snapshot_builder import occupy
@@ -119,8 +119,8 @@ class LiveCluster:
     """What one bind transaction read under its locks."""
 
     nodes: dict[int, LiveNode]
-    quotas: dict[int, int]
-    quota_used: dict[int, int]
+    # The locked tenants' quotas and their usage now (tenants without a quota are absent).
+    quotas: TenantQuotas
 
 
 def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
@@ -149,7 +149,7 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
         node.labels = json.loads(node.labels) if isinstance(node.labels, str) else node.labels or {}
         node.internal_ip = node.internal_ip or ""
         nodes[node.id] = node
-    quotas = dict(tenants.fetchall())
+    quotas = TenantQuotas(quotas=dict(tenants.fetchall()))
     for kind, node_id, rows in read.fetchall():
         node = nodes.get(node_id)
         if node is None:
@@ -158,5 +158,5 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
             node.card_rows = rows
         else:
             node.placements = [LivePlacement(*row) for row in rows]
-    quota_used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()}
-    return LiveCluster(nodes=nodes, quotas=quotas, quota_used=quota_used)
+    quotas.used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()}
+    return LiveCluster(nodes=nodes, quotas=quotas)

@@ -36,7 +36,6 @@ from scheduling.bind.recheck import (
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
-from scheduling.framework.snapshot import quota_message
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 
 LOST_CLAIM = "another scheduler instance bound the task first"
@@ -183,19 +182,17 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     # The later placements of the batch are checked against this one as if it had committed.
     held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb)
     node.hold(held, task.gpu_required)
-    live.quota_used[task.tenant_id] = live.quota_used.get(task.tenant_id, 0) + task.gpu_required
+    live.quotas.record_bind(task)
     reason = placement.reason or f"bound to {node.name}"
     return _Accepted(position, Claim(task, node.id, cards, port, shard, reason, rank=placement.rank), node, held)
 
 
 def _check_quota(live: LiveCluster, tenant_id: int, asked: int) -> None:
-    """The tenant's live quota (its row is locked, so the usage includes every bind committed before ours)."""
-    quota = live.quotas.get(tenant_id)
-    if quota is None or not asked:
-        return
-    used = live.quota_used.get(tenant_id, 0)
-    if used + asked > quota:
-        raise BindRefused(reasons.QUOTA_EXCEEDED, quota_message(used=used, quota=quota, asked=asked))
+    """The quota rule of the snapshot's PreFilter, on the live usage (the tenant's row is locked, so the usage
+    includes every bind committed before ours)."""
+    refusal = live.quotas.refusal(tenant_id, asked)
+    if refusal is not None:
+        raise BindRefused(reasons.QUOTA_EXCEEDED, refusal)
 
 
 def _check_batch_quota(batch: _Batch, live: LiveCluster) -> None:

@@ -36,10 +36,10 @@ from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
-from scheduling.framework.sharing import card_admits_tenant
 
 DIAGNOSTIC_FEASIBLE_NODES = 50
 # Runs right after the tenant step (see `_filter_order`).
@@ -232,6 +232,8 @@ class Framework:
                tenancy: TenancyView | None = None) -> Status:
         """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
         of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
+        if not self.plugin_set.permits and len(placements) == world_size:
+            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
         state = CycleState(self.config, tenancy)
         for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
             status = plugin.permit(state, placements, world_size)

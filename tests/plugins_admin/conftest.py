@@ -1,10 +1,12 @@
+import functools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import import_module
 
 import pytest
-from django.apps import apps as django_apps
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.test import Client
 
 from heteroflow_site.celery import app as celery_app
@@ -75,26 +77,29 @@ def tenant_page_client(tenant_client):
     return client
 
 
-def _default_rows_migration():
-    return import_module("plugins_admin.migrations.0002_default_plugin_set")
+# The data migrations that store the default plugin rows, and the function each runs.
+DEFAULT_ROWS_MIGRATIONS = ((("plugins_admin", "0002_default_plugin_set"), "create_defaults"),
+                           (("plugins_admin", "0003_fgd_plugin"), "create_fgd_row"))
 
 
-def _fgd_row_migration():
-    return import_module("plugins_admin.migrations.0003_fgd_plugin")
+@functools.cache
+def _models_at(migration: tuple[str, str]):
+    """The models as that migration saw them (PluginConfig lived in plugins_admin then; the table is the same)."""
+    return MigrationLoader(connection).project_state(migration).apps
 
 
 @pytest.fixture
 def create_default_rows():
     """The data migrations' own functions (transactional tests elsewhere flush the rows they created)."""
     def create() -> None:
-        _default_rows_migration().create_defaults(django_apps, None)
-        _fgd_row_migration().create_fgd_row(django_apps, None)
+        for (app, name), function in DEFAULT_ROWS_MIGRATIONS:
+            getattr(import_module(f"{app}.migrations.{name}"), function)(_models_at((app, name)), None)
 
     return create
 
 
 @pytest.fixture(autouse=True)
 def _default_rows(request, create_default_rows):
-    """Every database test starts from the SPEC §6 defaults the migration stores."""
+    """Every database test starts from the default plugin set the migration stores."""
     if request.node.get_closest_marker("django_db"):
         create_default_rows()

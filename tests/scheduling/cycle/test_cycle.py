@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from nodes.models import GPU, Node
-from plugins_admin.models import PluginConfig
+from scheduling.models import PluginConfig
 from scheduling import immediate_queue, lifecycle
 from scheduling.cycle import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons

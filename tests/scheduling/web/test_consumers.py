@@ -11,7 +11,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from heteroflow_site.websocket_urls import websocket_urlpatterns
-from scheduling import live
+from scheduling.web import live
 from scheduling.models import CycleRecord, Task
 from scheduling.services.task_transition import task_transition
 from scheduling.signals import cycle_completed, task_transitioned

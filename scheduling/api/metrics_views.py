@@ -4,6 +4,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from heteroflow_site.permissions import is_admin
 from scheduling.metrics import ClusterCollector
 
 _registry = CollectorRegistry(auto_describe=False)
@@ -14,7 +15,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus scrape endpoint: staff sessions, or `Authorization: Bearer <HETEROFLOW_METRICS_TOKEN>`."""
     expected = settings.HETEROFLOW_METRICS_TOKEN
     bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    allowed = (request.user.is_authenticated and request.user.is_staff) or (
+    allowed = is_admin(request.user) or (
         bool(expected) and secrets.compare_digest(bearer, expected)
     )
     if not allowed:

@@ -2,7 +2,7 @@ import pytest
 
 from nodes.models import Node, NodeAuditEntry
 from tests.factories import make_node, make_task
-from tests.web.conftest import HTMX
+from tests.web_clients import HTMX
 
 
 @pytest.mark.django_db

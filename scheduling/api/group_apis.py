@@ -6,18 +6,10 @@ from rest_framework.views import APIView
 
 from heteroflow_site.serializers import StrictSerializer
 from nodes.models import GPU_TYPES
-from scheduling.apis import resolve_submitting_tenant
-from scheduling.groups.services import group_member_rows, task_group_create
+from scheduling.groups.services import task_group_create
 from scheduling.models import Parallelism, TaskGroup
-from tenants.selectors import is_admin, tenant_of
-
-
-def groups_visible_to(user):
-    groups = TaskGroup.objects.select_related("tenant")
-    if is_admin(user):
-        return groups
-    tenant = tenant_of(user)
-    return groups.filter(tenant=tenant) if tenant else groups.none()
+from scheduling.selectors import group_members, groups_visible_to
+from scheduling.services.task_submit import submitting_tenant
 
 
 class TaskGroupOutput(serializers.ModelSerializer):
@@ -36,7 +28,7 @@ class TaskGroupOutput(serializers.ModelSerializer):
             {"task": task.id, "rank": task.rank, "status": task.status,
              "node": task.node.name if task.node_id else None, "gpus": task.gpus,
              "master_addr": group.master_addr or None, "backend": group.backend or None}
-            for task in group_member_rows(group)
+            for task in group_members(group)
         ]
 
     def get_diagnostics(self, group: TaskGroup) -> dict | None:
@@ -76,7 +68,7 @@ class TaskGroupListCreateApi(APIView):
         payload = self.InputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         fields = dict(payload.validated_data)
-        tenant = resolve_submitting_tenant(request, fields.pop("tenant"))
+        tenant = submitting_tenant(user=request.user, tenant_id=fields.pop("tenant"))
         if fields["window"] is not None:
             fields["window"] = dict(fields["window"])
         group = task_group_create(tenant=tenant, **fields)

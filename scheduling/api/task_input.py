@@ -1,4 +1,4 @@
-"""The one validation of a task submission, shared by the API and the job form (SPEC §3)."""
+"""The one validation of a task submission, shared by the API and the job form."""
 
 from rest_framework import serializers
 

@@ -3,8 +3,9 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from scheduling.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
-from tenants.selectors import is_admin, tenant_of
+from heteroflow_site.permissions import is_admin
+from scheduling.web.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
+from tenants.selectors import tenant_of
 
 
 class _FragmentConsumer(AsyncWebsocketConsumer):

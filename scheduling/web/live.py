@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 DIAGNOSTICS_GROUP = "diagnostics"
 ALL_TASKS_GROUP = "tasks_all"
-RECENT_CYCLES = 10
 COALESCE_SECONDS = 0.1
 
 
@@ -81,20 +80,18 @@ def task_row_html(task, *, show_tenant: bool) -> str:
 
 
 def recent_cycles_html() -> str:
-    from scheduling.models import CycleRecord
+    from scheduling.selectors import recent_cycles
 
-    cycles = list(CycleRecord.objects.all()[:RECENT_CYCLES])
+    cycles = list(recent_cycles())
     return render_to_string("scheduling/diagnostics.html#recent-cycles", {"cycles": cycles, "oob": True})
 
 
 def task_rows_html(task_ids, *, tenant_id: int | None) -> str:
     """The rows of the given tasks as they are now, for one socket: a tenant's own tasks only (`tenant_id`), or
     every task with its tenant column for staff (`tenant_id` None)."""
-    from scheduling.models import Task
+    from scheduling.selectors import task_rows
 
-    tasks = Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id")
-    if tenant_id is not None:
-        tasks = tasks.filter(tenant_id=tenant_id)
+    tasks = task_rows(task_ids=task_ids, tenant_id=tenant_id)
     return "".join(task_row_html(task, show_tenant=tenant_id is None) for task in tasks)
 
 
@@ -136,12 +133,12 @@ class _TaskRowFeed:
 task_row_feed = _TaskRowFeed()
 
 
-@receiver(task_transitioned, dispatch_uid="scheduling.live.task_status")
+@receiver(task_transitioned, dispatch_uid="scheduling.web.live.task_status")
 def broadcast_task_status(sender, *, task_id: int, tenant_id: int, **kwargs) -> None:
     task_row_feed.add(task_id, tenant_id)
 
 
-@receiver(cycle_completed, dispatch_uid="scheduling.live.cycle")
+@receiver(cycle_completed, dispatch_uid="scheduling.web.live.cycle")
 def broadcast_cycle(sender, **kwargs) -> None:
     try:
         publish(DIAGNOSTICS_GROUP, {"type": "cycle.summary", "html": recent_cycles_html()})

@@ -4,8 +4,8 @@ import pytest
 from django.core import mail
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.notifications import task_event_for
-from plugins_admin.services import notification_channel_test, notification_channel_update
+from plugins_admin.notifications.delivery import task_event_for
+from plugins_admin.notifications.services import notification_channel_test, notification_channel_update
 from scheduling import lifecycle
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task

@@ -1,3 +1,5 @@
+"""Signed-in browser clients for the page tests (a pytest plugin loaded by tests/conftest.py)."""
+
 import pytest
 from django.test import Client
 

@@ -1,71 +1,36 @@
 """Console pages: one view per page, serving the page and, for htmx requests, its fragments."""
 
-from functools import wraps
+import re
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, Sum
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
-from django.template.response import TemplateResponse
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
-from nodes.models import GPU_TYPES, Node
-from scheduling import lifecycle, live
-from scheduling.models import CycleRecord, Task, TaskStatus, TaskType
-from scheduling.selectors import tasks_visible_to
+from heteroflow_site.permissions import is_admin
+from heteroflow_site.serializers import flat_errors
+from heteroflow_site.web import render_page, staff_required
+from nodes.models import GPU_TYPES
+from nodes.selectors import capacity_by_architecture, nodes_by_status
+from scheduling import lifecycle
+from scheduling.api.task_input import TaskInput
+from scheduling.models import TaskStatus, TaskType
+from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
+from scheduling.services.task_submit import task_submit
 from tenants.models import Tenant
-from tenants.selectors import is_admin
 
-RECENT_CYCLES = live.RECENT_CYCLES
 TASK_PAGE_SIZE = 200
 SCORE_MATRIX_ROWS = 10
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
-NO_ATTEMPT = "not attempted yet"
+PENDING_SHOWN = 50
 ACTIVE_FILTER = "active"
 FORM_FIELDS = frozenset({"tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
                          "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels"})
 
 
-def staff_required(view):
-    """Anonymous users go to the login page; signed-in tenants get 403."""
-
-    @login_required
-    @wraps(view)
-    def guarded(request, *args, **kwargs):
-        if not is_admin(request.user):
-            raise PermissionDenied("staff only")
-        return view(request, *args, **kwargs)
-
-    return guarded
-
-
-def _render(request, template: str, context: dict, *, fragment: str | None = None):
-    """The whole page, or only `fragment` (a partialdef of the same template) for htmx requests."""
-    name = f"{template}#{fragment}" if fragment and request.htmx else template
-    return TemplateResponse(request, name, context)
-
-
 # --- cluster at a glance --------------------------------------------------------------------------------------------
-
-def capacity_by_architecture() -> list[dict]:
-    """Cards per GPU architecture: used (the ledger), free on reachable nodes, and cards on offline nodes."""
-    offline = Q(status=Node.Status.OFFLINE)
-    rows = (
-        Node.objects.exclude(gpu_type="").values("gpu_type")
-        .annotate(total=Sum("gpu_total"), used=Sum("gpu_used", filter=~offline),
-                  offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
-        .order_by("gpu_type")
-    )
-    result = []
-    for row in rows:
-        used, offline_cards = row["used"] or 0, row["offline"] or 0
-        free = max(row["total"] - used - offline_cards, 0)
-        result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
-                       "offline": offline_cards, "nodes": row["nodes"]})
-    return result
-
 
 def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92, row_height: int = 30) -> dict:
     """Geometry of the horizontal stacked bar chart, computed here so the SVG needs no script."""
@@ -82,21 +47,9 @@ def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92,
     return {"width": width, "height": 20 + len(rows) * row_height, "label_width": label_width, "bars": bars}
 
 
-def nodes_by_status() -> list[dict]:
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
-    return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]
-
-
-def pending_by_code(tasks) -> list[dict]:
-    rows = (
-        tasks.filter(status=lifecycle.PENDING).values("attempt__code").annotate(n=Count("id")).order_by("-n")
-    )
-    return [{"code": row["attempt__code"] or NO_ATTEMPT, "count": row["n"]} for row in rows]
-
-
 def fragmentation_panel() -> dict:
-    """Free cards vs cards usable by a k-card task (SPEC §12) and fgd's fragment of the idle capacity against the
-    recent tasks' shapes (§15.9), with bar geometry."""
+    """Free cards vs cards usable by a k-card task and fgd's fragment of the idle capacity against the recent
+    tasks' shapes, with bar geometry."""
     from scheduling.diagnostics import fragmentation
     from scheduling.snapshot_builder import build_snapshot
 
@@ -131,10 +84,10 @@ def dashboard(request):
         "pending_by_code": pending_by_code(tasks),
         "active_tasks": tasks.filter(status__in=lifecycle.ACTIVE_STATES).count(),
         "pending_tasks": tasks.filter(status=lifecycle.PENDING).count(),
-        "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
+        "cycles": recent_cycles(),
         "fragmentation": fragmentation_panel(),
     }
-    return TemplateResponse(request, "scheduling/dashboard.html", context)
+    return render_page(request, "scheduling/dashboard.html", context)
 
 
 # --- tasks -----------------------------------------------------------------------------------------------------------
@@ -165,7 +118,7 @@ def task_list(request):
         "status_choices": [(ACTIVE_FILTER, "active")] + list(TaskStatus.choices),
         "counts": [{"status": value, "count": counts.get(value, 0)} for value in TaskStatus.values],
     }
-    return _render(request, "scheduling/tasks.html", context, fragment="task-table")
+    return render_page(request, "scheduling/tasks.html", context, fragment="task-table")
 
 
 def _form_payload(post, *, admin: bool) -> dict:
@@ -188,32 +141,27 @@ def _form_payload(post, *, admin: bool) -> dict:
 
 
 def _error_map(error: Exception) -> dict[str, list[str]]:
+    """Errors by form field; what lies below a field (a label's key) is named in the message."""
     if isinstance(error, DomainError):
         return {error.field or "__all__": [error.message]}
-    detail = error.detail
-    if isinstance(detail, dict):
-        return {field: _flatten(messages_) for field, messages_ in detail.items()}
-    return {"__all__": _flatten(detail)}
-
-
-def _flatten(detail) -> list[str]:
-    if isinstance(detail, dict):
-        return [f"{key}: {text}" for key, value in detail.items() for text in _flatten(value)]
-    if isinstance(detail, list):
-        return [text for item in detail for text in _flatten(item)]
-    return [str(detail)]
+    detail = error.detail if isinstance(error.detail, dict) else {"__all__": error.detail}
+    errors: dict[str, list[str]] = {}
+    for path, texts in flat_errors(detail).items():
+        field, below = re.match(r"([^.\[]*)\.?(.*)", path).groups()
+        errors.setdefault(field, []).extend(f"{below}: {text}" if below else text for text in texts)
+    return errors
 
 
 @login_required
 def task_new(request):
-    from scheduling.apis import task_create_from_input
-
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     values = request.POST if request.method == "POST" else {}
     if request.method == "POST":
         try:
-            task = task_create_from_input(request, _form_payload(request.POST, admin=admin))
+            payload = TaskInput(data=_form_payload(request.POST, admin=admin))
+            payload.is_valid(raise_exception=True)
+            task = task_submit(user=request.user, fields=payload.validated_data)
         except (ValidationError, DomainError) as error:
             errors = _error_map(error)
         else:
@@ -232,7 +180,7 @@ def task_new(request):
         "task_types": TaskType.values,
         "gpu_types": GPU_TYPES,
     }
-    return TemplateResponse(request, "scheduling/task_new.html", context, status=400 if errors else 200)
+    return render_page(request, "scheduling/task_new.html", context, status=400 if errors else 200)
 
 
 def why_pending(attempt) -> dict | None:
@@ -276,7 +224,7 @@ def task_detail(request, task_id: int):
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),
     }
-    return _render(request, "scheduling/task_detail.html", context, fragment="task-live")
+    return render_page(request, "scheduling/task_detail.html", context, fragment="task-live")
 
 
 # --- diagnostics -----------------------------------------------------------------------------------------------------
@@ -294,15 +242,14 @@ def diagnostics(request):
             messages.success(request, "Cycle finished.")
             return redirect("diagnostics")
     context = {
-        "cycles": CycleRecord.objects.all()[:RECENT_CYCLES],
+        "cycles": recent_cycles(),
         "ran": ran,
         "attempt_counts": attempt_counts(),
-        "pending": Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
-        .order_by("-priority", "created_at", "id")[:50],
+        "pending": pending_queue(limit=PENDING_SHOWN),
         "fragmentation": fragmentation_panel(),
         "target_workload": target_workload_rows(),
     }
-    return _render(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
+    return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
 
 
 def target_workload_rows() -> dict:

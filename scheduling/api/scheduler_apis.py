@@ -8,7 +8,7 @@ from scheduling.cycle import run_cycle
 
 
 class SchedulerCycleApi(APIView):
-    """SPEC §14 `POST /api/v1/scheduler/cycles` (admin): run one scheduling cycle now."""
+    """`POST /api/v1/scheduler/cycles` (admin): run one scheduling cycle now."""
 
     permission_classes = [IsAdmin]
 

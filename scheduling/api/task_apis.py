@@ -5,15 +5,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from heteroflow_site.errors import DomainError
+from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
-from scheduling.services.task_create import task_create
 from scheduling.services.task_stop import task_stop
-from scheduling.task_input import TaskInput
-from scheduling.models import TaskGroup
-from tenants.models import Tenant
-from tenants.selectors import is_admin, tenant_of
+from scheduling.services.task_submit import task_submit
 
 
 class TaskOutput(serializers.ModelSerializer):
@@ -56,38 +52,6 @@ class TaskFilter(django_filters.FilterSet):
         return queryset.filter(node__name=value)
 
 
-def resolve_submitting_tenant(request, tenant_id: int | None) -> Tenant:
-    """Admins name the tenant; a tenant user always submits for its own and may not name one."""
-    if is_admin(request.user):
-        if tenant_id is None:
-            raise DomainError("admins must name the tenant the task belongs to", field="tenant")
-        tenant = Tenant.objects.filter(id=tenant_id).first()
-        if tenant is None:
-            raise DomainError(f"no tenant with id {tenant_id}", field="tenant")
-        return tenant
-    if tenant_id is not None:
-        raise DomainError("only admins may choose the tenant", field="tenant")
-    tenant = tenant_of(request.user)
-    if tenant is None:
-        raise DomainError("this user belongs to no tenant", field="tenant")
-    return tenant
-
-
-def task_create_from_input(request, data: dict) -> Task:
-    """Validate a submission (API body or job form) and create the task; raises DomainError / ValidationError."""
-    payload = TaskInput(data=data)
-    payload.is_valid(raise_exception=True)
-    fields = dict(payload.validated_data)
-    tenant = resolve_submitting_tenant(request, fields.pop("tenant"))
-    group_id = fields.pop("group")
-    group = None
-    if group_id is not None:
-        group = TaskGroup.objects.filter(id=group_id, tenant=tenant).first()
-        if group is None:
-            raise DomainError(f"no task group with id {group_id}", field="group")
-    return task_create(tenant=tenant, group=group, **fields)
-
-
 class TaskListCreateApi(APIView):
     @extend_schema(responses=TaskOutput(many=True))
     def get(self, request):
@@ -98,7 +62,9 @@ class TaskListCreateApi(APIView):
 
     @extend_schema(request=TaskInput, responses={201: TaskOutput})
     def post(self, request):
-        task = task_create_from_input(request, request.data)
+        payload = TaskInput(data=request.data)
+        payload.is_valid(raise_exception=True)
+        task = task_submit(user=request.user, fields=payload.validated_data)
         task = tasks_visible_to(request.user).get(id=task.id)
         return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
 

@@ -1,4 +1,4 @@
-"""Notification plugins (SPEC §6): tell a webhook or a mailbox when a task fails, is preempted or succeeds.
+"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds.
 
 Delivery runs in a Celery task so that neither the request path nor the scheduler ever waits on a remote server;
 a delivery failure is logged and dropped, never raised into the code that moved the task.

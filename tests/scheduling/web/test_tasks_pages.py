@@ -3,7 +3,7 @@ import pytest
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
-from tests.web.conftest import HTMX
+from tests.web_clients import HTMX
 
 VALID_JOB = {"name": "train-resnet", "type": "batch", "image": "img:1", "command": "python train.py",
              "gpu_type": "nvidia", "gpu_required": "2", "gpu_memory_mb": "", "gpu_compute_percent": "",

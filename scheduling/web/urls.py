@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduling import views
+from scheduling.web import views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
