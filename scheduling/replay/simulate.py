@@ -43,6 +43,10 @@ POLICIES: dict[str, tuple[PluginSetting, ...]] = {
     "binpack": (PluginSetting("spread", False, 0), PluginSetting("binpack", True, 1),
                 PluginSetting(fgd.NAME, False, 0)),
     "fgd": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0), PluginSetting(fgd.NAME, True, 1)),
+    # fgd whose score ties (whole points) go to the best fit: the paper's simulator breaks ties by node name, which
+    # packs too; the production framework breaks them at random.
+    "fgd-bestfit": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
+                    PluginSetting(fgd.NAME, True, 1, {"tie_break": fgd.BEST_FIT})),
     # fgd with HeteroFlow's CPU-aware fragment and a best-fit tie-break (scheduling.plugins.fgd).
     "fgd-cpu": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
                 PluginSetting(fgd.NAME, True, 1, fgd.IMPROVED)),
