@@ -97,11 +97,11 @@ class Command(BaseCommand):
 
 def _use_layout(layout: str) -> None:
     """Store the layout policy's plugin settings; fgd gets the seeded tasks as its recent-task window."""
-    from plugins_admin.models import PluginConfig
-    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
-    from scheduling.models import Task
-    from scheduling.plugins.fgd import NAME as FGD, recent
+    from scheduling.models import PluginConfig, Task
+    from scheduling.plugins.fgd import NAME as FGD
+    from scheduling.plugins.fgd import recent
     from scheduling.replay.simulate import POLICIES
+    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
     for setting in POLICIES[layout]:
         PluginConfig.objects.update_or_create(name=setting.name, defaults={
