@@ -38,8 +38,9 @@ def plugin_spec(specs: Registry, name: str) -> PluginSpec:
 
 
 def switched_off_by(spec: PluginSpec, *, enabled: bool) -> list[str]:
-    """The plugins that switching `spec` on turns off (spread and binpack exclude each other)."""
-    return [spec.exclusive_with] if enabled and spec.exclusive_with else []
+    """The plugins that switching `spec` on turns off (the layout scorers spread, binpack and fgd exclude each
+    other)."""
+    return list(spec.exclusive_with) if enabled else []
 
 
 def switch_changes(spec: PluginSpec, *, enabled: bool, weight: int) -> Changes:

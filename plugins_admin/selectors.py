@@ -13,7 +13,6 @@ from scheduling.selectors import current_plugin_set, current_plugin_settings, pl
 ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
 
 
-
 def scheduler_plugins() -> dict[str, Any]:
     """`GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
     return current_plugin_set().describe()
@@ -31,7 +30,7 @@ def plugin_listing() -> list[dict[str, Any]]:
             "extra": setting.extra,
             "locked": spec.always_on,
             "locked_reason": ALWAYS_ON_REASON if spec.always_on else "",
-            "exclusive_with": [spec.exclusive_with] if spec.exclusive_with else [],
+            "exclusive_with": list(spec.exclusive_with),
             "kinds": sorted(spec.kinds),
             "scores": spec.is_scorer,
             "description": plugin_description(spec),

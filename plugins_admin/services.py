@@ -30,7 +30,8 @@ __all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "UnknownPlugin", "plugin_changes_apply", 
 
 
 def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | None) -> PluginConfig:
-    """Switch a plugin on or off. Enabling spread disables binpack and vice versa, in the same transaction."""
+    """Switch a plugin on or off. Enabling one layout scorer (spread, binpack, fgd) disables the others, in the
+    same transaction."""
     specs = plugin_specs()
     spec = plugin_spec(specs, name)
     with transaction.atomic():

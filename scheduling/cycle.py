@@ -22,7 +22,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduling.selectors import current_plugin_set
 from scheduling import immediate_queue, lifecycle
 from scheduling.bind import BindOutcome, Placement, bind_batch
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
@@ -37,6 +36,7 @@ from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.quotas import load_tenant_quotas
+from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
 

@@ -6,13 +6,7 @@ from django.db.models import Count, Q, QuerySet
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.framework.registry import (
-    PluginSet,
-    PluginSetting,
-    PluginSpec,
-    Registry,
-    build_plugin_set,
-)
+from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskType
 from scheduling.plugins import default_registry

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.sharing import may_share
+from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.snapshot_builder import build_tenancy
 
 NAME = "shard"

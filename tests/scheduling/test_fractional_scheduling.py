@@ -11,11 +11,11 @@ from django.db.models import Sum
 from nodes.models import GPU, Node
 from scheduling import lifecycle
 from scheduling.cycle import run_cycle
+from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import Task
 from scheduling.quotas import tenant_gpu_usage
 from scheduling.services.task_transition import task_transition
-from scheduling.framework.sharing import may_share
 from scheduling.snapshot_builder import build_tenancy
 from tenants.models import Tenant
 from tenants.services import share_group_create, share_group_update

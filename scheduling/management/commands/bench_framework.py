@@ -15,8 +15,8 @@ from nodes.demo_cluster import DEMO_FLEET, topology_label
 from nodes.models import GPU_TYPES as TYPES
 from scheduling.diagnostics import attempt_nodes
 from scheduling.framework.framework import Framework, apply_bind
-from scheduling.plugins import build_plugin_set
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.plugins import build_plugin_set
 
 # An 8-card A100 node behind NVSwitch, two NUMA nodes: the layout of a DGX A100.
 DGX_NODE_MODEL = DEMO_FLEET[0][1]

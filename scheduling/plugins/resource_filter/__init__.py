@@ -13,9 +13,9 @@ import numpy as np
 from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
-from scheduling.framework.sharing import card_admits_tenant
 
 NAME = "resource-filter"
 INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
