@@ -22,9 +22,23 @@ def _lowest_priority() -> None:
         pass
 
 
-_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="what-if", initializer=_lowest_priority)
+_worker: ThreadPoolExecutor | None = None
+_starting = threading.Lock()
+
+
+def _forget_worker() -> None:
+    # A forked child (a test's live server, a prefork web server) inherits the executor but not its thread.
+    global _worker, _starting
+    _worker, _starting = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_worker)
 
 
 def at_low_priority(compute: Callable[[], T]) -> T:
     """`compute()` (pure computation: no database) in the low-priority worker; its result or its exception."""
+    global _worker
+    with _starting:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="what-if", initializer=_lowest_priority)
     return _worker.submit(compute).result()

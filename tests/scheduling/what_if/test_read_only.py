@@ -14,3 +14,4 @@ def test_the_preview_transaction_refuses_writes(tenant):
         Task.objects.filter(id=task.id).update(priority=99)
 
     assert Task.objects.get(id=task.id).priority == task.priority
+
