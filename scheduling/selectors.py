@@ -75,8 +75,8 @@ def recent_cycles(limit: int = RECENT_CYCLES) -> QuerySet[CycleRecord]:
 
 def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple[str, int], list[dict]]:
     """{(card type, index): the active tasks holding it}, for the node page and API; with `tenant_id` only that
-    tenant's. Each vendor numbers its cards from 0: a task's indexes name cards of its own type (SPEC §15.3), of the
-    node's majority type when it asked for none."""
+    tenant's. Each vendor numbers its cards from 0: a task's indexes name cards of the type bind chose for it
+    (`card_type`), else of its own `gpu_type`, else of the node's majority type (docs/scheduling.md)."""
     active = Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant").order_by("id")
     if tenant_id is not None:
         active = active.filter(tenant_id=tenant_id)
@@ -86,7 +86,7 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
                  "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
                  "fractional": task.is_fractional}
         for index in _cards_held(task):
-            tasks_by_card.setdefault((task.gpu_type or node.gpu_type, index), []).append(entry)
+            tasks_by_card.setdefault((task.card_type or task.gpu_type or node.gpu_type, index), []).append(entry)
     return tasks_by_card
 
 

@@ -77,3 +77,17 @@ def test_the_node_list_finds_a_mixed_node_under_each_of_its_types(agent, registe
         listed = admin_client.get(f"/api/v1/nodes?gpu_type={gpu_type}").json()
         assert [entry["name"] for entry in listed] == [node.name]
     assert admin_client.get("/api/v1/nodes?gpu_type=musa").json() == []
+
+
+def test_a_task_without_gpu_type_is_shown_on_the_cards_of_the_type_bind_chose(agent, registered, admin_client,
+                                                                             tenant):
+    node, _ = registered
+    agent.post(HEARTBEAT, heartbeat_body(gpus=mixed_cards()), format="json")
+    any_type = make_task(tenant=tenant, name="any-type", gpu_required=1)
+    assert task_transition(any_type.id, "pending", "scheduled", node=node, gpus=[0], card_type="ascend")
+
+    detail = admin_client.get(f"/api/v1/nodes/{node.id}").json()
+
+    holders = {(entry["type"], entry["index"]): [task["name"] for task in entry["active_tasks"]]
+               for entry in detail["cards"]}
+    assert holders[("ascend", 0)] == ["any-type"] and holders[("nvidia", 0)] == []
