@@ -83,11 +83,14 @@ def test_a_task_without_gpu_type_is_shown_on_the_cards_of_the_type_bind_chose(ag
                                                                              tenant):
     node, _ = registered
     agent.post(HEARTBEAT, heartbeat_body(gpus=mixed_cards()), format="json")
+    node.refresh_from_db()
+    chosen = "nvidia" if node.gpu_type == "ascend" else "ascend"
+    other = "ascend" if chosen == "nvidia" else "nvidia"
     any_type = make_task(tenant=tenant, name="any-type", gpu_required=1)
-    assert task_transition(any_type.id, "pending", "scheduled", node=node, gpus=[0], card_type="ascend")
+    assert task_transition(any_type.id, "pending", "scheduled", node=node, gpus=[0], card_type=chosen)
 
     detail = admin_client.get(f"/api/v1/nodes/{node.id}").json()
 
     holders = {(entry["type"], entry["index"]): [task["name"] for task in entry["active_tasks"]]
                for entry in detail["cards"]}
-    assert holders[("ascend", 0)] == ["any-type"] and holders[("nvidia", 0)] == []
+    assert holders[(chosen, 0)] == ["any-type"] and holders[(other, 0)] == []
