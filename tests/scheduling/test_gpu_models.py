@@ -59,8 +59,6 @@ def test_openb_node_models_select_only_their_own_cards():
 def test_openb_gpu_specs_match_openb_node_models():
     from pathlib import Path
     trace = Path(__file__).resolve().parents[2] / "data" / "traces" / "openb"
-    if not (trace / "openb_node_list_gpu_node.csv").exists():
-        pytest.skip("openb trace not in the repository yet")
     with open(trace / "openb_node_list_gpu_node.csv") as nodes:
         node_models = {row["model"] for row in csv.DictReader(nodes)}
     with open(trace / "openb_pod_list_gpuspec33.csv") as pods:
