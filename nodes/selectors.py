@@ -1,13 +1,15 @@
 """Reads on nodes for the API, the pages and the node agent."""
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import django_filters
+from django.db import connection
 from django.db.models import QuerySet
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU_TYPE_CHOICES, Node
+from nodes.models import GPU_TYPE_CHOICES, Node, NodeChange
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -157,3 +159,34 @@ def agent_work(node: Node) -> dict:
 def _container_env(task: Task) -> dict[str, str]:
     shard_env = (task.shard or {}).get("env") or {}
     return {**task.env, **{key: str(value) for key, value in shard_env.items()}}
+
+
+@dataclass(frozen=True)
+class NodeChanges:
+    node_ids: frozenset[int]
+    # The look's snapshot (`pg_snapshot` text): pass it back as `since` next time.
+    watermark: str
+
+
+# Not visible to the earlier snapshot = in progress then or begun since. The xmin bound lets the index skip the
+# log's older part; the visibility test keeps changes that snapshot already saw out, long transactions or not.
+_CHANGED_SINCE = f"""
+SELECT pg_current_snapshot()::text,
+       ARRAY(SELECT DISTINCT node_id FROM {NodeChange._meta.db_table}
+              WHERE %(since)s::pg_snapshot IS NULL
+                 OR (xid >= pg_snapshot_xmin(%(since)s::pg_snapshot)::text::bigint
+                     AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot)))
+"""
+
+
+def nodes_changed_since(*, since: str | None) -> NodeChanges:
+    """The nodes whose row, cards, placements or labels changed in transactions that the look which returned
+    `since` as its watermark did not see (None: every change still in the log).
+
+    The watermark is the look's snapshot, not a counter: transactions commit out of order, and a change whose
+    transaction began before the look but committed after it is exactly one the snapshot did not see.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_CHANGED_SINCE, {"since": since})
+        watermark, node_ids = cursor.fetchone()
+    return NodeChanges(node_ids=frozenset(node_ids), watermark=watermark)
