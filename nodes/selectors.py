@@ -170,12 +170,15 @@ class NodeChanges:
 
 # Not visible to the earlier snapshot = in progress then or begun since. The xmin bound lets the index skip the
 # log's older part; the visibility test keeps changes that snapshot already saw out, long transactions or not.
+# The reader's own transaction counts as visible to its snapshots, but it may go on changing nodes after a look:
+# its changes are always returned.
 _CHANGED_SINCE = f"""
 SELECT pg_current_snapshot()::text,
        ARRAY(SELECT DISTINCT node_id FROM {NodeChange._meta.db_table}
               WHERE %(since)s::pg_snapshot IS NULL
                  OR (xid >= pg_snapshot_xmin(%(since)s::pg_snapshot)::text::bigint
-                     AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot)))
+                     AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot))
+                 OR xid = pg_current_xact_id_if_assigned()::text::bigint)
 """
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from nodes.models import GPU, NodeChange
@@ -115,6 +115,19 @@ def test_a_change_committed_after_a_look_is_found_even_if_its_transaction_began_
     second = nodes_changed_since(since=first.watermark)
     assert first.node_ids == {late.id}
     assert early.id in second.node_ids
+
+
+def test_a_transaction_sees_its_own_changes_after_each_of_its_looks(node, bystander):
+    with transaction.atomic():
+        node_update(node=bystander, schedulable=False)
+        # A transaction id handed out after ours: our own id is then below the snapshots' xmax and not among their
+        # running ones, the shape in which PostgreSQL calls it visible to them.
+        with psycopg.connect(**connection.get_connection_params()) as other:
+            other.execute("SELECT pg_current_xact_id()")
+        first = nodes_changed_since(since=None)
+        node_update(node=node, labels={"team": "ml"})
+        second = nodes_changed_since(since=first.watermark)
+    assert node.id in second.node_ids
 
 
 def test_pruning_forgets_only_old_changes(node, bystander):
