@@ -1,10 +1,14 @@
+from django.contrib.auth.models import AbstractBaseUser
 from rest_framework.permissions import BasePermission
 
 
-class IsAdmin(BasePermission):
-    """Staff users are HeteroFlow admins (SPEC §1)."""
+def is_admin(user: AbstractBaseUser | None) -> bool:
+    """Staff users are HeteroFlow admins: the one admin check of the API, the pages and the websockets."""
+    return bool(user and user.is_authenticated and user.is_staff)
 
+
+class IsAdmin(BasePermission):
     message = "admin (staff) users only"
 
     def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+        return is_admin(request.user)

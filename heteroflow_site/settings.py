@@ -20,7 +20,7 @@ DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
 
-# Shared secret with which a new node agent may register itself (SPEC §14); empty disables it.
+# Shared secret with which a new node agent may register itself; empty disables it.
 HETEROFLOW_JOIN_TOKEN = env.str("HETEROFLOW_JOIN_TOKEN", default="")
 # Bearer token with which Prometheus may scrape /metrics; empty: staff sessions only.
 HETEROFLOW_METRICS_TOKEN = env.str("HETEROFLOW_METRICS_TOKEN", default="")
@@ -142,7 +142,8 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
-# SPEC §4 tickers. Each helper module registers its task under these names.
+# The tickers of docs/scheduling.md (The cycle; Nodes and the other loops). Each helper module registers its task
+# under these names.
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
     "scheduling-immediate": {"task": "scheduling.tasks.run_cycle_for_new_tasks", "schedule": 1.0},
@@ -155,7 +156,7 @@ CELERY_BEAT_SCHEDULE = {
     "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
 }
 
-# SPEC §13. Every figure can be overridden from the environment.
+# docs/scheduling.md, Configuration. Every figure can be overridden from the environment.
 SCHEDULER = {
     "default_task_timeout": env.int("HETEROFLOW_DEFAULT_TASK_TIMEOUT", default=7200),
     "gpu_reserve_fixed_mb": env.int("HETEROFLOW_GPU_RESERVE_FIXED_MB", default=500),

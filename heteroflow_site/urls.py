@@ -2,11 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from scheduling.metrics_views import metrics
+from scheduling.api.metrics_views import metrics
 
 api_v1 = [
     path("", include("tenants.api_urls")),
-    path("", include("scheduling.api_urls")),
+    path("", include("scheduling.api.urls")),
     path("", include("nodes.api_urls")),
     path("", include("plugins_admin.api_urls")),
 ]
@@ -19,5 +19,5 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("", include("plugins_admin.urls")),
     path("", include("nodes.urls")),
-    path("", include("scheduling.urls")),
+    path("", include("scheduling.web.urls")),
 ]

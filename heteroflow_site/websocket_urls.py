@@ -1,6 +1,6 @@
 from django.urls import path
 
-from scheduling.consumers import DiagnosticsConsumer, TaskStatusConsumer
+from scheduling.web.consumers import DiagnosticsConsumer, TaskStatusConsumer
 
 websocket_urlpatterns = [
     path("ws/diagnostics/", DiagnosticsConsumer.as_asgi()),

@@ -5,8 +5,6 @@ from nodes import apis
 urlpatterns = [
     path("agent/register", apis.AgentRegisterApi.as_view(), name="api-agent-register"),
     path("agent/heartbeat", apis.AgentHeartbeatApi.as_view(), name="api-agent-heartbeat"),
-    path("agent/work", apis.AgentWorkApi.as_view(), name="api-agent-work"),
-    path("agent/tasks/<int:task_id>/status", apis.AgentTaskStatusApi.as_view(), name="api-agent-task-status"),
     path("nodes", apis.NodeListApi.as_view(), name="api-nodes"),
     path("nodes/<int:node_id>", apis.NodeDetailApi.as_view(), name="api-node-detail"),
     path("nodes/<int:node_id>/topology", apis.NodeTopologyApi.as_view(), name="api-node-topology"),

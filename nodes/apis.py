@@ -3,67 +3,22 @@ import ipaddress
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
-from heteroflow_site.serializers import StrictSerializer, StringMapField
-from nodes.authentication import IsAdminOrJoinToken, IsNodeAgent, JoinTokenAuthentication, NodeTokenAuthentication
+from heteroflow_site.permissions import is_admin
+from heteroflow_site.serializers import StrictSerializer, StringMapField, validated
+from heteroflow_site.sentinels import KEEP
+from nodes.authentication import AgentApi, IsAdminOrJoinToken, JoinTokenAuthentication
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import agent_work, node_detail, nodes_list, nodes_visible_to_tenant
-from nodes.services import (
-    KEEP,
-    AgentArcRefused,
-    NotThisNodesTask,
-    agent_register,
-    agent_report_status,
-    node_heartbeat_apply,
-    node_topology_update,
-    node_update,
-)
-from scheduling.lifecycle import IllegalTransition
-from scheduling.models import TaskStatus
+from nodes.selectors import node_detail, nodes_list, nodes_visible_to_tenant
+from nodes.services import agent_register, node_heartbeat_apply, node_topology_update, node_update
 from tenants.models import Tenant
-from tenants.selectors import is_admin, tenant_of
-
-
-def flat_errors(detail, prefix: str = "") -> dict[str, list[str]]:
-    """Nested serializer errors as {"gpus[3].memory_total_mb": [...]}, so the body names the exact field."""
-    if isinstance(detail, dict):
-        flat: dict[str, list[str]] = {}
-        for key, value in detail.items():
-            if isinstance(key, int):
-                name = f"{prefix}[{key}]"
-            elif key == "non_field_errors" and prefix:
-                name = prefix
-            else:
-                name = f"{prefix}.{key}" if prefix else str(key)
-            flat.update(flat_errors(value, name))
-        return flat
-    if isinstance(detail, list) and detail and all(isinstance(item, (dict, list)) for item in detail):
-        flat = {}
-        for position, item in enumerate(detail):
-            flat.update(flat_errors(item, f"{prefix}[{position}]"))
-        return flat
-    messages = detail if isinstance(detail, list) else [detail]
-    return {prefix or "detail": [str(message) for message in messages]}
-
-
-def validated(serializer_class, data, **kwargs) -> dict:
-    payload = serializer_class(data=data, **kwargs)
-    if not payload.is_valid():
-        raise exceptions.ValidationError(flat_errors(payload.errors))
-    return payload.validated_data
-
-
-class AgentApi(APIView):
-    """Routes only a node agent may call; `request.auth` is its Node."""
-
-    authentication_classes = [NodeTokenAuthentication]
-    permission_classes = [IsNodeAgent]
+from tenants.selectors import tenant_of
 
 
 class AgentRegisterApi(APIView):
@@ -72,7 +27,7 @@ class AgentRegisterApi(APIView):
 
     class InputSerializer(StrictSerializer):
         name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z", max_length=200)
-        # Interface notation with the prefix length (SPEC §1), e.g. 10.0.3.7/24.
+        # Interface notation with the prefix length, e.g. 10.0.3.7/24.
         internal_ip = serializers.CharField(max_length=64)
         public_ip = serializers.IPAddressField(required=False, allow_null=True, default=None)
         cpu_cores = serializers.IntegerField(min_value=0)
@@ -142,42 +97,6 @@ class AgentHeartbeatApi(AgentApi):
     def post(self, request):
         node = node_heartbeat_apply(node=request.auth, **validated(self.InputSerializer, request.data))
         return Response({"node_id": node.id, "status": node.status})
-
-
-class AgentWorkApi(AgentApi):
-    @extend_schema(responses={200: inline_serializer("AgentWork", {
-        "start": serializers.ListField(child=serializers.DictField()),
-        "stop": serializers.ListField(child=serializers.DictField())})})
-    def get(self, request):
-        return Response(agent_work(request.auth))
-
-
-class AgentTaskStatusApi(AgentApi):
-    class InputSerializer(StrictSerializer):
-        # "from" is a Python keyword, so it cannot be a class attribute: get_fields adds it.
-        to = serializers.ChoiceField(choices=TaskStatus.choices)
-        reason = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
-
-        def get_fields(self):
-            fields = super().get_fields()
-            fields["from"] = serializers.ChoiceField(choices=TaskStatus.choices)
-            return fields
-
-    @extend_schema(request=InputSerializer, responses={200: inline_serializer("AgentReport", {
-        "won": serializers.BooleanField()}), 409: inline_serializer("AgentReportLost", {
-        "won": serializers.BooleanField()})})
-    def post(self, request, task_id: int):
-        report = validated(self.InputSerializer, request.data)
-        try:
-            won = agent_report_status(node=request.auth, task_id=task_id, from_status=report["from"],
-                                      to_status=report["to"], reason=report["reason"])
-        except IllegalTransition as exc:
-            raise exceptions.ValidationError({"to": [str(exc)]})
-        except AgentArcRefused as exc:
-            raise exceptions.PermissionDenied(str(exc))
-        except NotThisNodesTask:
-            raise exceptions.NotFound("no such task on this node")
-        return Response({"won": won}, status=status.HTTP_200_OK if won else status.HTTP_409_CONFLICT)
 
 
 class NodeOutput(serializers.ModelSerializer):

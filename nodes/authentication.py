@@ -8,7 +8,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
+from rest_framework.views import APIView
 
+from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from nodes.services import node_for_token
 
@@ -72,7 +74,7 @@ class IsAdminOrJoinToken(BasePermission):
     def has_permission(self, request, view) -> bool:
         if request.auth == JOIN_TOKEN:
             return True
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+        return is_admin(request.user)
 
 
 class NodeTokenScheme(OpenApiAuthenticationExtension):
@@ -91,3 +93,10 @@ class JoinTokenScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema):
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Token <HETEROFLOW_JOIN_TOKEN>`, the cluster join token"}
+
+
+class AgentApi(APIView):
+    """Routes only a node agent may call; `request.auth` is its Node."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]

@@ -1,18 +1,32 @@
-"""Reads on nodes for the API, the pages and the node agent."""
+"""Reads on nodes for the API and the pages."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import django_filters
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from nodes.models import GPU_TYPE_CHOICES, Node, NodeChange
-from scheduling import lifecycle
-from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task
+
+
+# Which tasks hold a node's cards is known to the scheduling app, which plugs its reader in at start-up: the node page
+# and API list them without this app importing the one above it. The reader answers {card index: [task entry]}.
+CardHolders = Callable[..., dict[int, list[dict]]]
+
+
+def _no_card_holders(*, node: Node, tenant_id: int | None) -> dict[int, list[dict]]:
+    return {}
+
+
+_card_holders: CardHolders = _no_card_holders
+
+
+def card_holders_register(reader: CardHolders) -> None:
+    global _card_holders
+    _card_holders = reader
 
 
 class NodeFilter(django_filters.FilterSet):
@@ -46,6 +60,16 @@ def nodes_visible_to_tenant(tenant_id: int | None) -> QuerySet[Node]:
     return Node.objects.filter(dedicated_tenant__isnull=True) | Node.objects.filter(dedicated_tenant_id=tenant_id)
 
 
+def node_places() -> dict[str, list[str]]:
+    """The regions, zones and racks set on any node, each sorted: the choices of the node list's filters."""
+    places = Node.objects.values_list("region", "zone", "rack")
+    return {
+        "regions": sorted({region for region, _, _ in places if region}),
+        "zones": sorted({zone for _, zone, _ in places if zone}),
+        "racks": sorted({rack for _, _, rack in places if rack}),
+    }
+
+
 def node_topology(node: Node) -> dict | None:
     """NVLink domains and per-card NUMA nodes from the agent's topology label; None without a readable label."""
     topology = decode_label(node.labels.get(TOPOLOGY_LABEL))
@@ -61,16 +85,7 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
     """Everything the node page and `GET /api/v1/nodes/{id}` show: figures, usage, cards with their active tasks,
     labels, placement and the NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks are listed."""
     cards = list(node.gpus.all())
-    active = Task.objects.filter(node=node, status__in=ACTIVE_STATES).select_related("tenant").order_by("id")
-    if tenant_id is not None:
-        active = active.filter(tenant_id=tenant_id)
-    tasks_by_card: dict[int, list[dict]] = {card.index: [] for card in cards}
-    for task in active:
-        entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
-                 "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
-                 "fractional": task.is_fractional}
-        for index in _cards_held(task):
-            tasks_by_card.setdefault(index, []).append(entry)
+    tasks_by_card = _card_holders(node=node, tenant_id=tenant_id)
     topology = node_topology(node)
     numa_from_label = topology["numa"] if topology else {}
     return {
@@ -115,7 +130,8 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
 
 
 def node_usage(node: Node) -> dict:
-    """Usage fractions in the sense of SPEC §6 (CPU %, memory of total, GPUs held of total); None when unknown."""
+    """Usage fractions as spread and binpack read them (CPU %, memory of total, GPUs held of total); None when
+    unknown."""
     return {
         "cpu": node.cpu_percent / 100,
         "memory": node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else None,
@@ -123,42 +139,27 @@ def node_usage(node: Node) -> dict:
     }
 
 
-def _cards_held(task: Task) -> list[int]:
-    if task.gpus:
-        return list(task.gpus)
-    if task.shard and task.shard.get("card") is not None:
-        return [task.shard["card"]]
-    return []
+def capacity_by_architecture() -> list[dict]:
+    """Cards per GPU architecture: used (the ledger), free on reachable nodes, and cards on offline nodes."""
+    offline = Q(status=Node.Status.OFFLINE)
+    rows = (
+        Node.objects.exclude(gpu_type="").values("gpu_type")
+        .annotate(total=Sum("gpu_total"), used=Sum("gpu_used", filter=~offline),
+                  offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
+        .order_by("gpu_type")
+    )
+    result = []
+    for row in rows:
+        used, offline_cards = row["used"] or 0, row["offline"] or 0
+        free = max(row["total"] - used - offline_cards, 0)
+        result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
+                       "offline": offline_cards, "nodes": row["nodes"]})
+    return result
 
 
-def agent_work(node: Node) -> dict:
-    """What the node's agent must do now (SPEC §14): start its scheduled tasks, stop its stopping/preempting ones."""
-    to_start = Task.objects.filter(node=node, status=lifecycle.SCHEDULED).order_by("-priority", "created_at", "id")
-    to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
-    return {
-        "start": [
-            {
-                "id": task.id,
-                "name": task.name,
-                "image": task.image,
-                "command": task.command,
-                "type": task.type,
-                "gpu_type": task.gpu_type,
-                "gpus": list(task.gpus),
-                "port": task.port,
-                "env": _container_env(task),
-                "labels": task.labels,
-                "priority": task.priority,
-            }
-            for task in to_start
-        ],
-        "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
-    }
-
-
-def _container_env(task: Task) -> dict[str, str]:
-    shard_env = (task.shard or {}).get("env") or {}
-    return {**task.env, **{key: str(value) for key, value in shard_env.items()}}
+def nodes_by_status() -> list[dict]:
+    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
+    return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,13 @@ SELECT pg_current_snapshot()::text,
                      AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot))
                  OR xid = pg_current_xact_id_if_assigned()::text::bigint)
 """
+
+
+def change_watermark() -> str:
+    """A watermark for `nodes_changed_since` without asking what changed: taken before reading every node."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_snapshot()::text")
+        return cursor.fetchone()[0]
 
 
 def nodes_changed_since(*, since: str | None) -> NodeChanges:

@@ -1,4 +1,4 @@
-"""Writes on nodes: agent registration and heartbeats, the recount ledger, liveness, agent reports, admin edits."""
+"""Writes on nodes: agent registration and heartbeats, liveness, admin edits."""
 
 import hashlib
 import logging
@@ -8,19 +8,14 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 from django.utils import timezone
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
-from scheduling import lifecycle
-from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.loops import final_status_after_stop
-from scheduling.models import Task
-from scheduling.preemption.settle import settle_preempted
-from scheduling.services.task_transition import task_transition
+from nodes.signals import heartbeat_recorded
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -29,28 +24,7 @@ logger = logging.getLogger(__name__)
 AGENT_LABEL_PREFIX = "heteroflow.io/"
 NODE_TOKEN_PREFIX = "hfn_"
 
-# The arcs of SPEC §2 that only the node running the container can observe.
-AGENT_ARCS: frozenset[tuple[str, str]] = frozenset(
-    {
-        (lifecycle.SCHEDULED, lifecycle.RUNNING),
-        (lifecycle.RUNNING, lifecycle.SUCCEEDED),
-        (lifecycle.RUNNING, lifecycle.FAILED),
-        (lifecycle.STOPPING, lifecycle.STOPPED),
-        (lifecycle.STOPPING, lifecycle.FAILED),
-        (lifecycle.PREEMPTING, lifecycle.PENDING),
-    }
-)
-
 _CARD_FIELDS = ("uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature", "numa")
-
-
-class _Keep:
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-# Default of optional service arguments whose None is meaningful ("no dedicated tenant").
-KEEP = _Keep()
 
 
 def node_token_hash(token: str) -> str:
@@ -90,14 +64,15 @@ def node_for_token(token: str) -> Node | None:
 def node_heartbeat_apply(
     *, node: Node, cpu_percent: float, memory_used_mb: int, gpus: list[dict], labels: dict[str, str]
 ) -> Node:
-    """Record one agent heartbeat (SPEC §14) in one transaction, then reconcile the GPU ledger (SPEC §7).
+    """Record one agent heartbeat in one transaction; `heartbeat_recorded` lets scheduling recount the GPU ledger.
 
     `gpus` are validated card dicts keyed like the API (index, uuid, type, ...). The node's card rows become exactly
     those cards; the agent's `heteroflow.io/` labels replace the previous ones while admin labels stay untouched.
     """
     now = timezone.now()
     with transaction.atomic():
-        # The lock orders this heartbeat against binds and admin edits of the same node; see node_gpu_used_recount.
+        # The lock orders this heartbeat against binds and admin edits of the same node; see scheduling's
+        # node_gpu_used_recount.
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
@@ -109,7 +84,7 @@ def node_heartbeat_apply(
             labels=merged_labels,
             last_heartbeat_at=now,
         )
-        node_gpu_used_recount(node_id=node.id)
+        heartbeat_recorded.send(sender=Node, node_id=node.id)
         _set_online_or_busy(node.id)
     node.refresh_from_db()
     return node
@@ -143,52 +118,15 @@ def _sync_cards(node: Node, gpus: list[dict]) -> None:
 
 
 def _majority_gpu_type(gpus: list[dict]) -> str:
-    """The most common card type; a tie goes to the type detected first on a mixed node (SPEC §1 order)."""
+    """The most common card type; a tie goes to the type detected first on a mixed node (DETECTION_ORDER)."""
     counts = Counter(card["type"] for card in gpus)
     if not counts:
         return ""
     return max(counts, key=lambda gpu_type: (counts[gpu_type], -DETECTION_ORDER.index(gpu_type)))
 
 
-def node_gpu_used_recount(*, node_id: int) -> int | None:
-    """The heartbeat ledger of SPEC §7: set `gpu_used` to SUM(gpu_required) of the node's active tasks.
-
-    Returns the corrected value, or None when the ledgers agreed. The stored value and the sum are read in one
-    statement AFTER taking the node's row lock in an earlier one: a transition that already moved the counter held
-    that lock until it committed (so the fresh snapshot sees its task too), one that has not yet moved it must wait
-    for us (so we see neither). Reading under `FOR UPDATE` in the same statement would not do: after waiting for the
-    lock, PostgreSQL re-reads the node row but keeps the old snapshot for the sum.
-    """
-    active_gpus = (
-        Task.objects.filter(node_id=OuterRef("id"), status__in=ACTIVE_STATES)
-        .order_by()
-        .values("node_id")
-        .annotate(total=Sum("gpu_required"))
-        .values("total")
-    )
-    with transaction.atomic():
-        if not Node.objects.select_for_update().filter(id=node_id).exists():
-            return None
-        row = (
-            Node.objects.filter(id=node_id)
-            .annotate(recount=Coalesce(Subquery(active_gpus, output_field=IntegerField()), Value(0)))
-            .values("name", "gpu_used", "recount")
-            .first()
-        )
-        if row["gpu_used"] == row["recount"]:
-            return None
-        corrected = Node.objects.filter(id=node_id, gpu_used=row["gpu_used"]).update(gpu_used=row["recount"])
-    if corrected:
-        logger.warning(
-            "gpu_used ledger of node %s disagreed with its active tasks: stored %s, recounted %s; corrected",
-            row["name"], row["gpu_used"], row["recount"],
-        )
-        return row["recount"]
-    return None
-
-
 def nodes_mark_silent_offline(now: datetime | None = None) -> int:
-    """SPEC §11 liveness: nodes without a heartbeat for `heartbeat_timeout` seconds go offline; returns how many.
+    """Liveness: nodes without a heartbeat for `heartbeat_timeout` seconds go offline; returns how many.
 
     The conditional UPDATE re-checks the heartbeat time, so a heartbeat landing meanwhile keeps its node online.
     A node that never sent a heartbeat counts from its creation.
@@ -205,14 +143,6 @@ def nodes_mark_silent_offline(now: datetime | None = None) -> int:
     return count
 
 
-class AgentArcRefused(Exception):
-    """A node token reported a legal transition that only the control plane may make."""
-
-
-class NotThisNodesTask(Exception):
-    """The task does not exist or belongs to another node."""
-
-
 def merge_heartbeat_labels(*, current: dict[str, str], reported: dict[str, str]) -> dict[str, str]:
     """Agent-owned `heteroflow.io/` keys follow the agent; any other key it reports (say `rdma`, discovered on the
     host) only fills a gap, because a value an admin set is never overwritten by a heartbeat."""
@@ -223,39 +153,8 @@ def merge_heartbeat_labels(*, current: dict[str, str], reported: dict[str, str])
     return {**admin_labels, **discovered, **agent_labels}
 
 
-def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status: str, reason: str = "") -> bool:
-    """Apply an agent's report on one of its tasks; True if the CAS won (SPEC §2, §9).
-
-    Raises IllegalTransition for a pair outside the state machine, AgentArcRefused for a legal arc the agent does
-    not own and NotThisNodesTask for another node's task. The task row stays locked while the transition runs, so
-    the task cannot be re-bound to another node between the ownership check and the CAS.
-    """
-    lifecycle.check_transition(from_status, to_status)
-    if (from_status, to_status) not in AGENT_ARCS:
-        raise AgentArcRefused(f"agents may not report {from_status} → {to_status}")
-    with transaction.atomic():
-        placed_on = Task.objects.select_for_update().filter(id=task_id).values_list("node_id", flat=True).first()
-        if placed_on is None and not Task.objects.filter(id=task_id).exists():
-            raise NotThisNodesTask(task_id)
-        if placed_on is not None and placed_on != node.id:
-            raise NotThisNodesTask(task_id)
-        if placed_on is None:
-            # Back in the queue (e.g. a preemption the watchdog already settled): this report comes too late.
-            return False
-        if (from_status, to_status) == (lifecycle.PREEMPTING, lifecycle.PENDING):
-            # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
-            # report that arrives after the watchdog change nothing.
-            return settle_preempted(task_id, reason=reason)
-        if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
-            # A stop the scheduler ordered for a timeout ends as a failure with that reason (SPEC §11).
-            stopping = Task.objects.only("reason").get(id=task_id)
-            if final_status_after_stop(stopping) == lifecycle.FAILED:
-                return task_transition(task_id, from_status, lifecycle.FAILED, reason=stopping.reason)
-        return task_transition(task_id, from_status, to_status, reason=reason)
-
-
 def node_topology_update(*, node: Node, region: str, zone: str, rack: str, actor=None) -> Node:
-    """Set where the node stands (SPEC §6 topology plugin); audited."""
+    """Set where the node stands (read by the topology plugin); audited."""
     return _node_admin_change(
         node=node, action="node.topology", changes={"region": region, "zone": zone, "rack": rack}, actor=actor
     )
@@ -263,7 +162,7 @@ def node_topology_update(*, node: Node, region: str, zone: str, rack: str, actor
 
 def node_update(
     *, node: Node, labels: dict[str, str] | None = None, schedulable: bool | None = None,
-    dedicated_tenant: Tenant | None | _Keep = KEEP, actor=None,
+    dedicated_tenant: Tenant | None | Keep = KEEP, actor=None,
 ) -> Node:
     """Admin edits of a node; audited. `labels` replaces the admin labels, the agent's `heteroflow.io/` ones stay.
 
@@ -277,7 +176,7 @@ def node_update(
     changes: dict = {}
     if schedulable is not None:
         changes["schedulable"] = schedulable
-    if not isinstance(dedicated_tenant, _Keep):
+    if not isinstance(dedicated_tenant, Keep):
         changes["dedicated_tenant_id"] = dedicated_tenant.id if dedicated_tenant is not None else None
     return _node_admin_change(node=node, action="node.update", changes=changes, labels=labels, actor=actor)
 

@@ -5,5 +5,5 @@ from nodes.services import nodes_mark_silent_offline
 
 @shared_task(name="nodes.tasks.mark_silent_nodes_offline")
 def mark_silent_nodes_offline() -> int:
-    """SPEC §11 node liveness ticker."""
+    """The node liveness ticker."""
     return nodes_mark_silent_offline()

@@ -4,13 +4,12 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import node_detail, nodes_list
+from nodes.selectors import node_detail, node_places, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
-from scheduling.views import staff_required
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
@@ -45,20 +44,16 @@ def node_list(request):
         nodes = nodes_list({name: value for name, value in filters.items() if value})
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
-    places = Node.objects.values_list("region", "zone", "rack")
     context = {
         "rows": _list_rows(nodes),
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,
         "statuses": Node.Status.values,
-        "regions": sorted({region for region, _, _ in places if region}),
-        "zones": sorted({zone for _, zone, _ in places if zone}),
-        "racks": sorted({rack for _, _, rack in places if rack}),
+        **node_places(),
         "total": Node.objects.count(),
     }
-    name = "nodes/node_list.html#node-table" if request.htmx else "nodes/node_list.html"
-    return TemplateResponse(request, name, context)
+    return render_page(request, "nodes/node_list.html", context, fragment="node-table")
 
 
 def group_diagram(groups: list[tuple[str, list[int]]], colour_of: dict[int, str]) -> dict:
@@ -178,7 +173,6 @@ def node_page(request, node_id: int):
         "topology_errors": {},
         **outcome,
     }
-    if fragment and request.htmx:
-        status = 400 if any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome) else 200
-        return TemplateResponse(request, f"nodes/node_detail.html#{fragment}", context, status=status)
-    return TemplateResponse(request, "nodes/node_detail.html", context)
+    refused = any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome)
+    return render_page(request, "nodes/node_detail.html", context, fragment=fragment,
+                       status=400 if fragment and request.htmx and refused else 200)

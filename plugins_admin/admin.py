@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import NotificationChannel, PluginChange
+from scheduling.models import PluginConfig
 
 
 @admin.register(PluginConfig)

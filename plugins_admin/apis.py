@@ -7,17 +7,11 @@ from rest_framework.views import APIView
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
-from plugins_admin.notifications import TASK_EVENTS
-from plugins_admin.selectors import notification_channels, plugin_history, plugin_listing, scheduler_plugins
-from plugins_admin.services import (
-    MAX_WEIGHT,
-    MIN_WEIGHT,
-    UnknownPlugin,
-    notification_channel_test,
-    notification_channel_update,
-    plugin_set_enabled,
-    plugin_update,
-)
+from plugins_admin.notifications.delivery import TASK_EVENTS
+from plugins_admin.notifications.selectors import notification_channels
+from plugins_admin.notifications.services import notification_channel_test, notification_channel_update
+from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
+from plugins_admin.services import MAX_WEIGHT, MIN_WEIGHT, UnknownPlugin, plugin_set_enabled, plugin_update
 
 PLUGIN_ACTIONS = {"enable": True, "disable": False}
 

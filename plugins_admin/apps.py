@@ -7,4 +7,4 @@ class PluginsAdminConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects the notification plugins to task transitions and registers their Celery task.
-        from plugins_admin import notifications  # noqa: F401
+        from plugins_admin.notifications import delivery  # noqa: F401

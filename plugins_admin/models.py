@@ -2,22 +2,6 @@ from django.conf import settings
 from django.db import models
 
 
-class PluginConfig(models.Model):
-    """The stored truth of the scheduling plugin set (SPEC §6)."""
-
-    name = models.CharField(max_length=64, unique=True)
-    enabled = models.BooleanField(default=True)
-    weight = models.PositiveIntegerField(default=1)
-    extra = models.JSONField(default=dict, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
 class PluginChange(models.Model):
     plugin = models.CharField(max_length=64, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

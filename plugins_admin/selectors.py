@@ -1,71 +1,20 @@
-"""Reads of the plugin set: the stored rows (SPEC §1 PluginConfig) merged with the registered plugins."""
+"""Reads for the plugins page and API: the plugin set as the scheduler runs it and its history."""
 
 from importlib import import_module
 from typing import Any
 
 from django.db.models import QuerySet
 
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
-from plugins_admin.notifications import TASK_EVENTS
-from scheduling.framework.registry import (
-    PluginSet,
-    PluginSetting,
-    PluginSpec,
-    Registry,
-    build_plugin_set,
-    default_registry,
-)
+from plugins_admin.models import PluginChange
+from scheduling.framework.registry import PluginSpec
+from scheduling.selectors import current_plugin_set, current_plugin_settings, plugin_specs
 
-# Why the page and the API show a switch that cannot be turned off (SPEC §6).
+# Why the page and the API show a switch that cannot be turned off.
 ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
-
-# What each built-in does, in the words of the page; custom plugins describe themselves by their docstring.
-BUILTIN_DESCRIPTIONS = {
-    "gpu-filter": "Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.",
-    "resource-filter": "Keeps nodes with enough free cards, or card memory for a fractional task.",
-    "spread": "Prefers the least used nodes, spreading load across the cluster.",
-    "binpack": "Prefers the most used nodes, packing tasks to keep whole nodes free.",
-    "nvlink": "Prefers card groups inside one NVLink domain; the task label nvlink: required makes it a filter.",
-    "topology": "Prefers the region, zone and rack a task asks for; topology: required makes them hard limits.",
-    "rdma": "Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.",
-    "preempt": "Frees cards from lower-priority preemptible tasks when nothing fits.",
-}
-
-
-def plugin_specs() -> Registry:
-    """Every registered plugin by name, built-ins first, in registry order."""
-    return default_registry()
-
-
-def default_setting(spec: PluginSpec) -> PluginSetting:
-    return PluginSetting(name=spec.name, enabled=spec.default.enabled, weight=spec.default.weight,
-                         extra=dict(spec.default.extra))
-
-
-def current_plugin_settings(registry: Registry | None = None) -> list[PluginSetting]:
-    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
-    registry = registry if registry is not None else plugin_specs()
-    rows = {row.name: row for row in PluginConfig.objects.all()}
-    settings = []
-    for spec in registry.values():
-        row = rows.get(spec.name)
-        if row is None:
-            settings.append(default_setting(spec))
-            continue
-        # A forced filter stays on whatever a row says: no path may disable it (SPEC §6).
-        settings.append(PluginSetting(name=row.name, enabled=row.enabled or spec.always_on, weight=row.weight,
-                                      extra=dict(row.extra)))
-    return settings
-
-
-def current_plugin_set() -> PluginSet:
-    """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
-    registry = plugin_specs()
-    return build_plugin_set(current_plugin_settings(registry), registry)
 
 
 def scheduler_plugins() -> dict[str, Any]:
-    """SPEC §14 `GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
+    """`GET /api/v1/scheduler/plugins`: {filters, scorers: [{name, weight}], preempt_stage}."""
     return current_plugin_set().describe()
 
 
@@ -90,17 +39,10 @@ def plugin_listing() -> list[dict[str, Any]]:
 
 
 def plugin_description(spec: PluginSpec) -> str:
-    description = (BUILTIN_DESCRIPTIONS.get(spec.name) or spec.factory.__doc__
+    description = (spec.description or spec.factory.__doc__
                    or getattr(import_module(spec.factory.__module__), "__doc__", None) or "")
     return " ".join(description.strip().split("\n\n")[0].split())
 
 
 def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
     return PluginChange.objects.select_related("actor").order_by("-at", "-id")[:limit]
-
-
-def notification_channels() -> list[NotificationChannel]:
-    """The webhook and e-mail channels, always both, in that order (a missing row reads as disabled)."""
-    rows = {channel.kind: channel for channel in NotificationChannel.objects.all()}
-    return [rows.get(kind) or NotificationChannel(kind=kind, events=list(TASK_EVENTS))
-            for kind in NotificationChannel.Kind.values]

@@ -5,26 +5,23 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.web import render_page, staff_required
 from plugins_admin.models import NotificationChannel, PluginChange
-from plugins_admin.notifications import TASK_EVENTS
-from plugins_admin.selectors import notification_channels, plugin_history, plugin_listing, scheduler_plugins
-from plugins_admin.services import (
+from plugins_admin.notifications.delivery import TASK_EVENTS
+from plugins_admin.notifications.selectors import notification_channels
+from plugins_admin.notifications.services import (
     NOTIFICATION_AUDIT_PREFIX,
-    UnknownPlugin,
     notification_channel_test,
     notification_channel_update,
-    plugin_set_enabled,
-    plugin_update,
 )
-from scheduling.framework.registry import PREEMPT_STAGES
-from tenants.selectors import is_admin
+from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
+from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
+from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 
 TEMPLATE = "plugins_admin/plugins.html"
 HISTORY_LENGTH = 20
@@ -41,21 +38,19 @@ PREEMPT_STAGE_LABELS = {
 }
 
 
-@login_required
+@staff_required
 @require_http_methods(["GET", "POST"])
 def plugins_page(request: HttpRequest) -> HttpResponse:
-    if not is_admin(request.user):
-        raise PermissionDenied("the plugins page is for admins")
     if request.method == "GET":
-        fragment = request.GET.get("fragment", "")
-        if request.htmx and fragment in REFRESHABLE_FRAGMENTS:
-            return render(request, f"{TEMPLATE}#{fragment}", _plugin_context())
-        return render(request, TEMPLATE, _page_context())
-    operation = _OPERATIONS.get(request.POST.get("op", ""))
-    if operation is None:
-        return HttpResponseBadRequest("unknown operation")
+        # A part of the page that refreshes itself asks for itself: htmx names it in the HX-Target header.
+        if request.htmx and request.htmx.target in REFRESHABLE_FRAGMENTS:
+            return render_page(request, TEMPLATE, _plugin_context(), fragment=request.htmx.target)
+        return render_page(request, TEMPLATE, _page_context())
+    handle = FORMS.get(request.POST.get("form", ""))
+    if handle is None:
+        return HttpResponseBadRequest("unknown form")
     try:
-        return operation(request)
+        return handle(request)
     except UnknownPlugin as exc:
         raise Http404(f"no plugin named {exc}") from None
 
@@ -103,14 +98,14 @@ def _plugin_change(request: HttpRequest, name: str, field: str, change: Callable
     if not request.htmx:
         messages.success(request, f"Saved {name}.")
         return redirect(request.path)
-    return render(request, f"{TEMPLATE}#plugin-update", _plugin_context(notice=name))
+    return render_page(request, TEMPLATE, _plugin_context(notice=name), fragment="plugin-update")
 
 
 def _plugin_errors(request: HttpRequest, name: str, field: str, message: str, *, submitted: str) -> HttpResponse:
     errors = {name: {field: message, "submitted": submitted}}
     if not request.htmx:
-        return render(request, TEMPLATE, _page_context(errors=errors), status=400)
-    return render(request, f"{TEMPLATE}#plugin-table", _plugin_context(errors=errors))
+        return render_page(request, TEMPLATE, _page_context(errors=errors), status=400)
+    return render_page(request, TEMPLATE, _plugin_context(errors=errors), fragment="plugin-table")
 
 
 def _channel_save(request: HttpRequest) -> HttpResponse:
@@ -125,14 +120,14 @@ def _channel_save(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         card = _channel_card(NotificationChannel(kind=kind, **submitted), errors={exc.field or "target": exc.message})
         if not request.htmx:
-            return render(request, TEMPLATE, _page_context(channel_override=card), status=400)
-        return render(request, f"{TEMPLATE}#channel-card", {"channel": card})
+            return render_page(request, TEMPLATE, _page_context(channel_override=card), status=400)
+        return render_page(request, TEMPLATE, {"channel": card}, fragment="channel-card")
     if not request.htmx:
         messages.success(request, f"Saved the {kind} channel.")
         return redirect(request.path)
     saved = next(channel for channel in notification_channels() if channel.kind == kind)
-    return render(request, f"{TEMPLATE}#channel-update",
-                  {"channel": _channel_card(saved, saved_note=True), "history": _history_rows()})
+    context = {"channel": _channel_card(saved, saved_note=True), "history": _history_rows()}
+    return render_page(request, TEMPLATE, context, fragment="channel-update")
 
 
 def _channel_test(request: HttpRequest) -> HttpResponse:
@@ -145,10 +140,10 @@ def _channel_test(request: HttpRequest) -> HttpResponse:
     if not request.htmx:
         (messages.success if outcome["ok"] else messages.error)(request, f"Test via {kind}: {outcome['detail']}")
         return redirect(request.path)
-    return render(request, f"{TEMPLATE}#test-result", {"kind": kind, "test": outcome})
+    return render_page(request, TEMPLATE, {"kind": kind, "test": outcome}, fragment="test-result")
 
 
-_OPERATIONS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
     "preempt-stage": _preempt_stage,

@@ -1,10 +1,12 @@
 """The scheduling cycle (SPEC §4): take up to 200 pending tasks, place each one, record what happened.
 
 Per cycle: the plugin set is read from the database (so every instance applies a change at its next cycle), the
-cluster snapshot is built once, and each task goes admission → framework → bind; a successful bind updates the
-in-memory snapshot so the next task of the cycle sees it. Binds are committed BIND_BATCH at a time
-(`bind_batch`, one transaction each): a task's placement goes into the snapshot as soon as it is decided, and a
-placement the live re-check refuses is taken back (its node re-read) and the task tries again on its own path.
+cluster snapshot (nodes, share groups, tenant quotas) is built once, waiting gangs are planned and bound whole,
+then every other task goes through the framework's extension points (`Framework`, which runs each of them):
+PreFilter → Filter → PostFilter when nothing fits (preemption) → Score → Reserve → Permit. A placement is applied
+to the snapshot at once, so the next task sees it, and joins the batch that Bind commits BIND_BATCH at a time
+(the bind pipeline, `scheduling.bind`, one transaction per batch). A placement the live re-check refuses is taken
+back (its node re-read) and its task goes back to the framework, which decides again over the refreshed node.
 Several instances may run cycles at once: they take disjoint windows of the queue through the shared scan cursor,
 and the bind's compare-and-swap settles any overlap.
 """
@@ -13,23 +15,28 @@ import gc
 import logging
 import random
 import time
-from dataclasses import dataclass, replace
+from collections import deque
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from plugins_admin.selectors import current_plugin_set
-from scheduling import immediate_queue, lifecycle, preemption, quotas
-from scheduling.bind import Placement, bind_batch, bind_task
+from scheduling import immediate_queue, lifecycle
+from scheduling.bind import BindOutcome, Placement, bind_batch
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
-from scheduling.framework.registry import PluginSetting, build_plugin_set
+from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.framework.status import Code, Status
 from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
 from scheduling.models import CycleRecord, ScanCursor, Task
+from scheduling.plugins import build_plugin_set
+from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
+from scheduling.quotas import load_tenant_quotas
+from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
 
@@ -40,10 +47,8 @@ CURSOR_NAME = "main"
 # Freshly created tasks go first, but never take more than half a cycle: the cursor's walk to the tail of the
 # queue must keep moving even while tasks are created faster than they can be placed.
 IMMEDIATE_SHARE = 0.5
-# Only these failures can be cured by evicting lower-priority work (SPEC §9).
-PREEMPTION_TRIGGERS = frozenset({reasons.NO_SCHEDULABLE_NODES, reasons.INSUFFICIENT_RESOURCES})
-# Nodes one task tries to bind to before it waits for the next cycle (the framework's choice and runners-up).
-BIND_TRIES = 3
+# Binds one task may have refused in a cycle before it waits for the next one (the first choice, then runners-up).
+BIND_TRIES = 4
 # Placements committed per bind transaction: one transaction's three round trips instead of three per task.
 BIND_BATCH = 200
 _QUEUE_ORDER = ("-priority", "created_at", "id")
@@ -73,35 +78,21 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
     bound = failed = preempting = 0
     if tasks:
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
-        config = SchedulerConfig.from_settings()
-        framework = Framework(plugin_set, config)
+        framework = Framework(plugin_set, SchedulerConfig.from_settings())
         snapshot = build_snapshot()
+        snapshot.quotas = load_tenant_quotas()
         # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
         # full collections walking the snapshot cost more than scheduling itself on a large cluster.
         gc.freeze()
         try:
-            usage = quotas.QuotaUsage.load()
             attempts = AttemptBatch()
-            pool = CandidatePool()
-            overloaded: set[int] = set()
-            # Gangs bind all-or-nothing on their own path (SPEC §10); their members never go through bind_task
-            # alone.
+            # Gangs bind all-or-nothing on their own (SPEC §10); their members are never placed alone.
             gangs = gang_group_ids({task.group_id for task in tasks if task.group_id})
-            for gang in schedule_pending_groups(snapshot, framework, rng, usage=usage):
+            for gang in schedule_pending_groups(snapshot, framework, rng):
                 bound += len(gang.bound_task_ids)
                 failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-            batch = _BindBatch(framework, snapshot, usage, attempts, rng, overloaded, pool)
-            outcomes = []
-            for task in tasks:
-                if task.group_id in gangs:
-                    continue
-                outcome = batch.decide(task)
-                if outcome is not None:
-                    outcomes.append(outcome)
-                elif len(batch) >= BIND_BATCH:
-                    outcomes.extend(batch.commit())
-            outcomes.extend(batch.commit())
-            for outcome in outcomes:
+            placer = _Placer(framework, snapshot, attempts, rng)
+            for outcome in placer.place([task for task in tasks if task.group_id not in gangs]):
                 bound += outcome == reasons.SCHEDULED
                 preempting += outcome == reasons.PREEMPTION_PENDING
                 failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
@@ -118,82 +109,98 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
     return replace(result, cycle_id=cycle_id)
 
 
-def check_admission(task: TaskInfo, usage: quotas.QuotaUsage):
-    """The admission seam before placement: tenant GPU quotas (SPEC §1). A Status means the task waits."""
-    return quotas.check_admission(task, usage)
+@dataclass
+class _Try:
+    """A task on its way through the cycle, with the binds refused for it so far."""
 
-
-def try_preemption(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, framework: Framework,
-                   pool: CandidatePool):
-    """The preemption seam (SPEC §9), after a NoSchedulableNodes / InsufficientResources attempt.
-
-    Returns the preemption module's outcome (its `code` is the attempt code, PreemptionPending when victims are
-    now being evicted) or None when preemption has nothing to offer. `pool` is the cycle's view of the active
-    tasks, read on first need.
-    """
-    return preemption.try_preemption(task, result, snapshot, framework.plugin_set, pool=pool, framework=framework)
+    task: TaskInfo
+    refused: list[BindOutcome] = field(default_factory=list)
+    refused_on: set[int] = field(default_factory=set)
 
 
 @dataclass
 class _Decided:
-    task: TaskInfo
+    attempt: _Try
     result: ScheduleResult
     placement: Placement
 
 
-class _BindBatch:
-    """The cycle's placements waiting for their bind transaction, already applied to the snapshot (and the quota
-    usage) so that the tasks decided after them see them."""
+class _Placer:
+    """Takes each task through the framework and commits the placements in batches (module docstring)."""
 
-    def __init__(self, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
-                 attempts: AttemptBatch, rng: random.Random, overloaded: set[int], pool: CandidatePool) -> None:
-        self.framework, self.snapshot, self.usage, self.attempts = framework, snapshot, usage, attempts
-        self.rng, self.overloaded, self.pool = rng, overloaded, pool
-        self.decided: list[_Decided] = []
+    def __init__(self, framework: Framework, snapshot: ClusterSnapshot, attempts: AttemptBatch,
+                 rng: random.Random) -> None:
+        self.framework, self.snapshot, self.attempts, self.rng = framework, snapshot, attempts, rng
+        self.pool = CandidatePool()
+        self.preemption = PreemptionHandle(framework, self.pool)
+        # Nodes a bind found over a CPU or memory threshold: skipped for the rest of the cycle (the filters leave
+        # node load to bind, SPEC §6).
+        self.overloaded: set[int] = set()
 
-    def __len__(self) -> int:
-        return len(self.decided)
+    def place(self, tasks: list[TaskInfo]) -> list[str]:
+        """Every task's attempt code, in the order the attempts ended."""
+        codes: list[str] = []
+        queue = deque(_Try(task) for task in tasks)
+        while queue:
+            batch: list[_Decided] = []
+            while queue and len(batch) < BIND_BATCH:
+                decided = self._decide(queue.popleft())
+                if isinstance(decided, str):
+                    codes.append(decided)
+                else:
+                    batch.append(decided)
+            # Refused placements go back to the framework first, before the rest of the queue.
+            queue.extendleft(reversed(self._commit(batch, codes)))
+        return codes
 
-    def decide(self, task: TaskInfo) -> str | None:
-        """Admission and the framework for `task`: None when its placement joined the batch, else the attempt
-        code (the attempt is recorded)."""
-        refusal = check_admission(task, self.usage)
-        if refusal is not None:
-            self.attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
-            return reasons.QUOTA_EXCEEDED
+    def _decide(self, attempt: _Try) -> _Decided | str:
+        """The framework's placement for the task (applied to the snapshot), or the code its attempt ended with
+        (the attempt is recorded)."""
+        task = attempt.task
         result = self.framework.schedule(task, self.snapshot, self.rng)
+        if result.pre_filtered:
+            self.attempts.add(task.id, result.code, result.message)
+            return result.code
         if result.node is None:
-            return _record_unplaced(task, result, self.snapshot, self.framework, self.attempts, self.pool)
-        node = next(_bind_candidates(result, self.snapshot, self.overloaded), None)
+            return self._unplaced(task, result)
+        node = None
+        if len(attempt.refused) < BIND_TRIES:
+            node = next(_bind_candidates(result, self.snapshot, self.overloaded | attempt.refused_on), None)
         if node is None:
-            return _record_overloaded(task, result, self.attempts)
-        cards = self.framework.select_cards(task, node, tenancy=self.snapshot.tenancy)
+            return self._not_bound(attempt, result)
+        cards = self.framework.reserve(task, node, self.snapshot.tenancy)
+        permit = self.framework.permit([(task, node, cards)], tenancy=self.snapshot.tenancy)
+        if not permit.is_success:
+            nodes, extra = attempt_nodes(result)
+            code = permit.attempt_code or reasons.NO_SCHEDULABLE_NODES
+            self.attempts.add(task.id, code, f"{result.message} Not permitted: {permit.reason}", nodes, extra)
+            return code
         apply_bind(self.snapshot, task, node, cards)
-        self.usage.record_bind(task)
-        self.decided.append(_Decided(task, result, Placement(task, node, cards)))
-        return None
+        return _Decided(attempt, result, Placement(task, node, cards))
 
-    def commit(self) -> list[str]:
-        """Bind the batch in one transaction; the attempt codes of its tasks. A refused task gets its placement
-        taken back and goes through `_place` (the runners-up) after the batch."""
-        decided, self.decided = self.decided, []
-        if not decided:
+    def _commit(self, batch: list[_Decided], codes: list[str]) -> list[_Try]:
+        """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
+        if not batch:
             return []
-        outcomes = bind_batch([entry.placement for entry in decided], config=self.framework.config,
-                              tenancy=self.snapshot.tenancy)
-        codes, retries, stale = [], [], set()
-        for entry, bind in zip(decided, outcomes):
-            node = entry.placement.node
+        config, tenancy = self.framework.config, self.snapshot.tenancy
+        outcomes = self.framework.bind(
+            [entry.placement for entry in batch], tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
+            default_binder=lambda placements: bind_batch(placements, config=config, tenancy=tenancy,
+                                                         reserve=self.framework.reserve),
+        )
+        retries, stale = [], set()
+        for entry, bind in zip(batch, outcomes):
+            task, node = entry.placement.task, entry.placement.node
             if bind.bound:
-                self.pool.record_bind(entry.task, node_id=node.id, cards=bind.cards, shard=bind.shard)
+                self.pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
                 nodes, extra = attempt_nodes(entry.result)
-                self.attempts.add(entry.task.id, reasons.SCHEDULED, entry.result.message, nodes,
+                self.attempts.add(task.id, reasons.SCHEDULED, entry.result.message, nodes,
                                   {**extra, "bound": bind.message})
                 codes.append(reasons.SCHEDULED)
                 continue
-            self.usage.forget_bind(entry.task)
+            self.snapshot.quotas.forget_bind(task)
             stale.add(node.id)
             if bind.node_overloaded:
                 self.overloaded.add(node.id)
@@ -202,91 +209,55 @@ class _BindBatch:
                 self.attempts.count(reasons.BIND_CONFLICT)
                 codes.append(reasons.BIND_CONFLICT)
             else:
-                retries.append(entry.task)
+                entry.attempt.refused.append(bind)
+                entry.attempt.refused_on.add(node.id)
+                retries.append(entry.attempt)
         # Re-read after the commit: the node then holds exactly what this batch and everyone else bound there.
         for node_id in sorted(stale):
             refresh_node(self.snapshot, node_id)
-        codes.extend(_place(task, self.framework, self.snapshot, self.usage, self.attempts, self.rng,
-                            self.overloaded, self.pool) for task in retries)
-        return codes
+        return retries
+
+    def _unplaced(self, task: TaskInfo, result: ScheduleResult) -> str:
+        """No feasible node: PostFilter (preemption) when it can help, and the attempt either way."""
+        outcome = self.framework.post_filter(task, result, self.snapshot, handle=self.preemption)
+        nodes, extra = attempt_nodes(result)
+        if outcome is not None:
+            self.attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
+            return outcome.code
+        self.attempts.add(task.id, result.code, result.message, nodes, extra)
+        return result.code
+
+    def _not_bound(self, attempt: _Try, result: ScheduleResult) -> str:
+        """Feasible nodes, none left to bind to: the binds refused, or every candidate over a load threshold."""
+        nodes, extra = attempt_nodes(result)
+        if attempt.refused:
+            last = attempt.refused[-1]
+            message = f"{result.message} Bind refused: " + "; ".join(bind.message for bind in attempt.refused)
+            self.attempts.add(attempt.task.id, last.code, message, nodes, extra)
+            return last.code
+        code = reasons.LOAD_THRESHOLD_EXCEEDED
+        self.attempts.add(attempt.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
+                          nodes, extra)
+        return code
 
 
-def _record_unplaced(task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, framework: Framework,
-                     attempts: AttemptBatch, pool: CandidatePool) -> str:
-    """No feasible node: preemption when it can help, and the attempt either way; returns the attempt code."""
-    outcome = try_preemption(task, result, snapshot, framework, pool) \
-        if result.code in PREEMPTION_TRIGGERS else None
-    nodes, extra = attempt_nodes(result)
-    if outcome is not None:
-        attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
-        return outcome.code
-    attempts.add(task.id, result.code, result.message, nodes, extra)
-    return result.code
+def _plugin_bind_outcome(placement: Placement, status: Status) -> BindOutcome:
+    """What a Bind plugin's own answer means for the cycle: bound by the plugin, or refused with its reason."""
+    if status.code == Code.SUCCESS:
+        return BindOutcome(code=reasons.SCHEDULED, message=f"bound to {placement.node.name} by {status.plugin}",
+                           cards=tuple(placement.cards))
+    return BindOutcome(code=status.attempt_code or reasons.NO_SCHEDULABLE_NODES,
+                       message=f"{status.plugin}: {status.reason}")
 
 
-def _record_overloaded(task: TaskInfo, result: ScheduleResult, attempts: AttemptBatch) -> str:
-    nodes, extra = attempt_nodes(result)
-    code = reasons.LOAD_THRESHOLD_EXCEEDED
-    attempts.add(task.id, code, f"{result.message} Every feasible node is over a load threshold.", nodes, extra)
-    return code
-
-
-def _place(task: TaskInfo, framework: Framework, snapshot: ClusterSnapshot, usage: quotas.QuotaUsage,
-           attempts: AttemptBatch, rng: random.Random, overloaded: set[int], pool: CandidatePool) -> str:
-    """One task through admission, the framework and bind; returns the attempt code."""
-    refusal = check_admission(task, usage)
-    if refusal is not None:
-        attempts.add(task.id, reasons.QUOTA_EXCEEDED, refusal.reason)
-        return reasons.QUOTA_EXCEEDED
-    result = framework.schedule(task, snapshot, rng)
-    if result.node is None:
-        return _record_unplaced(task, result, snapshot, framework, attempts, pool)
-    refusals = []
-    for node in _bind_candidates(result, snapshot, overloaded):
-        cards = framework.select_cards(task, node, tenancy=snapshot.tenancy)
-        bind = bind_task(task, node, cards, config=framework.config, tenancy=snapshot.tenancy)
-        if bind.conflict:
-            # Another instance placed the task; its attempt is the one to keep.
-            attempts.count(reasons.BIND_CONFLICT)
-            return reasons.BIND_CONFLICT
-        if bind.bound:
-            apply_bind(snapshot, task, node, list(bind.cards))
-            usage.record_bind(task)
-            pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
-            nodes, extra = attempt_nodes(result)
-            attempts.add(task.id, reasons.SCHEDULED, result.message, nodes, {**extra, "bound": bind.message})
-            return reasons.SCHEDULED
-        refusals.append(bind)
-        if bind.node_overloaded:
-            overloaded.add(node.id)
-        else:
-            # Live data disagreed with the snapshot: refresh the node so later tasks of the cycle judge it right.
-            refresh_node(snapshot, node.id)
-    if not refusals:
-        return _record_overloaded(task, result, attempts)
-    nodes, extra = attempt_nodes(result)
-    last = refusals[-1]
-    attempts.add(task.id, last.code,
-                 f"{result.message} Bind refused: " + "; ".join(refusal.message for refusal in refusals), nodes, extra)
-    return last.code
-
-
-def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, overloaded: set[int]):
-    """The framework's choice, then the next best feasible nodes, skipping nodes found over a load threshold
-    this cycle (the filters leave CPU and memory load to bind, SPEC §6), at most BIND_TRIES of them."""
-    tries = 0
-    if result.node.id not in overloaded:
-        tries += 1
+def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped: set[int]):
+    """The framework's choice, then the next best feasible nodes, leaving out `skipped` (nodes over a load
+    threshold, nodes that already refused this task)."""
+    if result.node.id not in skipped:
         yield result.node
-    if tries == BIND_TRIES:
-        return
     for node_id, _total in sorted(result.totals.items(), key=lambda item: -item[1]):
-        if node_id == result.node.id or node_id in overloaded:
-            continue
-        tries += 1
-        yield snapshot.node(node_id)
-        if tries == BIND_TRIES:
-            return
+        if node_id != result.node.id and node_id not in skipped:
+            yield snapshot.node(node_id)
 
 
 def take_pending_tasks(limit: int = CYCLE_LIMIT) -> list[TaskInfo]:

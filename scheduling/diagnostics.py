@@ -13,8 +13,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from nodes.models import Node
 from scheduling.framework.snapshot import ClusterSnapshot
+from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
 
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
@@ -22,7 +22,6 @@ FRAGMENTATION_SIZES = (1, 2, 4, 8)
 # reason. Even as bare names, 5,000 nodes for each of 200 tasks a cycle are ~9 MB per cycle: measured at 5,000
 # nodes, keeping 1,000 names cut the cycle rate by a fifth against keeping 200.
 FILTERED_NODES_KEPT = 200
-_AVAILABLE_NODE_STATES = (Node.Status.ONLINE.value, Node.Status.BUSY.value)
 
 # Attempts of tasks deleted meanwhile are dropped by the join rather than failing the whole batch.
 # The batch travels as one JSON document: a single text parameter is far cheaper to send than arrays of JSON.
@@ -136,7 +135,7 @@ def _server_has_lz4(cursor) -> bool:
 def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
     """Free cards on available nodes vs the cards a k-card task could use: Σ over nodes of ⌊free/k⌋·k."""
     free_per_node = [_free_cards(node) for node in snapshot.nodes
-                     if node.status in _AVAILABLE_NODE_STATES and node.schedulable]
+                     if node.status in AVAILABLE_STATUSES and node.schedulable]
     return {
         "free_cards": sum(free_per_node),
         "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},

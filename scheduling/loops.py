@@ -1,4 +1,5 @@
-"""The housekeeping tickers of SPEC §11: backlog recovery, task timeouts, training wake-up."""
+"""The housekeeping tickers: backlog recovery, task timeouts, training wake-up (docs/scheduling.md, Nodes and the
+other loops)."""
 
 import logging
 from datetime import datetime, timedelta

@@ -191,3 +191,24 @@ class ScanCursor(models.Model):
     priority = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
     task_id = models.BigIntegerField(null=True, blank=True)
+
+
+class PluginConfig(models.Model):
+    """The stored plugin set: one row per plugin the admin changed; a plugin without a row runs with its defaults.
+
+    The scheduler reads it (scheduling.selectors.current_plugin_set); plugins_admin writes it and keeps its audit.
+    The table keeps the name it had when plugins_admin owned the model.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    enabled = models.BooleanField(default=True)
+    weight = models.PositiveIntegerField(default=1)
+    extra = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "plugins_admin_pluginconfig"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

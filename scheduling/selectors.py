@@ -1,15 +1,145 @@
-from django.db.models import QuerySet
+"""Reads: the tasks and groups a user may see, which tasks hold a node's cards, what a node's agent must do, and
+the plugin set the scheduler runs with."""
 
-from scheduling.models import Task
-from tenants.selectors import is_admin, tenant_of
+from django.db.models import Count, QuerySet
+
+from heteroflow_site.permissions import is_admin
+from nodes.models import Node
+from scheduling import lifecycle
+from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
+from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup
+from scheduling.plugins import default_registry
+from tenants.selectors import tenant_of
+
+RECENT_CYCLES = 10
+NO_ATTEMPT = "not attempted yet"
+
+
+def _visible_to(rows: QuerySet, user) -> QuerySet:
+    """Admins see every row; a tenant user only its tenant's; anyone else nothing."""
+    if is_admin(user):
+        return rows
+    tenant = tenant_of(user)
+    return rows.filter(tenant=tenant) if tenant else rows.none()
 
 
 def tasks_visible_to(user) -> QuerySet[Task]:
-    """Admins see every task; a tenant user only its tenant's; anyone else nothing."""
-    tasks = Task.objects.select_related("tenant", "node", "attempt")
-    if is_admin(user):
-        return tasks
-    tenant = tenant_of(user)
-    if tenant is None:
-        return tasks.none()
-    return tasks.filter(tenant=tenant)
+    return _visible_to(Task.objects.select_related("tenant", "node", "attempt"), user)
+
+
+def groups_visible_to(user) -> QuerySet[TaskGroup]:
+    return _visible_to(TaskGroup.objects.select_related("tenant"), user)
+
+
+def group_members(group: TaskGroup) -> list[Task]:
+    """A group's member tasks by rank, with their nodes."""
+    return list(group.members.select_related("node").order_by("rank", "id"))
+
+
+def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
+    """The given tasks as they are now, in id order; with `tenant_id` only that tenant's."""
+    tasks = Task.objects.select_related("tenant", "node").filter(id__in=list(task_ids)).order_by("id")
+    return tasks.filter(tenant_id=tenant_id) if tenant_id is not None else tasks
+
+
+def pending_queue(*, limit: int) -> QuerySet[Task]:
+    """The head of the pending queue, in the order the scheduler takes it."""
+    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
+            .order_by("-priority", "created_at", "id")[:limit])
+
+
+def pending_by_code(tasks: QuerySet[Task]) -> list[dict]:
+    """How many of `tasks` wait, by the code of their last attempt."""
+    rows = (
+        tasks.filter(status=lifecycle.PENDING).values("attempt__code").annotate(n=Count("id")).order_by("-n")
+    )
+    return [{"code": row["attempt__code"] or NO_ATTEMPT, "count": row["n"]} for row in rows]
+
+
+def recent_cycles(limit: int = RECENT_CYCLES) -> QuerySet[CycleRecord]:
+    return CycleRecord.objects.all()[:limit]
+
+
+def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[int, list[dict]]:
+    """{card index: the active tasks holding it}, for the node page and API; with `tenant_id` only that tenant's."""
+    active = Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant").order_by("id")
+    if tenant_id is not None:
+        active = active.filter(tenant_id=tenant_id)
+    tasks_by_card: dict[int, list[dict]] = {}
+    for task in active:
+        entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
+                 "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
+                 "fractional": task.is_fractional}
+        for index in _cards_held(task):
+            tasks_by_card.setdefault(index, []).append(entry)
+    return tasks_by_card
+
+
+def _cards_held(task: Task) -> list[int]:
+    if task.gpus:
+        return list(task.gpus)
+    if task.shard and task.shard.get("card") is not None:
+        return [task.shard["card"]]
+    return []
+
+
+def agent_work(node: Node) -> dict:
+    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones."""
+    to_start = Task.objects.filter(node=node, status=lifecycle.SCHEDULED).order_by("-priority", "created_at", "id")
+    to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
+    return {
+        "start": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "image": task.image,
+                "command": task.command,
+                "type": task.type,
+                "gpu_type": task.gpu_type,
+                "gpus": list(task.gpus),
+                "port": task.port,
+                "env": _container_env(task),
+                "labels": task.labels,
+                "priority": task.priority,
+            }
+            for task in to_start
+        ],
+        "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
+    }
+
+
+def _container_env(task: Task) -> dict[str, str]:
+    shard_env = (task.shard or {}).get("env") or {}
+    return {**task.env, **{key: str(value) for key, value in shard_env.items()}}
+
+
+def plugin_specs() -> Registry:
+    """Every registered plugin by name, built-ins first, in registry order."""
+    return default_registry()
+
+
+def default_setting(spec: PluginSpec) -> PluginSetting:
+    return PluginSetting(name=spec.name, enabled=spec.default.enabled, weight=spec.default.weight,
+                         extra=dict(spec.default.extra))
+
+
+def current_plugin_settings(registry: Registry | None = None) -> list[PluginSetting]:
+    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
+    registry = registry if registry is not None else plugin_specs()
+    rows = {row.name: row for row in PluginConfig.objects.all()}
+    settings = []
+    for spec in registry.values():
+        row = rows.get(spec.name)
+        if row is None:
+            settings.append(default_setting(spec))
+            continue
+        # A forced filter stays on whatever a row says: no path may disable it.
+        settings.append(PluginSetting(name=row.name, enabled=row.enabled or spec.always_on, weight=row.weight,
+                                      extra=dict(row.extra)))
+    return settings
+
+
+def current_plugin_set() -> PluginSet:
+    """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
+    registry = plugin_specs()
+    return build_plugin_set(current_plugin_settings(registry), registry)

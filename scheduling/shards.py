@@ -11,11 +11,8 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from nodes.models import GPU, Node
+from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
-from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task
-from scheduling.sharing import may_share
 from scheduling.snapshot_builder import build_tenancy
 
 NAME = "shard"
@@ -82,19 +79,11 @@ def shard_env(*, vendor: str, card_index: int, memory_limit_mb: int, compute_per
     return env
 
 
-def shard_occupancy(node_id: int) -> dict[int, dict[str, Any]]:
-    """What the node's active tasks hold, per card index, from the database (one query).
-
-    Each entry: `memory_mb` and `compute_percent` summed over shards, `shards` (how many), `whole_card` (a whole-card
-    task holds it) and `tenants` (ids of every occupant's tenant).
-    """
-    rows = Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).values_list("tenant_id", "gpus", "shard")
-    return occupancy_of(rows)
-
-
 def occupancy_of(placements: Iterable[tuple[int, list[int] | None, dict[str, Any] | None]]
                  ) -> dict[int, dict[str, Any]]:
-    """`shard_occupancy` from (tenant_id, gpus, shard) of a node's active tasks already read."""
+    """What a node's active tasks hold, per card index, from their (tenant_id, gpus, shard): `memory_mb` and
+    `compute_percent` summed over shards, `shards` (how many), `whole_card` (a whole-card task holds it) and
+    `tenants` (ids of every occupant's tenant)."""
     occupancy: dict[int, dict[str, Any]] = {}
 
     def entry(card_index: int) -> dict[str, Any]:
@@ -117,34 +106,14 @@ def occupancy_of(placements: Iterable[tuple[int, list[int] | None, dict[str, Any
     return occupancy
 
 
-def allocate_shard(*, task, node, card) -> dict[str, Any]:
-    """Make the shard of fractional `task` on `card` (an index or a card object) of `node`, against live data.
-
-    Call inside the transaction that persists `task.shard`: the node row lock taken here makes concurrent binds
-    on one node see each other's shards, so memory and compute are never overcommitted and tenants that may not
-    share never meet on a card (SPEC §8, fail closed). Raises ShardAllocationError when the card cannot hold it.
-    """
-    node_id = getattr(node, "id", node)
-    card_index = getattr(card, "index", card)
-    node_gpu_type = Node.objects.select_for_update().filter(id=node_id).values_list("gpu_type", flat=True).first()
-    gpu = (
-        GPU.objects.filter(node_id=node_id, index=card_index)
-        .values("type", "model", "memory_total_mb", "memory_used_mb")
-        .first()
-    )
-    if node_gpu_type is None or gpu is None:
-        raise ShardAllocationError(f"card {card_index} is not on node {node_id}")
-    return shard_on_card(task=task, card_index=card_index, vendor=gpu["type"] or node_gpu_type, model=gpu["model"],
-                         memory_total_mb=gpu["memory_total_mb"], memory_used_mb=gpu["memory_used_mb"],
-                         held=shard_occupancy(node_id).get(card_index))
-
-
 def shard_on_card(*, task, card_index: int, vendor: str, model: str, memory_total_mb: int, memory_used_mb: int,
                   held: dict[str, Any] | None, tenancy: TenancyView | None = None,
                   config: SchedulerConfig | None = None) -> dict[str, Any]:
-    """`allocate_shard` over live figures its caller has already read under the node row lock: the card's
-    vendor, model and memory, what the node's active tasks hold on it (`occupancy_of`), and the share groups
-    (`tenancy`; None reads them now)."""
+    """The shard of fractional `task` on card `card_index`, over live figures its caller read under the node row
+    lock (so concurrent binds on one node see each other's shards: memory and compute are never overcommitted and
+    tenants that may not share never meet on a card, SPEC §8, fail closed): the card's vendor, model and memory,
+    what the node's active tasks hold on it (`occupancy_of`), and the share groups (`tenancy`; None reads them
+    now). Raises ShardAllocationError when the card cannot hold it."""
     if held is not None:
         _check_may_join(task.tenant_id, held, tenancy)
     in_use = max(memory_used_mb, held["memory_mb"] if held else 0)

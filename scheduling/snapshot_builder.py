@@ -99,35 +99,42 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
     # Positional construction (the field lists above follow the dataclasses' field order, checked at import):
     # a 5,000-node cluster has some 20,000 cards and this runs every cycle.
     nodes: dict[int, NodeInfo] = {}
+    cards_of: dict[int, dict[int, CardInfo]] = {}
     for row in node_rows:
         node = NodeInfo(*row)
         if node.labels is None:
             node.labels = {}
         nodes[node.id] = node
-    cards: dict[tuple[int, int], CardInfo] = {}
+        cards_of[node.id] = {}
     for row in card_rows:
         node = nodes.get(row[0])
         if node is None:
             continue
         card = CardInfo(*row[1:])
         node.cards.append(card)
-        cards[row[0], card.index] = card
+        cards_of[row[0]][card.index] = card
     for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb in placement_rows:
         node = nodes.get(node_id)
-        if node is None:
-            continue
-        if task_type == TaskType.INFERENCE:
-            node.inference_tasks += 1
-        if shard:
-            card = cards.get((node_id, shard.get("card")))
-            if card is not None:
-                card.shard_tasks += 1
-                card.shard_memory_mb += int(shard.get("memory_limit_mb") or gpu_memory_mb)
-                card.occupant_tenants.add(tenant_id)
-            continue
-        for index in gpus or ():
-            card = cards.get((node_id, index))
-            if card is not None:
-                card.whole_card_tasks += 1
-                card.occupant_tenants.add(tenant_id)
+        if node is not None:
+            occupy(node, cards_of[node_id], tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
+                   gpu_memory_mb=gpu_memory_mb)
     return list(nodes.values())
+
+
+def occupy(node: NodeInfo, cards: dict[int, CardInfo], *, tenant_id: int, task_type: str, gpus: list[int] | None,
+           shard: dict | None, gpu_memory_mb: int) -> None:
+    """Count one active task on `node` (its `cards` by index): the snapshot's and bind's live reads alike."""
+    if task_type == TaskType.INFERENCE:
+        node.inference_tasks += 1
+    if shard:
+        card = cards.get(shard.get("card"))
+        if card is not None:
+            card.shard_tasks += 1
+            card.shard_memory_mb += int(shard.get("memory_limit_mb") or gpu_memory_mb)
+            card.occupant_tenants.add(tenant_id)
+        return
+    for index in gpus or ():
+        card = cards.get(index)
+        if card is not None:
+            card.whole_card_tasks += 1
+            card.occupant_tenants.add(tenant_id)

@@ -25,7 +25,7 @@ class Tenant(models.Model):
 
 
 class ShareGroup(models.Model):
-    """Tenants in one group may share a physical GPU (SPEC §8); everything else is isolated."""
+    """Tenants in one group may share a physical GPU (docs/scheduling.md, Filter); everything else is isolated."""
 
     name = models.CharField(max_length=100, unique=True)
     tenants = models.ManyToManyField(Tenant, related_name="share_groups", blank=True)

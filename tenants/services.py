@@ -3,14 +3,8 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.sentinels import KEEP, Keep
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
-
-
-class _Unset:
-    """Marks a keyword the caller left out, so that None can mean "unlimited"."""
-
-
-UNSET = _Unset()
 
 
 def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tenant.Status.ACTIVE, actor=None) -> Tenant:
@@ -51,16 +45,16 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
 
 
 def tenant_update(
-    *, tenant_id: int, status: str | _Unset = UNSET, gpu_quota: int | None | _Unset = UNSET, actor=None
+    *, tenant_id: int, status: str | Keep = KEEP, gpu_quota: int | None | Keep = KEEP, actor=None
 ) -> Tenant:
     """Change a tenant's `status` and/or `gpu_quota` (None = unlimited); the audit row holds before and after.
 
     A new quota governs the next scheduling attempt; tasks already placed keep running.
     """
-    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not UNSET}
+    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not KEEP}
     if "status" in changes and status not in Tenant.Status.values:
         raise DomainError(f"status must be one of {', '.join(Tenant.Status.values)}", field="status")
-    if gpu_quota is not UNSET and gpu_quota is not None and gpu_quota < 0:
+    if gpu_quota is not KEEP and gpu_quota is not None and gpu_quota < 0:
         raise DomainError("gpu_quota must be 0 or more, or null for unlimited", field="gpu_quota")
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(id=tenant_id)

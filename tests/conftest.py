@@ -7,6 +7,8 @@ from scheduling import immediate_queue
 from tenants.models import Tenant
 from tenants.services import tenant_user_create
 
+pytest_plugins = ["tests.web_clients"]
+
 
 @pytest.fixture(autouse=True)
 def _empty_immediate_queue(request):

@@ -1,6 +1,6 @@
 """The node agent loop: heartbeat, fetch work, claim and start tasks, stop tasks, report exits.
 
-Expected JSON shapes (SPEC §14):
+Expected JSON shapes (the agent routes of /api/schema/docs/):
 
 - ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels}``
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],

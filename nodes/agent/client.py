@@ -1,4 +1,4 @@
-"""HTTP client for the agent routes of the control plane (SPEC §14).
+"""HTTP client for the agent routes of the control plane.
 
 Every call retries with exponential backoff while the server is unreachable or answers 5xx, because a control
 plane restart must not make agents drop heartbeats or task reports. Other error statuses are not retried.

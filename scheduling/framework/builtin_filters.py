@@ -1,15 +1,19 @@
-"""The built-in filter chain every task passes before the plugin filters (SPEC §4 step 1), in order:
-availability → tenant → resource pre-filter → affinity and cross-tenant constraints.
+"""The built-in plugins every task meets whatever the plugin set: the quota PreFilter (SPEC §1), the filter chain
+every task passes before the plugin filters (SPEC §4 step 1) — availability → tenant → resource pre-filter →
+affinity and cross-tenant constraints — and the gang Permit (SPEC §10).
 
 The resource pre-filter is deliberately coarse (node ledger and empty-card capacity); the per-card truth is the
 resource-filter plugin's. The cross-tenant card boundary needs card occupancy, so it lives there too (§8).
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from scheduling.framework import reasons
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
-from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.status import Code, Status
 from scheduling.framework.table import NO_CODE, NodeTable
 
 INFERENCE = "inference"
@@ -36,6 +40,7 @@ class TenantFilter(RowPlugin):
 class ResourcePreFilter(RowPlugin):
     name = "resource-prefilter"
     reasons = (reasons.INSUFFICIENT_GPU, reasons.INSUFFICIENT_GPU_MEMORY, reasons.INFERENCE_LIMIT)
+    resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
@@ -70,4 +75,32 @@ class AffinityFilter(RowPlugin):
         return codes
 
 
+class QuotaPreFilter:
+    """A task whose tenant has no GPU quota left waits, whatever the nodes. Unresolvable: preempting other
+    tenants' work frees nothing of this tenant's quota (SPEC §9)."""
+
+    name = "quota"
+
+    def pre_filter(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
+        refusal = snapshot.quotas.refusal(task.tenant_id, task.gpu_required)
+        if refusal is None:
+            return Status(plugin=self.name)
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (refusal,), self.name,
+                      attempt_code=reasons.QUOTA_EXCEEDED)
+
+
+class GangPermit:
+    """A gang binds whole or not at all (SPEC §10): its batch is permitted only with a placement per member."""
+
+    name = "gang"
+
+    def permit(self, state: CycleState, placements: Sequence[tuple[TaskInfo, NodeInfo, list[int]]],
+               world_size: int) -> Status:
+        if len(placements) == world_size:
+            return Status(plugin=self.name)
+        return Status.unschedulable(f"{len(placements)} of {world_size} members placed; a gang is placed only whole",
+                                    plugin=self.name, attempt_code=reasons.GANG_INCOMPLETE)
+
+
+BUILTIN_PRE_FILTERS = (QuotaPreFilter(),)
 BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ResourcePreFilter(), AffinityFilter())

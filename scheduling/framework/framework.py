@@ -1,16 +1,18 @@
-"""Runs one scheduling attempt for one task over an in-memory snapshot (SPEC §4–§5.3).
+"""Runs the extension points for one task over an in-memory snapshot (SPEC §4–§5.3). Every extension point is
+run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-scheduler's order:
 
-Public API (stable; the cycle and bind code call it):
+    framework = Framework(plugin_set, SchedulerConfig.from_settings())
+    result = framework.schedule(task, snapshot, rng)     # PreFilter → Filter → PreScore → Score → PostScore
+    if result.node is None:
+        outcome = framework.post_filter(task, result, snapshot, handle=...)   # PostFilter (preemption)
+    else:
+        cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (SPEC §5.3)
+        status = framework.permit([(task, result.node, cards)])               # Permit
+        apply_bind(snapshot, task, result.node, cards)   # the next task of the cycle sees the usage
+        framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
-    framework = Framework(build_plugin_set(settings), SchedulerConfig.from_settings())
-    result = framework.schedule(task, snapshot, rng)          # -> ScheduleResult
-    if result.node is not None:
-        cards = framework.select_cards(task, result.node, tenancy=snapshot.tenancy)   # SPEC §5.3
-        ... CAS claim, re-check, persist ...
-        apply_bind(snapshot, task, result.node, cards)        # the next task of the cycle sees the usage
-
-Filter order: availability → tenant → gpu-filter → resource pre-filter → affinity → the other plugin filters
-(gpu-filter is moved up so a wrong-type node counts as a type mismatch; see `_filter_order`).
+Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
+affinity → the other plugin filters.
 
 A cycle that keeps many results alive should `gc.freeze()` after building its snapshot (and `gc.unfreeze()` at the
 end): the diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the
@@ -24,22 +26,27 @@ are built only when someone reads them.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import BUILTIN_CHAIN
-from scheduling.framework.interfaces import CycleState
+from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
+from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
-from scheduling.framework.status import Code, Status
+from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
-from scheduling.sharing import card_admits_tenant
 
 DIAGNOSTIC_FEASIBLE_NODES = 50
+# Runs right after the tenant step (see `_filter_order`).
 GPU_FILTER = "gpu-filter"
+_GANG_PERMIT = GangPermit()
+P = TypeVar("P")
+O = TypeVar("O")
 # Totals closer than this are a tie (float sums of the same scores in another order differ in the last bits).
 TIE_TOLERANCE = 1e-9
 
@@ -49,13 +56,15 @@ class _Rejection:
     plugin: str
     reason: str
     resolvable: bool
+    attempt_code: str = ""
 
 
 @dataclass
 class ScheduleResult:
     """The outcome of one attempt. `node` is None when nothing fits; then `code` is a SPEC §12 code.
 
-    `message` is the summary line `0/N nodes are available: …` (also on success, where it reads `k/N …`).
+    `message` is the summary line `0/N nodes are available: …` (also on success, where it reads `k/N …`); when
+    a PreFilter refused the task (`pre_filtered`), it is that refusal and no node was looked at.
     """
 
     task: TaskInfo
@@ -70,6 +79,7 @@ class ScheduleResult:
     _scorer_names: list[str] = field(repr=False)
     _score_matrix: np.ndarray = field(repr=False)      # scorers × feasible rows
     _total_scores: np.ndarray = field(repr=False)
+    pre_filtered: bool = False
 
     @property
     def filtered(self) -> dict[int, Status]:
@@ -102,7 +112,7 @@ class ScheduleResult:
 
     def filtered_by_reason(self, limit: int | None = None) -> dict[str, list[str]]:
         """reason → names of the nodes filtered for it (the first `limit` filtered nodes in node order, when
-        given): the filtered part of `diagnostic_nodes` in a compact form, no per-node dict."""
+        given), no per-node dict."""
         rows = np.flatnonzero(self._rejected_by)
         if limit is not None:
             rows = rows[:limit]
@@ -117,30 +127,9 @@ class ScheduleResult:
     def filtered_count(self) -> int:
         return int(np.count_nonzero(self._rejected_by))
 
-    def diagnostic_nodes(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES) -> list[dict[str, Any]]:
-        """`[{node: name, reason: str|None, scores: {plugin: score}, total: float|None}]`: every filtered node
-        (reason set, scores empty, total None), then the best `limit` feasible nodes by total (reason None)."""
-        rows = np.flatnonzero(self._rejected_by)
-        texts = np.array([None, *(rejection.reason for rejection in self._rejections)], dtype=object)
-        # One shared empty mapping for thousands of filtered nodes: fewer allocations, fewer GC passes.
-        no_scores: dict[str, float] = {}
-        entries = [{"node": name, "reason": reason, "scores": no_scores, "total": None}
-                   for name, reason in zip(self._table.name_array[rows].tolist(),
-                                           texts[self._rejected_by[rows]].tolist())]
-        names = self._table.names
-        best = self._best_positions(limit)
-        feasible_rows = self._feasible_rows[best].tolist()
-        totals = self._total_scores[best].round(3).tolist()
-        matrix = self._score_matrix[:, best].round(3).T.tolist()
-        entries.extend(
-            {"node": names[row], "reason": None, "scores": dict(zip(self._scorer_names, scores)), "total": total}
-            for row, scores, total in zip(feasible_rows, matrix, totals)
-        )
-        return entries
-
     def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
                             filtered_limit: int | None = None) -> dict[str, Any]:
-        """`diagnostic_nodes` in the form an attempt stores: `{"filtered": {reason: [names]}, "plugins": [scorer
+        """Per-node diagnostics in the form an attempt stores: `{"filtered": {reason: [names]}, "plugins": [scorer
         names], "scored": [[name, total, *scores in plugins' order]]}`, the best `limit` feasible nodes first.
         No per-node dict: a filtered node costs its name."""
         names = self._table.names
@@ -168,27 +157,28 @@ class Framework:
     def __init__(self, plugin_set: PluginSet, config: SchedulerConfig) -> None:
         self.plugin_set = plugin_set
         self.config = config
+        self._pre_filters = [*BUILTIN_PRE_FILTERS, *plugin_set.pre_filters]
         self._filters = _filter_order(plugin_set.filters)
         self._rejections: list[_Rejection] = []
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
+        self._row_scorers = [isinstance(plugin, RowScorePlugin) for plugin, _ in plugin_set.scorers]
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
         return self.plugin_set.describe()
 
     def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random) -> ScheduleResult:
-        """PreScore → built-in chain → Filter plugins → Score → PostScore; pick the best total, ties at random
-        (reservoir sampling with `rng`). The snapshot is only read; call `apply_bind` after a successful bind."""
+        """PreFilter → Filter (built-in chain and plugins) → PreScore → Score → PostScore; pick the best total,
+        ties at random (reservoir sampling with `rng`). The snapshot is only read; `apply_bind` records a bind."""
         table = table_for(snapshot, self.config)
         state = CycleState(self.config, snapshot.tenancy)
         rejected_by = np.zeros(table.size, np.int32)
-        for plugin in self.plugin_set.pre_scorers:
-            status = plugin.pre_score(state, task, snapshot)
+        for plugin in self._pre_filters:
+            status = plugin.pre_filter(state, task, snapshot)
             if not status.is_success:
-                rejected_by[:] = self._rejection_id(plugin.name, status.reason or "pre-score failed", False) + 1
-                return self._result(task, table, rejected_by, np.zeros(0, np.int64), [], np.zeros((0, 0)), rng)
+                return self._pre_filtered(task, table, rejected_by, status)
 
         rows = np.arange(table.size)
         for plugin, code_map in zip(self._filters, self._code_maps):
@@ -200,16 +190,88 @@ class Framework:
                 rejected_by[rows[failing]] = codes[failing]
                 rows = rows[~failing]
 
+        for plugin in self.plugin_set.pre_scorers:
+            status = plugin.pre_score(state, task, snapshot)
+            if not status.is_success:
+                rejected_by[:] = self._rejection_id(plugin.name, status.reason or "pre-score failed", False) + 1
+                return self._result(task, table, rejected_by, np.zeros(0, np.int64), [], np.zeros((0, 0)), rng)
+
         names = [plugin.name for plugin, _ in self.plugin_set.scorers]
         matrix = np.empty((len(names), len(rows)))
-        for index, (plugin, _) in enumerate(self.plugin_set.scorers):
-            matrix[index] = self._score(plugin, state, task, table, rows)
+        for index, ((plugin, _), by_rows) in enumerate(zip(self.plugin_set.scorers, self._row_scorers)):
+            matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
 
-    def select_cards(self, task: TaskInfo, node: NodeInfo, *, tenancy: TenancyView | None = None) -> list[int]:
-        """Card indexes for `task` on `node` (SPEC §5.3); [] when the node cannot hold it or it needs no card.
-        Pass the snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies qualify)."""
-        return select_cards(task, node, self.config, tenancy=tenancy)
+    def post_filter(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
+                    handle: Any = None) -> PostFilterOutcome | None:
+        """PostFilter, for a task no node could take: the first plugin outcome (preemption's), else None.
+        `handle` is what the caller lends plugins to act with (the cycle's preemption service)."""
+        if result.node is not None or result.pre_filtered:
+            return None
+        state = CycleState(self.config, snapshot.tenancy, handle)
+        for plugin in self.plugin_set.post_filters:
+            outcome = plugin.post_filter(state, task, result, snapshot)
+            if outcome is not None:
+                return outcome
+        return None
+
+    def reserve(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> list[int]:
+        """Reserve: card indexes for `task` on `node` (SPEC §5.3); [] when the node cannot hold it or it needs no
+        card. The first Reserve plugin with an answer decides (nvlink's NVLink/NUMA choice), else
+        `default_cards`. Pass the snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies
+        qualify)."""
+        if self.plugin_set.reservers:
+            state = CycleState(self.config, tenancy)
+            for plugin in self.plugin_set.reservers:
+                cards = plugin.reserve(state, task, node)
+                if cards is not None:
+                    return cards
+        return default_cards(task, node, self.config, tenancy=tenancy)
+
+    def permit(self, placements: Sequence[tuple[TaskInfo, NodeInfo, list[int]]], *, world_size: int = 1,
+               tenancy: TenancyView | None = None) -> Status:
+        """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
+        of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
+        if not self.plugin_set.permits and len(placements) == world_size:
+            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
+        state = CycleState(self.config, tenancy)
+        for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
+            status = plugin.permit(state, placements, world_size)
+            if not status.is_success:
+                return status
+        return SUCCESS
+
+    def bind(self, placements: Sequence[P], *, default_binder: Callable[[list[P]], list[O]],
+             plugin_outcome: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
+        """Bind: each placement (with `.task`, `.node`, `.cards`) goes through the Bind plugins in order; one that
+        answers SKIP passes it on, and what every plugin skips goes to `default_binder` (the bind pipeline) in one
+        batch. A plugin's own answer — SUCCESS: it bound the placement itself; anything else: the bind is
+        refused — becomes `plugin_outcome(placement, status)`."""
+        if not self.plugin_set.binders:
+            return default_binder(list(placements))
+        state = CycleState(self.config, tenancy)
+        outcomes: list[O | None] = [None] * len(placements)
+        rest: list[int] = []
+        for position, placement in enumerate(placements):
+            for plugin in self.plugin_set.binders:
+                status = plugin.bind(state, placement.task, placement.node, list(placement.cards))
+                if status.code != Code.SKIP:
+                    outcomes[position] = plugin_outcome(placement, status)
+                    break
+            else:
+                rest.append(position)
+        for position, outcome in zip(rest, default_binder([placements[position] for position in rest])):
+            outcomes[position] = outcome
+        return outcomes
+
+    def _pre_filtered(self, task, table, rejected_by, status: Status) -> ScheduleResult:
+        code = status.attempt_code or (reasons.INSUFFICIENT_RESOURCES if status.code == Code.UNSCHEDULABLE
+                                       else reasons.NO_SCHEDULABLE_NODES)
+        return ScheduleResult(
+            task=task, node=None, code=code, message=status.reason, total_nodes=table.size, _table=table,
+            _rejected_by=rejected_by, _rejections=self._rejections, _feasible_rows=np.zeros(0, np.int64),
+            _scorer_names=[], _score_matrix=np.zeros((0, 0)), _total_scores=np.zeros(0), pre_filtered=True,
+        )
 
     def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
@@ -235,8 +297,9 @@ class Framework:
 
     def _failure_code(self, rejected_by: np.ndarray) -> str:
         seen = {self._rejections[index - 1] for index in np.unique(rejected_by) if index}
-        if any(rejection.reason == reasons.NO_TENANT_ELIGIBLE_CARD for rejection in seen):
-            return reasons.NO_TENANT_ELIGIBLE_GPU
+        special = sorted(rejection.attempt_code for rejection in seen if rejection.attempt_code)
+        if special:
+            return special[0]
         if any(rejection.resolvable for rejection in seen):
             return reasons.INSUFFICIENT_RESOURCES
         return reasons.NO_SCHEDULABLE_NODES
@@ -249,33 +312,35 @@ class Framework:
             status = plugin.filter(state, task, table.nodes[row])
             if not status.is_success:
                 resolvable = status.code == Code.UNSCHEDULABLE
-                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable) + 1
+                codes[position] = self._rejection_id(plugin.name, status.reason or "rejected", resolvable,
+                                                     status.attempt_code) + 1
         return codes
 
     @staticmethod
-    def _score(plugin, state, task, table, rows) -> np.ndarray:
-        if hasattr(plugin, "score_rows"):
+    def _score(plugin, by_rows: bool, state, task, table, rows) -> np.ndarray:
+        if by_rows:
             return plugin.score_rows(state, task, table, rows)
         return np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
 
     def _code_map(self, plugin) -> np.ndarray | None:
-        if not hasattr(plugin, "filter_rows"):
+        if not isinstance(plugin, RowFilterPlugin):
             return None
-        ids = [self._rejection_id(plugin.name, reason, reason in reasons.RESOLVABLE) + 1 for reason in plugin.reasons]
+        ids = [self._rejection_id(plugin.name, reason, reason in plugin.resolvable,
+                                  plugin.attempt_codes.get(reason, "")) + 1 for reason in plugin.reasons]
         return np.array([0, *ids], np.int32)
 
-    def _rejection_id(self, plugin: str, reason: str, resolvable: bool) -> int:
-        key = (plugin, reason, resolvable)
+    def _rejection_id(self, plugin: str, reason: str, resolvable: bool, attempt_code: str = "") -> int:
+        key = (plugin, reason, resolvable, attempt_code)
         if key not in self._rejection_ids:
             self._rejection_ids[key] = len(self._rejections)
-            self._rejections.append(_Rejection(plugin, reason, resolvable))
+            self._rejections.append(_Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
 
 
 def _filter_order(plugin_filters: list) -> list:
-    """The built-in chain, then the plugin filters — except that the always-on gpu-filter runs right after the
-    tenant step: a node of the wrong GPU type is reported as a type mismatch (unresolvable, so no preemption is
-    tried for it) rather than as short of cards by the resource pre-filter."""
+    """THE filter order: the built-in chain, then the plugin filters in registry order — except that the always-on
+    gpu-filter runs right after the tenant step: a node of the wrong GPU type is reported as a type mismatch
+    (unresolvable, so no preemption is tried for it) rather than as short of cards by the resource pre-filter."""
     availability, tenant, *rest = BUILTIN_CHAIN
     type_filters = [plugin for plugin in plugin_filters if plugin.name == GPU_FILTER]
     others = [plugin for plugin in plugin_filters if plugin.name != GPU_FILTER]
@@ -291,35 +356,29 @@ def _reservoir_pick(candidates: np.ndarray, rng: random.Random) -> int:
     return int(pick)
 
 
-def _whole_card_candidates(task: TaskInfo, node: NodeInfo, config: SchedulerConfig) -> list[CardInfo]:
+def whole_card_candidates(task: TaskInfo, node: NodeInfo, config: SchedulerConfig) -> list[CardInfo]:
+    """The cards resource-filter would accept for a whole-card task: free, under the memory threshold, with the
+    task's card memory free after reserve."""
     return [card for card in node.cards
             if card.is_free and not config.card_overloaded(card)
             and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)]
 
 
-def select_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
-                 tenancy: TenancyView | None = None) -> list[int]:
-    """In-node card choice (SPEC §5.3), over the cards resource-filter would accept.
+def default_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
+                  tenancy: TenancyView | None = None) -> list[int]:
+    """The built-in Reserve (SPEC §5.3), over the cards resource-filter would accept.
 
-    Whole-card task with NVLink topology data: the smallest NVLink domain (fewest free cards, then fewest cards)
-    that holds the task, preferring one whose free cards fit on one NUMA node; inside it the tightest NUMA node
-    that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most free cards first
-    so the task spans as few domains as possible. Without topology data: fewest active tasks, ties → lowest index.
-    Fractional task: the one eligible card (no whole-card occupant, under the memory threshold, enough free memory
-    after reserve, every occupant may share with the tenant) with the most free memory, ties → lowest index —
-    stacking shards on the emptiest card keeps each shard's headroom largest.
+    Whole-card task: fewest active tasks, ties → lowest index. Fractional task: the one eligible card (no
+    whole-card occupant, under the memory threshold, enough free memory after reserve, every occupant may share
+    with the tenant) with the most free memory, ties → lowest index — stacking shards on the emptiest card keeps
+    each shard's headroom largest.
     """
     if task.gpu_required > 0:
-        candidates = _whole_card_candidates(task, node, config)
+        candidates = whole_card_candidates(task, node, config)
         if len(candidates) < task.gpu_required:
             return []
-        from scheduling.plugins.nvlink import node_topology
-
-        topology = node_topology(node)
-        if topology is None:
-            ordered = sorted(candidates, key=lambda card: (card.active_tasks, card.index))
-            return sorted(card.index for card in ordered[: task.gpu_required])
-        return _nvlink_cards({card.index for card in candidates}, topology, task.gpu_required)
+        ordered = sorted(candidates, key=lambda card: (card.active_tasks, card.index))
+        return sorted(card.index for card in ordered[: task.gpu_required])
     if task.is_fractional:
         tenancy = tenancy if tenancy is not None else TenancyView()
         eligible = [card for card in node.cards
@@ -332,38 +391,9 @@ def select_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
     return []
 
 
-def _nvlink_cards(free: set[int], topology, k: int) -> list[int]:
-    fitting = []
-    for domain in topology.domains:
-        free_in_domain = [card for card in domain if card in free]
-        if len(free_in_domain) >= k:
-            numa_groups = _numa_groups(free_in_domain, topology.numa, k)
-            fitting.append((len(free_in_domain), len(domain), not numa_groups, domain[0], free_in_domain, numa_groups))
-    if fitting:
-        *_, free_in_domain, numa_groups = min(fitting, key=lambda entry: entry[:4])
-        if numa_groups:
-            return sorted(min(numa_groups, key=lambda group: (len(group), group[0]))[:k])
-        return free_in_domain[:k]
-    chosen: list[int] = []
-    by_size = sorted(([c for c in domain if c in free] for domain in topology.domains), key=lambda d: (-len(d), d))
-    for free_in_domain in by_size:
-        chosen.extend(free_in_domain[: k - len(chosen)])
-    # Free cards the label does not mention (a card added after the label was written) come last.
-    chosen.extend(sorted(free - set(chosen))[: k - len(chosen)])
-    return sorted(chosen)
-
-
-def _numa_groups(cards: list[int], numa: dict[int, int | None], k: int) -> list[list[int]]:
-    groups: dict[int, list[int]] = {}
-    for card in cards:
-        if numa.get(card) is not None:
-            groups.setdefault(numa[card], []).append(card)
-    return [group for group in groups.values() if len(group) >= k]
-
-
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
-    """Record a successful bind in the snapshot: ledger gpu_used, card occupancy (whole card or shard), inference
-    count, and the node's derived data. Mutate snapshot nodes only through this function (or set
+    """Record a bind in the snapshot: ledger gpu_used, card occupancy (whole card or shard), inference count, the
+    tenant's quota usage and the node's derived data. Mutate snapshot nodes only through this function (or set
     `snapshot.table = None` after changing them some other way)."""
     by_index = {card.index: card for card in node.cards}
     if task.gpu_required > 0:
@@ -380,6 +410,7 @@ def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards:
                 by_index[index].occupant_tenants.add(task.tenant_id)
     if task.type == "inference":
         node.inference_tasks += 1
+    snapshot.quotas.record_bind(task)
     node.cache.clear()
     table = snapshot.table
     if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:

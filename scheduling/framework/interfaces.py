@@ -1,11 +1,16 @@
-"""One interface per extension point (SPEC §4: PreScore → Filter → Score → PostScore → Bind).
+"""One interface per extension point, in the order kube-scheduler runs them (docs/custom-plugins.md):
 
-Filters and scorers come in two shapes. The per-node protocols (`FilterPlugin.filter`, `ScorePlugin.score`) are
-all a custom plugin needs. The built-ins also implement the row-batch forms (`RowFilterPlugin.filter_rows`,
+    PreFilter → Filter → PostFilter (only when no node fits) → PreScore → Score → PostScore (kube's NormalizeScore)
+    → Reserve → Permit → Bind
+
+`Framework` (`scheduling/framework/framework.py`) runs every one of them; the cycle calls it. Filters and scorers
+come in two shapes: the per-node protocols (`FilterPlugin.filter`, `ScorePlugin.score`) are all a custom plugin
+needs; the built-ins also implement the row-batch forms (`RowFilterPlugin.filter_rows`,
 `RowScorePlugin.score_rows`), which evaluate many nodes at once over the column view `NodeTable`; the framework
 prefers those when present because a cycle at 5,000 nodes cannot afford a Python call per node per plugin.
 """
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
@@ -20,18 +25,46 @@ if TYPE_CHECKING:
 class CycleState(dict):
     """Data the plugins of one attempt share (PreScore computes, Filter/Score read). Keyed by plugin name.
 
-    `config` and `tenancy` are the attempt's scheduler figures and share groups.
+    `config` and `tenancy` are the attempt's scheduler figures and share groups; `handle` is what the caller
+    lends plugins that act on the cluster (the cycle's preemption handle for PostFilter; None elsewhere).
     """
 
-    def __init__(self, config: SchedulerConfig | None = None, tenancy: TenancyView | None = None) -> None:
+    def __init__(self, config: SchedulerConfig | None = None, tenancy: TenancyView | None = None,
+                 handle: Any = None) -> None:
         super().__init__()
         self.config = config if config is not None else SchedulerConfig()
         self.tenancy = tenancy if tenancy is not None else TenancyView()
+        self.handle = handle
 
 
 @runtime_checkable
 class Plugin(Protocol):
     name: str
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    """Admits the task before any node is looked at; a failing Status ends the attempt (its `attempt_code`, if
+    set, is the attempt's code)."""
+
+    def pre_filter(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status: ...
+
+
+class PostFilterOutcome(Protocol):
+    """What a PostFilter did for a task no node could take: the attempt's code, message and extra diagnostics."""
+
+    code: str
+    message: str
+    diagnostics: dict[str, Any]
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    """Runs when Filter left no node (`result.node is None`): may act so that the task fits later (preemption).
+    None means it has nothing to offer; the first outcome wins."""
+
+    def post_filter(self, state: CycleState, task: TaskInfo, result: Any,
+                    snapshot: ClusterSnapshot) -> PostFilterOutcome | None: ...
 
 
 @runtime_checkable
@@ -46,9 +79,13 @@ class FilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class RowFilterPlugin(Plugin, Protocol):
-    """`reasons[k - 1]` is the reason for code k; `filter_rows` returns one code per row, 0 = passes."""
+    """`reasons[k - 1]` is the reason for code k; `filter_rows` returns one code per row, 0 = passes.
+    `resolvable` are the reasons freeing resources can cure (the rest are unresolvable); `attempt_codes` maps a
+    reason to the attempt code an attempt rejected for it gets (reasons.*) instead of the derived one."""
 
     reasons: tuple[str, ...]
+    resolvable: frozenset[str]
+    attempt_codes: Mapping[str, str]
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         ...
@@ -71,11 +108,28 @@ class PostScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    """Chooses the cards of `task` on the chosen `node`; None leaves the choice to the next Reserve plugin and
+    finally to the built-in one (fewest active tasks, lowest index)."""
+
+    def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    """Approves a batch of placements that must bind together (one task, or a gang's every member); a failing
+    Status keeps every task of it pending."""
+
+    def permit(self, state: CycleState, placements: Sequence[tuple[TaskInfo, NodeInfo, list[int]]],
+               world_size: int) -> Status: ...
+
+
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
-    def bind(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> Status: ...
+    """Binds a placement: Status SKIP hands it to the next binder and finally to the default one (the bind
+    pipeline, `scheduling/bind/`); SUCCESS means the plugin bound it; a failure leaves the task pending."""
 
-
-PluginArgs = dict[str, Any]
+    def bind(self, state: CycleState, task: TaskInfo, node: NodeInfo, cards: list[int]) -> Status: ...
 
 
 class RowPlugin:
@@ -84,18 +138,20 @@ class RowPlugin:
 
     name = ""
     reasons: tuple[str, ...] = ()
+    resolvable: frozenset[str] = frozenset()
+    attempt_codes: Mapping[str, str] = {}
 
     def filter(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> Status:
         import numpy as np
 
-        from scheduling.framework.reasons import RESOLVABLE
         from scheduling.framework.table import single_row_table
 
         code = int(self.filter_rows(state, task, single_row_table(node, state.config), np.zeros(1, np.int64))[0])
         if code == 0:
             return Status(plugin=self.name)
         reason = self.reasons[code - 1]
-        return Status.unschedulable(reason, plugin=self.name, unresolvable=reason not in RESOLVABLE)
+        return Status.unschedulable(reason, plugin=self.name, unresolvable=reason not in self.resolvable,
+                                    attempt_code=self.attempt_codes.get(reason, ""))
 
     def score(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> float:
         import numpy as np

@@ -17,20 +17,9 @@ REGION_MISMATCH = "region mismatch"
 ZONE_MISMATCH = "zone mismatch"
 RACK_MISMATCH = "rack mismatch"
 
-# Plugins (SPEC §6).
-GPU_TYPE_MISMATCH = "GPU type mismatch"
-GPU_MODEL_MISMATCH = "GPU model mismatch"
-CARDS_OVERLOADED = "GPU memory above threshold"
-NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
-NVLINK_REQUIRED = "no free NVLink domain large enough"
-RDMA_REQUIRED = "RDMA required"
-TOPOLOGY_REQUIRED = "topology constraint not met"
-
-# Freeing resources (a task ending, a preemption) can make a node fit again after these; the others are permanent
-# for this task (kube-scheduler's Unschedulable vs UnschedulableAndUnresolvable).
-RESOLVABLE = frozenset({
-    INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, INFERENCE_LIMIT, CARDS_OVERLOADED, NVLINK_REQUIRED,
-})
+# Each plugin defines its own reasons (`scheduling/plugins/<name>/`) and says which of them freeing resources (a
+# task ending, a preemption) can cure (`RowPlugin.resolvable`): kube-scheduler's Unschedulable vs
+# UnschedulableAndUnresolvable.
 
 # SPEC §12 attempt codes.
 NO_SCHEDULABLE_NODES = "NoSchedulableNodes"

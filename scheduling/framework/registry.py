@@ -1,9 +1,10 @@
 """The plugin registry and the plugin set a scheduler holds (SPEC §6).
 
 A plugin is registered as a `PluginSpec`: its name, a factory `factory(setting) -> plugin`, the extension points
-it implements (`kinds`) and its default setting. `build_plugin_set` turns stored settings (PluginConfig rows,
-converted to `PluginSetting`) into the `PluginSet` a `Framework` runs. Custom plugins are named by dotted path in
-`settings.HETEROFLOW_EXTRA_PLUGINS` (docs/custom-plugins.md).
+it implements (`kinds`), its default setting and the description the plugin page shows. Each plugin package
+exports its own `SPEC`; `scheduling.plugins.default_registry` lists the built-ins and adds the custom plugins named
+by dotted path in `settings.HETEROFLOW_EXTRA_PLUGINS` (docs/custom-plugins.md). `build_plugin_set` turns stored
+settings (PluginConfig rows, converted to `PluginSetting`) into the `PluginSet` a `Framework` runs.
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-PRE_SCORE = "pre_score"
+PRE_FILTER = "pre_filter"
 FILTER = "filter"
+POST_FILTER = "post_filter"
+PRE_SCORE = "pre_score"
 SCORE = "score"
 POST_SCORE = "post_score"
+RESERVE = "reserve"
+PERMIT = "permit"
 BIND = "bind"
-# A plugin that only carries settings other code reads (preempt's preempt_stage); it joins no extension point.
+# A plugin that only carries settings other code reads; it joins no extension point.
 CONFIG = "config"
-KINDS = frozenset({PRE_SCORE, FILTER, SCORE, POST_SCORE, BIND, CONFIG})
-
-PREEMPT_STAGES = ("disabled", "scheduled", "running")
-
-# Filters that reject for reasons which no amount of freeing changes run first, so a node of the wrong type is
-# reported as "GPU type mismatch" rather than as short of cards.
-_FILTER_ORDER = ("gpu-filter", "resource-filter")
+KINDS = frozenset({PRE_FILTER, FILTER, POST_FILTER, PRE_SCORE, SCORE, POST_SCORE, RESERVE, PERMIT, BIND, CONFIG})
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,8 @@ class PluginSpec:
     kinds: frozenset[str] = frozenset()
     # Raises ValueError for a bad `extra`; None accepts any JSON object.
     validate_extra: Callable[[Mapping[str, Any]], None] | None = None
+    # What the plugin does, in the words of the plugin page ("" falls back to the factory's docstring).
+    description: str = ""
 
     def __post_init__(self) -> None:
         if not self.kinds or not set(self.kinds) <= KINDS:
@@ -59,7 +60,7 @@ class PluginSpec:
     @classmethod
     def from_factory(cls, factory: Any) -> PluginSpec:
         """A spec from a factory object carrying the spec attributes (`name`, `kinds`, optional `always_on`,
-        `exclusive_with`, `default`, `validate_extra`) and callable as `factory(setting) -> plugin`."""
+        `exclusive_with`, `default`, `validate_extra`, `description`) and callable as `factory(setting) -> plugin`."""
         if isinstance(factory, PluginSpec):
             return factory
         try:
@@ -74,6 +75,7 @@ class PluginSpec:
             exclusive_with=getattr(factory, "exclusive_with", None),
             default=getattr(factory, "default", None),
             validate_extra=getattr(factory, "validate_extra", None),
+            description=getattr(factory, "description", ""),
         )
 
     @property
@@ -91,48 +93,7 @@ class Registry(dict[str, PluginSpec]):
         return spec
 
 
-def _validate_preempt_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - {"preempt_stage"}
-    if unknown:
-        raise ValueError(f"unknown preempt setting(s): {', '.join(sorted(unknown))}")
-    stage = extra.get("preempt_stage", "running")
-    if stage not in PREEMPT_STAGES:
-        raise ValueError(f"preempt_stage must be one of {'|'.join(PREEMPT_STAGES)}, not {stage!r}")
-
-
-def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
-    """The eight built-ins with their SPEC §6 defaults, then the custom plugins named by dotted path
-    (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
-    from scheduling.plugins import binpack, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
-
-    registry = Registry()
-    registry.register(PluginSpec(gpu_filter.NAME, gpu_filter.factory, always_on=True, kinds=frozenset({FILTER})))
-    registry.register(PluginSpec(resource_filter.NAME, resource_filter.factory, always_on=True,
-                                 kinds=frozenset({FILTER})))
-    registry.register(PluginSpec(spread.NAME, spread.factory, exclusive_with=binpack.NAME,
-                                 default=PluginSetting(spread.NAME, True, 1), kinds=frozenset({SCORE})))
-    registry.register(PluginSpec(binpack.NAME, binpack.factory, exclusive_with=spread.NAME,
-                                 default=PluginSetting(binpack.NAME, False, 0), kinds=frozenset({SCORE})))
-    registry.register(PluginSpec(nvlink.NAME, nvlink.factory, default=PluginSetting(nvlink.NAME, True, 1),
-                                 kinds=frozenset({FILTER, SCORE})))
-    # The `topology: required` hard constraint is the built-in affinity filter's, so it holds with topology off.
-    registry.register(PluginSpec(topology.NAME, topology.factory, default=PluginSetting(topology.NAME, True, 1),
-                                 kinds=frozenset({SCORE})))
-    registry.register(PluginSpec(rdma.NAME, rdma.factory, default=PluginSetting(rdma.NAME, True, 1),
-                                 kinds=frozenset({FILTER, SCORE})))
-    registry.register(PluginSpec(preempt.NAME, preempt.factory,
-                                 default=PluginSetting(preempt.NAME, True, 0, {"preempt_stage": "running"}),
-                                 kinds=frozenset({CONFIG}), validate_extra=_validate_preempt_extra))
-    if extra_plugins is None:
-        from django.conf import settings
-
-        extra_plugins = getattr(settings, "HETEROFLOW_EXTRA_PLUGINS", [])
-    for path in extra_plugins:
-        registry.register(PluginSpec.from_factory(_import_dotted(path)))
-    return registry
-
-
-def _import_dotted(path: str) -> Any:
+def import_dotted(path: str) -> Any:
     module_path, _, attribute = path.rpartition(".")
     if not module_path:
         raise ValueError(f"extra plugin {path!r} is not a dotted path")
@@ -142,9 +103,8 @@ def _import_dotted(path: str) -> Any:
         raise ValueError(f"extra plugin {path!r} cannot be imported: {exc}") from exc
 
 
-def validate_extra(name: str, extra: Any, registry: Registry | None = None) -> None:
+def validate_extra(name: str, extra: Any, registry: Registry) -> None:
     """Raise ValueError with a message fit for a 400 when `extra` is not valid for plugin `name`."""
-    registry = registry if registry is not None else default_registry()
     spec = registry.get(name)
     if spec is None:
         raise ValueError(f"unknown plugin {name!r}")
@@ -158,12 +118,17 @@ def validate_extra(name: str, extra: Any, registry: Registry | None = None) -> N
 class PluginSet:
     """The instantiated plugins a scheduler runs, by extension point, and the preemption stage."""
 
-    pre_scorers: list[Any] = field(default_factory=list)
+    pre_filters: list[Any] = field(default_factory=list)
     filters: list[Any] = field(default_factory=list)
+    post_filters: list[Any] = field(default_factory=list)
+    pre_scorers: list[Any] = field(default_factory=list)
     scorers: list[tuple[Any, int]] = field(default_factory=list)
     post_scorers: list[Any] = field(default_factory=list)
+    reservers: list[Any] = field(default_factory=list)
+    permits: list[Any] = field(default_factory=list)
     binders: list[Any] = field(default_factory=list)
-    preempt_stage: str = "running"
+    # Which victims' states a PostFilter may evict (the preempt plugin's setting; "disabled" without it).
+    preempt_stage: str = "disabled"
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /api/v1/scheduler/plugins`."""
@@ -174,41 +139,35 @@ class PluginSet:
         }
 
 
-def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry | None = None) -> PluginSet:
-    """Instantiate the enabled plugins.
+_POINTS = ((PRE_FILTER, "pre_filters"), (FILTER, "filters"), (POST_FILTER, "post_filters"),
+           (PRE_SCORE, "pre_scorers"), (POST_SCORE, "post_scorers"), (RESERVE, "reservers"), (PERMIT, "permits"),
+           (BIND, "binders"))
+
+
+def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> PluginSet:
+    """Instantiate the enabled plugins, each extension point's in registry order.
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
     enabled scorer with weight 0 gets weight 1 (SPEC §6). Settings naming unknown plugins are ignored (a custom
     plugin removed from settings leaves its row behind). If two mutually exclusive plugins are both enabled — the
     config service prevents it, this is a guard — the one registered first wins: spread is kept, binpack dropped.
     """
-    registry = registry if registry is not None else default_registry()
     given = {setting.name: setting for setting in settings}
-    chosen: dict[str, tuple[PluginSpec, PluginSetting]] = {}
+    plugin_set = PluginSet()
+    chosen: set[str] = set()
     for name, spec in registry.items():
         setting = given.get(name, spec.default)
         if spec.always_on:
             setting = PluginSetting(name, True, setting.weight, setting.extra)
-        if not setting.enabled:
+        if not setting.enabled or spec.exclusive_with in chosen:
             continue
-        if spec.exclusive_with in chosen:
-            continue
-        chosen[name] = (spec, setting)
-
-    plugin_set = PluginSet()
-    order = {name: position for position, name in enumerate(_FILTER_ORDER)}
-    for name, (spec, setting) in sorted(chosen.items(), key=lambda item: order.get(item[0], len(order))):
+        chosen.add(name)
         plugin = spec.factory(setting)
-        if PRE_SCORE in spec.kinds:
-            plugin_set.pre_scorers.append(plugin)
-        if FILTER in spec.kinds:
-            plugin_set.filters.append(plugin)
+        for kind, points in _POINTS:
+            if kind in spec.kinds:
+                getattr(plugin_set, points).append(plugin)
         if SCORE in spec.kinds:
             plugin_set.scorers.append((plugin, setting.weight if setting.weight > 0 else 1))
-        if POST_SCORE in spec.kinds:
-            plugin_set.post_scorers.append(plugin)
-        if BIND in spec.kinds:
-            plugin_set.binders.append(plugin)
-    preempt = chosen.get("preempt")
-    plugin_set.preempt_stage = preempt[1].extra.get("preempt_stage", "running") if preempt else "disabled"
+        if POST_FILTER in spec.kinds and getattr(plugin, "preempt_stage", None):
+            plugin_set.preempt_stage = plugin.preempt_stage
     return plugin_set

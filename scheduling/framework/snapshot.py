@@ -65,6 +65,14 @@ class NodeInfo:
     def free_gpus(self) -> int:
         return max(self.gpu_total - self.gpu_used, 0)
 
+    @property
+    def gpu_types(self) -> set[str]:
+        """The node's GPU type label and every card's type, lower case."""
+        types = {card.type.lower() for card in self.cards if card.type}
+        if self.gpu_type:
+            types.add(self.gpu_type.lower())
+        return types
+
 
 @dataclass
 class TaskInfo:
@@ -97,10 +105,40 @@ class TenancyView:
     dedicated_tenant_ids: frozenset[int] = frozenset()
 
 
+def quota_message(*, used: int, quota: int, asked: int) -> str:
+    return f"quota exceeded: used {used} / quota {quota}, asked {asked}"
+
+
+@dataclass
+class TenantQuotas:
+    """Tenant GPU quotas (SPEC §1: a tenant's active tasks hold at most `gpu_quota` whole cards) and usage as one
+    cycle sees them; the cycle's binds keep the usage current. The quota PreFilter admits by it; bind applies
+    the same rule again under the tenant's row lock."""
+
+    quotas: dict[int, int] = field(default_factory=dict)
+    used: dict[int, int] = field(default_factory=dict)
+
+    def refusal(self, tenant_id: int, asked: int) -> str | None:
+        """The quota line when `asked` more cards would exceed the tenant's quota, else None."""
+        quota = self.quotas.get(tenant_id)
+        if quota is None or asked == 0:
+            return None
+        used = self.used.get(tenant_id, 0)
+        return None if used + asked <= quota else quota_message(used=used, quota=quota, asked=asked)
+
+    def record_bind(self, task: TaskInfo) -> None:
+        self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) + task.gpu_required
+
+    def forget_bind(self, task: TaskInfo) -> None:
+        """Take back a `record_bind` whose bind did not happen."""
+        self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) - task.gpu_required
+
+
 @dataclass
 class ClusterSnapshot:
     nodes: list[NodeInfo]
     tenancy: TenancyView = field(default_factory=TenancyView)
+    quotas: "TenantQuotas" = field(default_factory=lambda: TenantQuotas())
 
     # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
     # once per snapshot and kept current by apply_bind.

@@ -17,6 +17,9 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = field(default_factory=tuple)
     plugin: str = ""
+    # The attempt code (reasons.*) a PreFilter, Permit or Bind rejection ends the attempt with; "" lets the
+    # framework derive it.
+    attempt_code: str = ""
 
     @property
     def is_success(self) -> bool:
@@ -27,9 +30,11 @@ class Status:
         return "; ".join(self.reasons)
 
     @classmethod
-    def unschedulable(cls, reason: str, *, plugin: str = "", unresolvable: bool = False) -> "Status":
+    def unschedulable(cls, reason: str, *, plugin: str = "", unresolvable: bool = False,
+                      attempt_code: str = "") -> "Status":
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return cls(code=code, reasons=(reason,), plugin=plugin)
+        return cls(code=code, reasons=(reason,), plugin=plugin, attempt_code=attempt_code)
 
 
 SUCCESS = Status()
+SKIP = Status(Code.SKIP)

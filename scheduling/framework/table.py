@@ -105,9 +105,7 @@ class NodeTable:
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""
-        types = {card.type.lower() for card in node.cards if card.type}
-        if node.gpu_type:
-            types.add(node.gpu_type.lower())
+        types = node.gpu_types
         bits, overflow = 0, False
         for gpu_type in types:
             bit = self.gpu_types.setdefault(gpu_type, len(self.gpu_types))

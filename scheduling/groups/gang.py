@@ -83,7 +83,7 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
         result = framework.schedule(member, scratch.snapshot, rng)
         totals = result.totals
         candidates = [node for node in map(scratch.node, totals) if node is not None
-                      and (not gpu_type or gpu_type in node_gpu_types(node))]
+                      and (not gpu_type or gpu_type in node.gpu_types)]
         if context is None:
             context = PlanContext.start(candidates, cards_per_member=member.gpu_required, members=len(members),
                                         config=framework.config)
@@ -103,13 +103,9 @@ def common_gpu_type(members: list[TaskInfo]) -> str:
     return types.pop() if len(types) == 1 else ""
 
 
-def node_gpu_types(node: NodeInfo) -> set[str]:
-    return {card.type.lower() for card in node.cards if card.type} | ({node.gpu_type.lower()} if node.gpu_type else set())
-
-
 def gpu_type_unavailable(gpu_type: str, tenant_id: int, snapshot: ClusterSnapshot) -> str:
     """Why no node of `gpu_type` can serve the tenant at all right now ("" when some can)."""
-    of_type = [node for node in snapshot.nodes if gpu_type in node_gpu_types(node)]
+    of_type = [node for node in snapshot.nodes if gpu_type in node.gpu_types]
     if not of_type:
         return f"no {gpu_type} node in the cluster"
     reachable = [node for node in of_type if node.dedicated_tenant_id in (None, tenant_id)]
@@ -124,7 +120,7 @@ def gpu_type_unavailable(gpu_type: str, tenant_id: int, snapshot: ClusterSnapsho
 def _first_fitting(member: TaskInfo, candidates: list[NodeInfo], framework: Framework,
                    scratch: "_Scratch") -> tuple[NodeInfo, list[int]] | None:
     for node in candidates:
-        cards = framework.select_cards(member, node, tenancy=scratch.snapshot.tenancy)
+        cards = framework.reserve(member, node, scratch.snapshot.tenancy)
         if cards or (member.gpu_required == 0 and not member.is_fractional):
             owned = scratch.own(node)
             apply_bind(scratch.snapshot, member, owned, cards)

@@ -1,4 +1,4 @@
-"""Network domains of a group's nodes (SPEC §10): labels first, else the subnet of the internal IP, never a guess.
+"""Network domains of a group's nodes: labels first, else the subnet of the internal IP, never a guess.
 
 Same domain for every member ⇒ internal master address and NCCL; otherwise public addresses and gloo.
 """

@@ -1,4 +1,4 @@
-"""The five parallelism paths of a training gang (SPEC §10): how the gang planner orders candidate nodes.
+"""The five parallelism paths of a training gang: how the gang planner orders candidate nodes.
 
 Every path sees the same candidates — the nodes the framework's filters pass for the next member on the simulated
 snapshot — and returns a sort key, larger is better; `plan_gang` tries the nodes in that order. The shared notions:

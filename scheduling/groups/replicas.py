@@ -1,4 +1,4 @@
-"""Replica counts of inference groups: the desired figure, and the rebuild loop that keeps it (SPEC §11)."""
+"""Replica counts of inference groups: the desired figure, and the rebuild loop that keeps it."""
 
 import logging
 

@@ -2,7 +2,7 @@ from django.db import transaction
 
 from heteroflow_site.errors import DomainError
 from scheduling.groups.windows import validate_window
-from scheduling.models import Parallelism, Task, TaskGroup, TaskType
+from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.services.task_create import task_create
 from tenants.models import Tenant
 
@@ -22,7 +22,7 @@ def task_group_create(
     command: str = "",
     priority: int = 50,
 ) -> TaskGroup:
-    """Create a group and its member tasks, all pending, in one transaction (SPEC §10, §14)."""
+    """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
         raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and (replicas is not None or window is not None):
@@ -49,8 +49,3 @@ def task_group_create(
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
             )
     return group
-
-
-def group_member_rows(group: TaskGroup) -> list[Task]:
-    return list(group.members.select_related("node").order_by("rank", "id"))
-

@@ -1,4 +1,4 @@
-"""Scheduling windows of inference groups (SPEC §10): outside the window pause, scale or stop; back inside, restore.
+"""Scheduling windows of inference groups: outside the window pause, scale or stop; back inside, restore.
 
 The job runs on one scheduler at a time: it holds a PostgreSQL advisory lock for its whole transaction, and a
 second instance that cannot take the lock does nothing.
@@ -74,11 +74,6 @@ def window_contains(window: dict, moment: datetime) -> bool:
     if now >= start:
         return local.weekday() in days
     return now < end and (local.weekday() - 1) % 7 in days
-
-
-def is_held_by_window(group: TaskGroup) -> bool:
-    """A group whose window action is in force: autoscalers leave it alone."""
-    return bool(group.window_applied)
 
 
 def apply_scheduling_windows(now: datetime | None = None) -> WindowRun:

@@ -10,6 +10,9 @@ from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskType
 
+# The victim rule's task types, defined once: training and inference are never evicted (SPEC §9).
+NEVER_VICTIM_TYPES = frozenset({TaskType.TRAINING.value, TaskType.INFERENCE.value})
+
 
 @dataclass(frozen=True)
 class ActiveTask:
@@ -55,8 +58,8 @@ def preemption_candidates(*, preemptor_id: int, priority: int, victim_states: It
     decide whether the preemptor may share it. Nodes with nothing to evict cost nothing here.
     """
     evictable = Task.objects.filter(
-        status__in=list(victim_states), preemptible=True, priority__lt=priority, type=TaskType.BATCH
-    )
+        status__in=list(victim_states), preemptible=True, priority__lt=priority
+    ).exclude(type__in=NEVER_VICTIM_TYPES)
     evicted_for_it = Task.objects.filter(status=lifecycle.PREEMPTING, attempt__extra__preempted_by=preemptor_id)
     nodes = (evictable | evicted_for_it).filter(node__isnull=False).values("node_id")
     rows = Task.objects.filter(status__in=ACTIVE_STATES, node_id__in=nodes).values_list(*_FIELDS)
@@ -140,7 +143,7 @@ class CandidatePool:
 
 def _evictable(task: ActiveTask, victim_states: frozenset[str]) -> bool:
     """The coarse victim rule of `preemption_candidates`, less the priority comparison."""
-    return task.status in victim_states and task.preemptible and task.type == TaskType.BATCH
+    return task.status in victim_states and task.preemptible and task.type not in NEVER_VICTIM_TYPES
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,

@@ -13,20 +13,14 @@ from scheduling import lifecycle
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Code, Status
 from scheduling.models import TaskType
-from scheduling.preemption.candidates import ActiveTask
+from scheduling.preemption.candidates import NEVER_VICTIM_TYPES, ActiveTask
 
-STAGE_DISABLED = "disabled"
-STAGE_SCHEDULED = "scheduled"
-STAGE_RUNNING = "running"
-
-# The victim states each preempt_stage allows.
+# The victim states each preempt_stage (the preempt plugin's STAGES) allows.
 VICTIM_STATES: dict[str, frozenset[str]] = {
-    STAGE_DISABLED: frozenset(),
-    STAGE_SCHEDULED: frozenset({lifecycle.SCHEDULED, lifecycle.RUNNING}),
-    STAGE_RUNNING: frozenset({lifecycle.RUNNING}),
+    "disabled": frozenset(),
+    "scheduled": frozenset({lifecycle.SCHEDULED, lifecycle.RUNNING}),
+    "running": frozenset({lifecycle.RUNNING}),
 }
-
-NEVER_VICTIM_TYPES = frozenset({TaskType.TRAINING.value, TaskType.INFERENCE.value})
 
 NO_VICTIMS_FOUND = "no preemption victims found"
 

@@ -30,7 +30,7 @@ def task_create(
     rank: int | None = None,
     env: dict[str, str] | None = None,
 ) -> Task:
-    """Commit a task as pending and, after commit, offer its id to the immediate queue (SPEC §3)."""
+    """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
         raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and preemptible:

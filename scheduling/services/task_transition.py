@@ -15,7 +15,8 @@ _PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "en
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
-    """Compare-and-swap the task from `from_status` to `to_status` (SPEC §2); True if this call won.
+    """Compare-and-swap the task from `from_status` to `to_status`; True if this call won (docs/scheduling.md, Tasks
+    and their lifecycle).
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
     so a failure in any of them leaves the task as it was. The loser of a race changes nothing.
@@ -50,22 +51,22 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
-        tenant_id = held["tenant_id"]
-        transaction.on_commit(
-            lambda: task_transitioned.send(
-                sender=Task,
-                task_id=task_id,
-                tenant_id=tenant_id,
-                from_status=from_status,
-                to_status=to_status,
-                reason=reason,
-            )
-        )
+        send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
+                                       to_status=to_status, reason=reason)
     return True
 
 
+def send_transitioned_after_commit(*, task_id: int, tenant_id: int, from_status: str, to_status: str,
+                                   reason: str) -> None:
+    """`task_transitioned` for a won arc, once the transaction commits (every arc's one signal path, bind's too)."""
+    transaction.on_commit(
+        lambda: task_transitioned.send(sender=Task, task_id=task_id, tenant_id=tenant_id, from_status=from_status,
+                                       to_status=to_status, reason=reason)
+    )
+
+
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:
-    """The real-time ledger of SPEC §7: `gpu_used` moves exactly when a task enters or leaves the active states."""
+    """The real-time ledger: `gpu_used` moves exactly when a task enters or leaves the active states."""
     was_active = from_status in ACTIVE_STATES
     is_active = to_status in ACTIVE_STATES
     if gpu_required == 0 or was_active == is_active:

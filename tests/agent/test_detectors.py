@@ -16,23 +16,19 @@ from nodes.agent.detectors.kunlun import KunlunDetector
 from nodes.agent.detectors.metax import MetaxDetector
 from nodes.agent.detectors.musa import MusaDetector
 from nodes.agent.detectors.nvidia import NvidiaDetector, parse_query_gpu_csv
+from scheduling.gpu_models import model_matches
+
+from .detectors.fakes import FakeRunner, capture
+
+EXECUTABLES = ["nvidia-smi", "ixsmi", "npu-smi", "mthreads-gmi", "hy-smi", "rocm-smi", "mx-smi", "efsmi", "brsmi",
+               "cnmon", "xpu_smi", "xpu-smi"]
 
 
-class FakeRunner:
-    """Answers vendor CLIs from canned stdout; a CLI it does not know is "not installed"."""
-
-    def __init__(self, outputs: dict[str, str | Exception]):
-        self.outputs = outputs
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        output = self.outputs.get(argv[0])
-        if output is None:
-            raise FileNotFoundError(2, "No such file or directory", argv[0])
-        if isinstance(output, Exception):
-            raise output
-        return output
+def on_a_host_with_its_cards(detector_class):
+    """The detector as it runs on a host that has the vendor's hardware (Kunlunxin checks the PCI bus first)."""
+    if detector_class is KunlunDetector:
+        return KunlunDetector(no_numa, vendor_present=lambda vendor_id: True)
+    return detector_class(no_numa)
 
 
 def summary(cards: list[Card]) -> list[tuple]:
@@ -50,10 +46,10 @@ def test_nvidia_query_with_header_and_units(fixture_text):
     runner = FakeRunner({"nvidia-smi": fixture_text("nvidia/query-gpu-h200-4gpu-header-units.txt")})
     cards = NvidiaDetector(no_numa).detect(runner)
     assert summary(cards) == [
-        (0, "nvidia", "NVIDIA H200-141C", 144384, 45662, 0, 0),
-        (1, "nvidia", "NVIDIA H200-141C", 144384, 131470, 0, 0),
-        (2, "nvidia", "NVIDIA H200-141C", 144384, 137255, 0, 0),
-        (3, "nvidia", "NVIDIA H200-141C", 144384, 111082, 0, 0),
+        (0, "nvidia", "NVIDIA H200-141C", 144384, 45662, None, None),
+        (1, "nvidia", "NVIDIA H200-141C", 144384, 131470, None, None),
+        (2, "nvidia", "NVIDIA H200-141C", 144384, 137255, None, None),
+        (3, "nvidia", "NVIDIA H200-141C", 144384, 111082, None, None),
     ]
     assert cards[0].uuid == "GPU-78aaaccb-3af1-11b3-b1f8-3828c251d9f2"
     assert runner.calls == [["nvidia-smi",
@@ -67,7 +63,7 @@ def test_nvidia_query_in_the_agents_own_format_resolves_numa_by_bus_id():
     numa = {"0000:07:00.0": 3, "0000:0f:00.0": 1}
     cards = NvidiaDetector(lambda bus: numa.get(canonical_bus_id(bus))).detect(FakeRunner({"nvidia-smi": output}))
     assert summary(cards) == [(0, "nvidia", "NVIDIA A100-SXM4-80GB", 81920, 1024, 37, 41),
-                              (1, "nvidia", "NVIDIA A100-SXM4-80GB", 81920, 0, 0, 39)]
+                              (1, "nvidia", "NVIDIA A100-SXM4-80GB", 81920, None, None, 39)]
     assert [card.numa for card in cards] == [3, 1]
 
 
@@ -155,33 +151,6 @@ def test_metax_new_board_layout(fixture_text):
     assert summary(cards) == [(0, "metax", "MetaX C500", 65536, 826, 0, 32)]
 
 
-def test_cambricon_cnmon(fixture_text):
-    runner = FakeRunner({"cnmon": fixture_text("cambricon/cnmon-info-m-u-e-mlu370-synthetic.txt")})
-    cards = CambriconDetector(no_numa).detect(runner)
-    assert summary(cards) == [(0, "cambricon", "MLU370-X8", 24576, 1005, 12, 41),
-                              (1, "cambricon", "MLU370-X8", 24576, 0, 0, 38)]
-    assert runner.calls == [["cnmon", "info", "-m", "-u", "-e"]]
-
-
-def test_kunlun_xpu_smi_machine_format(fixture_text):
-    runner = FakeRunner({"xpu-smi": fixture_text("kunlun/xpu-smi-m-r200-synthetic.txt")})
-    cards = KunlunDetector(lambda bus: 0).detect(runner)
-    assert summary(cards) == [(0, "kunlun", "R200 8F", 32768, 1024, 7, 38), (1, "kunlun", "R200 8F", 32768, 0, 0, 36)]
-    assert [card.numa for card in cards] == [0, 0]
-    assert runner.calls == [["xpu-smi", "-m"]]
-
-
-def test_enflame_efsmi(fixture_text):
-    cards = EnflameDetector(no_numa).detect(FakeRunner({"efsmi": fixture_text("enflame/efsmi-q-t20-synthetic.txt")}))
-    assert summary(cards) == [(0, "enflame", "T20", 32768, 1024, 5, 44), (1, "enflame", "T20", 32768, 0, 0, 41)]
-    assert cards[0].uuid == "A01234567890"
-
-
-def test_biren_brsmi(fixture_text):
-    cards = BirenDetector(no_numa).detect(FakeRunner({"brsmi": fixture_text("biren/brsmi-q-br104-synthetic.txt")}))
-    assert summary(cards) == [(0, "biren", "BR104", 32768, 2048, 30, 47), (1, "biren", "BR104", 32768, 0, 0, 40)]
-
-
 def test_two_vendors_present_are_reported_in_priority_order(fixture_text):
     # nvidia-smi answers first in dict order, yet musa outranks nvidia.
     runner = FakeRunner({
@@ -201,17 +170,17 @@ def test_two_vendors_present_are_reported_in_priority_order(fixture_text):
 ])
 @pytest.mark.parametrize("detector_class", DETECTOR_CLASSES)
 def test_missing_or_failing_cli_means_no_cards(detector_class, failure):
-    executables = ["nvidia-smi", "ixsmi", "npu-smi", "mthreads-gmi", "hy-smi", "rocm-smi", "mx-smi", "efsmi",
-                   "brsmi", "cnmon", "xpu-smi"]
-    assert detector_class(no_numa).detect(FakeRunner({name: failure for name in executables})) == []
+    runner = FakeRunner({name: failure for name in EXECUTABLES})
+    assert on_a_host_with_its_cards(detector_class).detect(runner) == []
+    assert [" ".join(call) for call in runner.calls] == [" ".join(argv) for argv in detector_class.commands]
 
 
 @pytest.mark.parametrize("detector_class", DETECTOR_CLASSES)
 @pytest.mark.parametrize("output", ["", "garbage\nmore garbage | x | y\n", "{not json", "0, 1, 2\n"])
 def test_unparsable_output_means_no_cards(detector_class, output):
-    executables = ["nvidia-smi", "ixsmi", "npu-smi", "mthreads-gmi", "hy-smi", "mx-smi", "efsmi", "brsmi", "cnmon",
-                   "xpu-smi"]
-    assert detector_class(no_numa).detect(FakeRunner({name: output for name in executables})) == []
+    runner = FakeRunner({name: output for name in EXECUTABLES})
+    assert on_a_host_with_its_cards(detector_class).detect(runner) == []
+    assert len(runner.calls) == len(detector_class.commands)
 
 
 def test_nothing_installed_means_no_cards():
@@ -239,3 +208,19 @@ def test_fake_cards_for_and_simulated_detector():
     with pytest.raises(ValueError):
         fake_cards_for("nvidia", "A100", 2, 81920, [0])
     assert detect_all(FakeRunner({}), [SimulatedDetector(cards)]) == cards
+
+
+@pytest.mark.parametrize(("detector_class", "vendor", "capture_name", "pattern"), [
+    (CambriconDetector, "cambricon", "cnmon__mlu370-x8_2card_v5.10.13.txt", "MLU370"),
+    (CambriconDetector, "cambricon", "cnmon__mlu370-x4_3card_v4.20.11.txt", "MLU370-X4"),
+    (KunlunDetector, "kunlunxin", "xpu_smi__p800-oam_8dev_5.0.21.21.txt", "P800"),
+    (KunlunDetector, "kunlunxin", "xpu_smi__r300_2dev_rt4.31_sn-redacted.txt", "R300"),
+    (EnflameDetector, "enflame", "efsmi__l300_1card_1.7.2.14.txt", "L300"),
+    (EnflameDetector, "enflame", "efsmi__s60_2card_1.2.0.301.txt", "S60"),
+    (BirenDetector, "biren", "brsmi__biren106b_1gpu_1.11.0.txt", "biren106b"),
+])
+def test_models_keep_the_name_the_tool_prints_so_gpu_model_patterns_match(detector_class, vendor, capture_name,
+                                                                          pattern):
+    cards = detector_class(no_numa).parse(capture(vendor, capture_name))
+    assert cards and all(model_matches(pattern, card.model) for card in cards)
+    assert not any(model_matches("MLU290|P900|T20", card.model) for card in cards)

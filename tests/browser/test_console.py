@@ -152,7 +152,7 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         self.shot("diagnostics")
 
     def test_admin_enables_binpack_on_the_plugins_page(self):
-        from plugins_admin.models import PluginConfig
+        from scheduling.models import PluginConfig
 
         PluginConfig.objects.update_or_create(name="binpack", defaults={"enabled": False, "weight": 0})
         self.sign_in("admin", "admin-password")

@@ -1,4 +1,4 @@
-"""The node agent against the real HTTP API of a live server, with the simulated runtime (SPEC §2, §14)."""
+"""The node agent against the real HTTP API of a live server, with the simulated runtime."""
 
 import time
 

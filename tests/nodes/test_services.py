@@ -1,4 +1,3 @@
-import logging
 from datetime import timedelta
 
 import pytest
@@ -8,20 +7,14 @@ from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.models import GPU, Node, NodeAuditEntry
 from nodes.services import (
-    AgentArcRefused,
-    NotThisNodesTask,
     agent_register,
-    agent_report_status,
     node_for_token,
-    node_gpu_used_recount,
     node_heartbeat_apply,
     node_token_hash,
     node_topology_update,
     node_update,
     nodes_mark_silent_offline,
 )
-from scheduling.lifecycle import IllegalTransition
-from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
 from tests.nodes.conftest import NV4_LABEL, card
@@ -108,33 +101,6 @@ class TestHeartbeat:
         assert node.labels == {"rdma": "false", "rdma-speed": "200"}
 
 
-class TestRecount:
-    def test_matching_ledgers_change_nothing(self, db, tenant):
-        node = make_node()
-        make_task(tenant=tenant, node=node, status="running", gpu_required=2)
-        Node.objects.filter(id=node.id).update(gpu_used=2)
-        assert node_gpu_used_recount(node_id=node.id) is None
-
-    def test_drift_is_corrected_and_logged_with_both_numbers(self, db, tenant, caplog):
-        node = make_node()
-        for status, gpus in [("running", 2), ("scheduled", 1), ("preempting", 1), ("stopping", 1),
-                             ("pending", 4), ("succeeded", 3), ("failed", 2)]:
-            make_task(tenant=tenant, node=node, status=status, gpu_required=gpus)
-        Node.objects.filter(id=node.id).update(gpu_used=7)
-        with caplog.at_level(logging.WARNING, logger="nodes.services"):
-            assert node_gpu_used_recount(node_id=node.id) == 5
-        node.refresh_from_db()
-        assert node.gpu_used == 5
-        assert "stored 7, recounted 5" in caplog.text
-
-    def test_heartbeat_runs_the_recount(self, db, tenant):
-        node = make_node(cards=2)
-        make_task(tenant=tenant, node=node, status="running", gpu_required=1)
-        Node.objects.filter(id=node.id).update(gpu_used=0)
-        _heartbeat(node, [card(0), card(1)])
-        assert node.gpu_used == 1
-
-
 class TestLiveness:
     def test_silent_nodes_go_offline_and_a_heartbeat_brings_them_back(self, db):
         now = timezone.now()
@@ -153,63 +119,6 @@ class TestLiveness:
         assert nodes_mark_silent_offline(now=timezone.now() + timedelta(seconds=31)) == 1
         never.refresh_from_db()
         assert never.status == "offline"
-
-
-class TestAgentReport:
-    def _running_task(self, tenant, node, **fields):
-        task = make_task(tenant=tenant, gpu_required=1, **fields)
-        assert task_transition(task.id, "pending", "scheduled", node=node, gpus=[0])
-        return task
-
-    def test_claim_and_finish(self, db, tenant):
-        node = make_node()
-        task = self._running_task(tenant, node)
-        assert agent_report_status(node=node, task_id=task.id, from_status="scheduled", to_status="running")
-        assert agent_report_status(node=node, task_id=task.id, from_status="running", to_status="succeeded")
-        node.refresh_from_db()
-        assert node.gpu_used == 0
-
-    def test_stale_report_loses(self, db, tenant):
-        node = make_node()
-        task = self._running_task(tenant, node)
-        assert not agent_report_status(node=node, task_id=task.id, from_status="running", to_status="succeeded")
-        assert Task.objects.get(id=task.id).status == "scheduled"
-
-    def test_illegal_pair_names_both_states(self, db, tenant):
-        node = make_node()
-        task = self._running_task(tenant, node)
-        with pytest.raises(IllegalTransition, match="preempting → succeeded"):
-            agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="succeeded")
-
-    def test_control_plane_arcs_are_refused(self, db, tenant):
-        node = make_node()
-        task = self._running_task(tenant, node)
-        with pytest.raises(AgentArcRefused):
-            agent_report_status(node=node, task_id=task.id, from_status="scheduled", to_status="pending")
-        assert Task.objects.get(id=task.id).status == "scheduled"
-
-    def test_another_nodes_task_is_not_found(self, db, tenant):
-        node, other = make_node(), make_node()
-        task = self._running_task(tenant, node)
-        with pytest.raises(NotThisNodesTask):
-            agent_report_status(node=other, task_id=task.id, from_status="scheduled", to_status="running")
-        with pytest.raises(NotThisNodesTask):
-            agent_report_status(node=other, task_id=999999, from_status="scheduled", to_status="running")
-        assert Task.objects.get(id=task.id).status == "scheduled"
-
-    def test_preemption_settles_once(self, db, tenant):
-        node = make_node()
-        task = self._running_task(tenant, node, preemptible=True)
-        assert task_transition(task.id, "scheduled", "running")
-        assert task_transition(task.id, "running", "preempting")
-        assert agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="pending")
-        task.refresh_from_db()
-        node.refresh_from_db()
-        assert (task.status, task.node_id, task.preempt_count, task.preemptible) == ("pending", None, 1, False)
-        assert node.gpu_used == 0
-        assert not agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="pending")
-        task.refresh_from_db()
-        assert task.preempt_count == 1
 
 
 class TestAdminEdits:
@@ -242,22 +151,3 @@ class TestAdminEdits:
         node = make_node()
         node_update(node=node, schedulable=True, actor=admin_user)
         assert not NodeAuditEntry.objects.exists()
-
-
-class TestTimeoutStops:
-    def test_a_confirmed_stop_of_a_timed_out_task_ends_failed_with_timeout(self, db, tenant):
-        from nodes.services import agent_report_status
-        from scheduling.loops import enforce_task_timeouts
-
-        node = make_node(cards=2)
-        task = make_task(tenant=tenant, gpu_required=1)
-        task_transition(task.id, "pending", "scheduled", node=node, gpus=[0])
-        task_transition(task.id, "scheduled", "running")
-        Task.objects.filter(id=task.id).update(started_at=timezone.now() - timedelta(hours=3))
-        assert enforce_task_timeouts() == 1
-
-        assert agent_report_status(node=node, task_id=task.id, from_status="stopping", to_status="stopped")
-
-        task.refresh_from_db()
-        node.refresh_from_db()
-        assert (task.status, task.reason, node.gpu_used) == ("failed", "Timeout", 0)

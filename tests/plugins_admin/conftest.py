@@ -1,10 +1,12 @@
+import functools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import import_module
 
 import pytest
-from django.apps import apps as django_apps
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.test import Client
 
 from heteroflow_site.celery import app as celery_app
@@ -75,18 +77,24 @@ def tenant_page_client(tenant_client):
     return client
 
 
-def _default_rows_migration():
-    return import_module("plugins_admin.migrations.0002_default_plugin_set")
+DEFAULT_ROWS_MIGRATION = ("plugins_admin", "0002_default_plugin_set")
+
+
+@functools.cache
+def _models_at_default_rows_migration():
+    """The models as that migration saw them (PluginConfig lived in plugins_admin then; the table is the same)."""
+    return MigrationLoader(connection).project_state(DEFAULT_ROWS_MIGRATION).apps
 
 
 @pytest.fixture
 def create_default_rows():
     """The data migration's own function (transactional tests elsewhere flush the rows it created)."""
-    return lambda: _default_rows_migration().create_defaults(django_apps, None)
+    migration = import_module("plugins_admin.migrations." + DEFAULT_ROWS_MIGRATION[1])
+    return lambda: migration.create_defaults(_models_at_default_rows_migration(), None)
 
 
 @pytest.fixture(autouse=True)
 def _default_rows(request, create_default_rows):
-    """Every database test starts from the SPEC §6 defaults the migration stores."""
+    """Every database test starts from the default plugin set the migration stores."""
     if request.node.get_closest_marker("django_db"):
         create_default_rows()

@@ -1,7 +1,8 @@
 import pytest
 from rest_framework.test import APIClient
 
-from plugins_admin.models import PluginChange, PluginConfig
+from plugins_admin.models import PluginChange
+from scheduling.models import PluginConfig
 
 pytestmark = pytest.mark.django_db
 

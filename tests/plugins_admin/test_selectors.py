@@ -1,16 +1,18 @@
 import pytest
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.models import NotificationChannel, PluginConfig
-from plugins_admin.selectors import current_plugin_settings, plugin_listing, scheduler_plugins
+from plugins_admin.models import NotificationChannel
+from plugins_admin.selectors import plugin_listing, scheduler_plugins
 from plugins_admin.services import plugin_set_enabled, plugin_update
 from scheduling.framework.registry import PluginSetting
+from scheduling.models import PluginConfig
+from scheduling.selectors import current_plugin_settings
 
 pytestmark = pytest.mark.django_db
 
 CUSTOM_PLUGIN = "tests.example_plugins.cool_cards.factory"
 
-SPEC_DEFAULTS = {
+DEFAULT_PLUGIN_SET = {
     "spread": (True, 1, {}),
     "binpack": (False, 0, {}),
     "nvlink": (True, 1, {}),
@@ -29,7 +31,7 @@ def test_the_data_migration_stores_the_spec_defaults(create_default_rows):
     create_default_rows()
 
     rows = {row.name: (row.enabled, row.weight, row.extra) for row in PluginConfig.objects.all()}
-    assert rows == SPEC_DEFAULTS
+    assert rows == DEFAULT_PLUGIN_SET
     channels = {channel.kind: (channel.enabled, channel.target) for channel in NotificationChannel.objects.all()}
     assert channels == {"webhook": (False, ""), "email": (False, "")}
 
@@ -41,7 +43,7 @@ def test_current_plugin_settings_reads_every_row_in_one_query(django_assert_num_
         settings = current_plugin_settings()
 
     by_name = {setting.name: setting for setting in settings}
-    assert set(by_name) == set(SPEC_DEFAULTS)
+    assert set(by_name) == set(DEFAULT_PLUGIN_SET)
     assert by_name["topology"] == PluginSetting("topology", True, 40, {})
 
 
@@ -51,7 +53,7 @@ def test_a_plugin_without_a_row_uses_its_registered_defaults():
     by_name = {setting.name: (setting.enabled, setting.weight, dict(setting.extra))
                for setting in current_plugin_settings()}
 
-    assert by_name == SPEC_DEFAULTS
+    assert by_name == DEFAULT_PLUGIN_SET
 
 
 def test_a_forced_filter_stays_on_whatever_its_row_says():

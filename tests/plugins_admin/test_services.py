@@ -4,15 +4,10 @@ import pytest
 from django.db import connection
 
 from heteroflow_site.errors import DomainError
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import PluginChange
 from plugins_admin.selectors import scheduler_plugins
-from plugins_admin.services import (
-    UnknownPlugin,
-    notification_channel_update,
-    plugin_set_enabled,
-    plugin_update,
-)
-from plugins_admin.signals import plugin_set_changed
+from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
+from scheduling.models import PluginConfig
 
 pytestmark = pytest.mark.django_db
 
@@ -102,25 +97,6 @@ def test_a_change_that_changes_nothing_writes_no_history_and_notifies_nobody(adm
 
     assert not PluginChange.objects.exists()
     assert callbacks == []
-
-
-def test_listeners_hear_of_a_change_after_commit(admin_user, django_capture_on_commit_callbacks):
-    heard = []
-
-    def listener(sender, names, actor, **kwargs):
-        heard.append((names, actor))
-
-    plugin_set_changed.connect(listener)
-    try:
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            plugin_set_enabled(name="binpack", enabled=True, actor=admin_user)
-        assert heard == []
-        for callback in callbacks:
-            callback()
-    finally:
-        plugin_set_changed.disconnect(listener)
-
-    assert heard == [(["binpack", "spread"], admin_user)]
 
 
 @pytest.mark.parametrize("weight", [-1, 101, 2.5, True, "5"])
@@ -222,46 +198,3 @@ def test_concurrent_enables_of_spread_and_binpack_leave_exactly_one_on(admin_use
     assert len(on) == 1
     assert [scorer["name"] for scorer in scheduler_plugins()["scorers"] if scorer["name"] in ("spread", "binpack")] \
         == list(on)
-
-
-def test_notification_channel_update_saves_and_records_history(admin_user, webhook_receiver):
-    channel = notification_channel_update(kind="webhook", enabled=True, target=f"  {webhook_receiver.url} ",
-                                          events=["succeeded", "failed"], actor=admin_user)
-
-    channel.refresh_from_db()
-    assert (channel.enabled, channel.target, channel.events) == (True, webhook_receiver.url, ["failed", "succeeded"])
-    change = PluginChange.objects.get()
-    assert change.plugin == "notification:webhook"
-    assert change.actor == admin_user
-    assert change.before == {"enabled": False, "target": "", "events": ["failed", "preempted", "succeeded"]}
-    assert change.after == {"enabled": True, "target": webhook_receiver.url, "events": ["failed", "succeeded"]}
-
-
-@pytest.mark.parametrize("kind, target, events, field", [
-    ("webhook", "not a url", ["failed"], "target"),
-    ("webhook", "ftp://example.com/hook", ["failed"], "target"),
-    ("webhook", "", ["failed"], "target"),
-    ("email", "ops@example.com, nobody", ["failed"], "target"),
-    ("email", "ops@example.com", ["exploded"], "events"),
-    ("email", "ops@example.com", [], "events"),
-])
-def test_notification_channel_update_validates_with_field_errors(admin_user, kind, target, events, field):
-    with pytest.raises(DomainError) as refusal:
-        notification_channel_update(kind=kind, enabled=True, target=target, events=events, actor=admin_user)
-
-    assert refusal.value.field == field
-    channel = NotificationChannel.objects.get(kind=kind)
-    assert (channel.enabled, channel.target) == (False, "")
-    assert not PluginChange.objects.exists()
-
-
-def test_email_addresses_are_normalised(admin_user):
-    channel = notification_channel_update(kind="email", enabled=True, target="a@example.com,  b@example.com ,",
-                                          events=["failed"], actor=admin_user)
-
-    assert channel.target == "a@example.com, b@example.com"
-
-
-def test_unknown_notification_channel_is_refused(admin_user):
-    with pytest.raises(UnknownPlugin):
-        notification_channel_update(kind="pager", enabled=False, target="", events=[], actor=admin_user)

@@ -3,8 +3,9 @@ import re
 import pytest
 from django.test import Client
 
-from plugins_admin.models import NotificationChannel, PluginChange, PluginConfig
+from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.services import plugin_update
+from scheduling.models import PluginConfig
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def _switch_is_on(html: str, name: str) -> bool:
 def _toggle(client, name: str, enabled: bool, **extra):
     # The form sends a hidden "false" and, when the switch is on, the checkbox's "true" after it.
     values = ["false", "true"] if enabled else ["false"]
-    return client.post("/plugins/", {"op": "toggle", "name": name, "enabled": values}, **extra)
+    return client.post("/plugins/", {"form": "toggle", "name": name, "enabled": values}, **extra)
 
 
 def test_staff_see_every_plugin_with_its_switch(staff_page_client):
@@ -91,7 +92,7 @@ def test_a_forged_disable_of_a_locked_filter_shows_the_error_and_changes_nothing
 
 
 def test_a_bad_weight_is_shown_beside_the_field(staff_page_client):
-    response = staff_page_client.post("/plugins/", {"op": "weight", "name": "topology", "weight": "250"}, **HTMX)
+    response = staff_page_client.post("/plugins/", {"form": "weight", "name": "topology", "weight": "250"}, **HTMX)
 
     row = _row(response.content.decode(), "topology")
     assert 'class="field-error"' in row and "0 to 100" in row
@@ -100,20 +101,20 @@ def test_a_bad_weight_is_shown_beside_the_field(staff_page_client):
 
 
 def test_a_weight_is_saved_from_the_page(staff_page_client):
-    response = staff_page_client.post("/plugins/", {"op": "weight", "name": "topology", "weight": "12"}, **HTMX)
+    response = staff_page_client.post("/plugins/", {"form": "weight", "name": "topology", "weight": "12"}, **HTMX)
 
     assert "× 12" in response.content.decode()
     assert PluginConfig.objects.get(name="topology").weight == 12
 
 
 def test_the_preempt_stage_select(staff_page_client):
-    response = staff_page_client.post("/plugins/", {"op": "preempt-stage", "name": "preempt",
+    response = staff_page_client.post("/plugins/", {"form": "preempt-stage", "name": "preempt",
                                                     "preempt_stage": "scheduled"}, **HTMX)
 
     assert '<option value="scheduled" selected>' in _row(response.content.decode(), "preempt")
     assert PluginConfig.objects.get(name="preempt").extra == {"preempt_stage": "scheduled"}
 
-    bad = staff_page_client.post("/plugins/", {"op": "preempt-stage", "name": "preempt", "preempt_stage": "soon"},
+    bad = staff_page_client.post("/plugins/", {"form": "preempt-stage", "name": "preempt", "preempt_stage": "soon"},
                                  **HTMX)
     assert "preempt_stage must be one of" in _row(bad.content.decode(), "preempt")
 
@@ -127,7 +128,7 @@ def test_without_htmx_a_change_redirects_back_to_the_page(staff_page_client):
 
 def test_unknown_plugin_or_operation(staff_page_client):
     assert _toggle(staff_page_client, "magic", True, **HTMX).status_code == 404
-    assert staff_page_client.post("/plugins/", {"op": "explode"}, **HTMX).status_code == 400
+    assert staff_page_client.post("/plugins/", {"form": "explode"}, **HTMX).status_code == 400
 
 
 def test_posts_without_a_csrf_token_are_refused(admin_user):
@@ -154,7 +155,7 @@ def test_the_page_sends_the_csrf_token_with_every_htmx_request(admin_user):
 
 
 def test_saving_a_channel_with_a_bad_url_shows_the_error_beside_the_field(staff_page_client):
-    response = staff_page_client.post("/plugins/", {"op": "channel", "kind": "webhook", "enabled": ["false", "true"],
+    response = staff_page_client.post("/plugins/", {"form": "channel", "kind": "webhook", "enabled": ["false", "true"],
                                                     "target": "hooks.example.com", "events": ["failed"]}, **HTMX)
 
     html = response.content.decode()
@@ -165,7 +166,7 @@ def test_saving_a_channel_with_a_bad_url_shows_the_error_beside_the_field(staff_
 
 
 def test_saving_a_channel_then_sending_a_test(staff_page_client, webhook_receiver):
-    saved = staff_page_client.post("/plugins/", {"op": "channel", "kind": "webhook", "enabled": ["false", "true"],
+    saved = staff_page_client.post("/plugins/", {"form": "channel", "kind": "webhook", "enabled": ["false", "true"],
                                                  "target": webhook_receiver.url, "events": ["failed", "succeeded"]},
                                    **HTMX)
     html = saved.content.decode()
@@ -174,7 +175,7 @@ def test_saving_a_channel_then_sending_a_test(staff_page_client, webhook_receive
     channel = NotificationChannel.objects.get(kind="webhook")
     assert (channel.enabled, channel.target, channel.events) == (True, webhook_receiver.url, ["failed", "succeeded"])
 
-    tested = staff_page_client.post("/plugins/", {"op": "channel-test", "kind": "webhook"}, **HTMX)
+    tested = staff_page_client.post("/plugins/", {"form": "channel-test", "kind": "webhook"}, **HTMX)
     result = tested.content.decode()
     assert result.lstrip().startswith('<span id="test-result-webhook"')
     assert "Delivered" in result and "HTTP 204" in result
@@ -183,12 +184,12 @@ def test_saving_a_channel_then_sending_a_test(staff_page_client, webhook_receive
 
 def test_a_failing_test_shows_the_failure_inline(staff_page_client, settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    empty = staff_page_client.post("/plugins/", {"op": "channel-test", "kind": "email"}, **HTMX).content.decode()
+    empty = staff_page_client.post("/plugins/", {"form": "channel-test", "kind": "email"}, **HTMX).content.decode()
     assert "Failed" in empty and "save an address first" in empty
 
-    staff_page_client.post("/plugins/", {"op": "channel", "kind": "email", "enabled": ["false"],
+    staff_page_client.post("/plugins/", {"form": "channel", "kind": "email", "enabled": ["false"],
                                          "target": "ops@example.com", "events": ["failed"]}, **HTMX)
-    sent = staff_page_client.post("/plugins/", {"op": "channel-test", "kind": "email"}, **HTMX).content.decode()
+    sent = staff_page_client.post("/plugins/", {"form": "channel-test", "kind": "email"}, **HTMX).content.decode()
     assert "Delivered" in sent and "ops@example.com" in sent
 
 
@@ -198,13 +199,13 @@ def test_a_custom_plugin_gets_a_row_with_its_settings_editable(settings, staff_p
     row = _row(staff_page_client.get("/plugins/").content.decode(), "cool-cards")
     assert "max_temperature" in row and 'name="weight"' in row and 'value="2"' in row
 
-    bad = staff_page_client.post("/plugins/", {"op": "extra", "name": "cool-cards", "extra": "{oops"}, **HTMX)
+    bad = staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards", "extra": "{oops"}, **HTMX)
     assert "enter a JSON object" in _row(bad.content.decode(), "cool-cards")
-    refused = staff_page_client.post("/plugins/", {"op": "extra", "name": "cool-cards",
+    refused = staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards",
                                                    "extra": '{"max_temperature": 500}'}, **HTMX)
     assert "between 0 and 120" in _row(refused.content.decode(), "cool-cards")
 
-    staff_page_client.post("/plugins/", {"op": "extra", "name": "cool-cards", "extra": '{"max_temperature": 70}'},
+    staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards", "extra": '{"max_temperature": 70}'},
                            **HTMX)
     assert PluginConfig.objects.get(name="cool-cards").extra == {"max_temperature": 70}
 
@@ -212,7 +213,7 @@ def test_a_custom_plugin_gets_a_row_with_its_settings_editable(settings, staff_p
 def test_the_scheduler_panel_refreshes_alone_and_shows_changes_made_elsewhere(staff_page_client, admin_user):
     plugin_update(name="topology", weight=42, actor=admin_user)
 
-    response = staff_page_client.get("/plugins/?fragment=scheduler-panel", **HTMX)
+    response = staff_page_client.get("/plugins/", HTTP_HX_TARGET="scheduler-panel", **HTMX)
 
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="scheduler-panel"')

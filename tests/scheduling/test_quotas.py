@@ -1,16 +1,19 @@
 import threading
-import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.bind import bind_task
+from scheduling.framework import reasons
+from scheduling.framework.builtin_filters import QuotaPreFilter
+from scheduling.framework.interfaces import CycleState
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.status import Code
 from scheduling.models import Task
-from scheduling.quotas import QuotaExceededError, QuotaUsage, check_admission, lock_and_check_quota, tenant_gpu_usage
-from scheduling.services.task_transition import task_transition
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.quotas import load_tenant_quotas, tenant_gpu_usage
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
 
@@ -19,6 +22,12 @@ pytestmark = pytest.mark.django_db
 
 def _info(task):
     return task_info_from_row(Task.objects.filter(id=task.id).values_list(*TASK_INFO_FIELDS).get())
+
+
+def check_admission(task, usage):
+    """The quota PreFilter's verdict: None when admitted, else its Status."""
+    status = QuotaPreFilter().pre_filter(CycleState(), task, ClusterSnapshot(nodes=[], quotas=usage))
+    return None if status.is_success else status
 
 
 def test_usage_sums_whole_cards_of_active_tasks_only(tenant, other_tenant):
@@ -37,14 +46,14 @@ def test_a_task_within_quota_is_admitted():
     capped = Tenant.objects.create(name="capped", gpu_quota=4)
     make_task(tenant=capped, gpu_required=2, status=lifecycle.RUNNING)
 
-    assert check_admission(_info(make_task(tenant=capped, gpu_required=2)), QuotaUsage.load()) is None
+    assert check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_tenant_quotas()) is None
 
 
 def test_a_task_over_quota_gets_the_quota_line():
     capped = Tenant.objects.create(name="capped", gpu_quota=4)
     make_task(tenant=capped, gpu_required=3, status=lifecycle.RUNNING)
 
-    status = check_admission(_info(make_task(tenant=capped, gpu_required=2)), QuotaUsage.load())
+    status = check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_tenant_quotas())
 
     assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.reason == "quota exceeded: used 3 / quota 4, asked 2"
@@ -52,7 +61,7 @@ def test_a_task_over_quota_gets_the_quota_line():
 
 def test_unlimited_tenants_and_fractional_tasks_are_not_limited(tenant):
     zero = Tenant.objects.create(name="zero", gpu_quota=0)
-    usage = QuotaUsage.load()
+    usage = load_tenant_quotas()
 
     assert check_admission(_info(make_task(tenant=tenant, gpu_required=64)), usage) is None
     assert check_admission(_info(make_task(tenant=zero, gpu_memory_mb=1024)), usage) is None
@@ -62,7 +71,7 @@ def test_unlimited_tenants_and_fractional_tasks_are_not_limited(tenant):
 def test_binds_in_one_cycle_count_against_the_quota():
     capped = Tenant.objects.create(name="capped", gpu_quota=3)
     first, second = (_info(make_task(tenant=capped, gpu_required=2)) for _ in range(2))
-    usage = QuotaUsage.load()
+    usage = load_tenant_quotas()
 
     assert check_admission(first, usage) is None
     usage.record_bind(first)
@@ -73,39 +82,42 @@ def test_binds_in_one_cycle_count_against_the_quota():
 def test_live_check_counts_committed_usage_and_not_the_task_itself():
     capped = Tenant.objects.create(name="capped", gpu_quota=3)
     make_task(tenant=capped, gpu_required=2, status=lifecycle.RUNNING)
-    claimed = make_task(tenant=capped, gpu_required=1, status=lifecycle.SCHEDULED)
+    node = make_node(cards=4)
+    fits, too_big = make_task(tenant=capped, gpu_required=1), make_task(tenant=capped, gpu_required=2)
+    snapshot_node = build_snapshot().node(node.id)
 
-    with transaction.atomic():
-        lock_and_check_quota(task_id=claimed.id, tenant_id=capped.id, gpu_required=1)
-    with pytest.raises(QuotaExceededError, match="used 2 / quota 3, asked 2"), transaction.atomic():
-        lock_and_check_quota(task_id=claimed.id, tenant_id=capped.id, gpu_required=2)
+    refused = bind_task(_info(too_big), snapshot_node, [0, 1], config=SchedulerConfig())
+    assert refused.code == reasons.QUOTA_EXCEEDED and "used 2 / quota 3, asked 2" in refused.message
+    assert bind_task(_info(fits), snapshot_node, [0], config=SchedulerConfig()).bound
 
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_binds_of_one_tenant_never_exceed_its_quota():
     capped = Tenant.objects.create(name="capped", gpu_quota=2)
     # One node per task, so that the node ledger's row lock does not serialise the binds by itself.
-    placements = [(make_task(tenant=capped, gpu_required=1), make_node(cards=1)) for _ in range(6)]
-    start = threading.Barrier(len(placements))
+    snapshot_nodes = []
+    tasks = []
+    for _ in range(6):
+        tasks.append(_info(make_task(tenant=capped, gpu_required=1)))
+        snapshot_nodes.append(make_node(cards=1).id)
+    snapshot = build_snapshot()
+    start = threading.Barrier(len(tasks))
+    outcomes = []
 
-    def bind(task, node):
+    def bind(task, node_id):
         try:
             start.wait()
-            with transaction.atomic():
-                if task_transition(task.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=node, gpus=[0]):
-                    time.sleep(0.05)  # the rest of bind: every claim is in flight before any quota check
-                    lock_and_check_quota(task_id=task.id, tenant_id=capped.id, gpu_required=1)
-        except QuotaExceededError:
-            pass
+            outcomes.append(bind_task(task, snapshot.node(node_id), [0], config=SchedulerConfig()))
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=bind, args=placement) for placement in placements]
+    threads = [threading.Thread(target=bind, args=placement) for placement in zip(tasks, snapshot_nodes)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
 
+    assert sorted(outcome.code for outcome in outcomes) == [reasons.QUOTA_EXCEEDED] * 4 + [reasons.SCHEDULED] * 2
     assert Task.objects.filter(status=lifecycle.SCHEDULED).count() == 2
     assert tenant_gpu_usage() == {capped.id: 2}
     assert sum(Node.objects.values_list("gpu_used", flat=True)) == 2

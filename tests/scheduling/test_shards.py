@@ -2,16 +2,14 @@ import pytest
 from django.db import transaction
 
 from scheduling import lifecycle
-from scheduling.framework.snapshot import TenancyView
+from scheduling.bind.live import lock_and_read
+from scheduling.bind.recheck import BindRefused, make_shard
+from scheduling.framework.sharing import may_share
+from scheduling.framework.snapshot import SchedulerConfig, TenancyView
+from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
-from scheduling.shards import (
-    ShardAllocationError,
-    allocate_shard,
-    compute_percent_for,
-    qos_for,
-    shard_occupancy,
-)
-from scheduling.sharing import may_share
+from scheduling.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from scheduling.snapshot_builder import build_tenancy
 from tenants.models import ShareGroup, Tenant
 from tests.factories import make_node, make_task
@@ -21,6 +19,22 @@ pytestmark = pytest.mark.django_db
 CARD_MB = 81920
 # max(500 MB, 10 % of 81920 MB)
 FREE_AFTER_RESERVE_MB = CARD_MB - 8192
+
+
+def allocate_shard(*, task, node, card):
+    """The shard bind makes for `task` on `card` of `node`, from the rows bind locks and reads."""
+    info = task_info_from_row(Task.objects.filter(id=task.id).values_list(*TASK_INFO_FIELDS).get())
+    with transaction.atomic():
+        live = lock_and_read([node.id], [task.tenant_id]).nodes[node.id]
+        try:
+            return make_shard(info, live, [card], SchedulerConfig.from_settings(), None)
+        except BindRefused as refused:
+            raise ShardAllocationError(refused.message) from refused
+
+
+def shard_occupancy(node_id):
+    return occupancy_of(Task.objects.filter(node_id=node_id, status__in=lifecycle.ACTIVE_STATES)
+                        .values_list("tenant_id", "gpus", "shard"))
 
 
 def _place(task, node, card=0):

@@ -25,6 +25,7 @@ DETECTOR_CLASSES: tuple[type[Detector], ...] = (
     KunlunDetector, IluvatarDetector, NvidiaDetector, MetaxDetector, EnflameDetector,
 )
 GPU_TYPES: tuple[str, ...] = tuple(cls.gpu_type for cls in DETECTOR_CLASSES)
+DETECTOR_FOR_TYPE: dict[str, type[Detector]] = {cls.gpu_type: cls for cls in DETECTOR_CLASSES}
 
 
 def default_detectors(numa_lookup: NumaLookup = sysfs_numa_node) -> list[Detector]:
@@ -38,6 +39,6 @@ def detect_all(runner: CommandRunner = run_command, detectors: Sequence[Detector
 
 
 __all__ = [
-    "Card", "CommandRunner", "Detector", "DETECTOR_CLASSES", "GPU_TYPES", "SimulatedDetector", "default_detectors",
-    "detect_all", "fake_cards_for", "run_command",
+    "Card", "CommandRunner", "Detector", "DETECTOR_CLASSES", "DETECTOR_FOR_TYPE", "GPU_TYPES", "SimulatedDetector",
+    "default_detectors", "detect_all", "fake_cards_for", "run_command",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_number
+from .base import Card, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_int
 
 _USED_OF_TOTAL = re.compile(r"(\d+)\s*/\s*(\d+)")
 _BUS_ID_CELL = re.compile(r"[0-9A-Fa-fx]{4,8}:[0-9A-Fa-fx]{2}:[0-9A-Fa-fx]{2}\.[0-7]")
@@ -59,7 +59,7 @@ def _card(first_row: list[str], second_row: list[str], has_phy_id: bool, numa_of
         model=name.strip(),
         memory_total_mb=int(total),
         memory_used_mb=int(used),
-        utilization=int(optional_number(second_row[2].split()[0]) or 0),
+        utilization=optional_int(second_row[2].split()[0]),
         temperature=int(number(temperature)),
         numa=numa_of(bus_id),
     )
@@ -67,6 +67,7 @@ def _card(first_row: list[str], second_row: list[str], has_phy_id: bool, numa_of
 
 class AscendDetector(Detector):
     gpu_type = "ascend"
+    commands = (("npu-smi", "info"),)
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        return parse_npu_smi_info(runner(["npu-smi", "info"]), numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return parse_npu_smi_info(text, numa_of=self.numa_lookup)

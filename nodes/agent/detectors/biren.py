@@ -1,35 +1,29 @@
-"""Biren GPUs via ``brsmi -q`` (per-GPU ``GPU n`` blocks of ``Key : Value`` lines, after nvidia-smi -q)."""
+"""Biren GPUs via ``brsmi``, the default table (BR-SMI 1.11), three rows per GPU::
+
+    |   GPU                 Name |                Bus-Id |    Volatile Uncorr. ECC |
+    |  Temp  Perf  Pwr:Usage/Cap |          Memory-Usage |    GPU-Util  Compute M. |
+    |              Persistence-M |                       |                  SVI M. |
+    +============================+=======================+=========================+
+    |     0            Biren106B |      00000000:90:00.0 |                       0 |
+    |    30    P0     35W / 300W |       0MiB / 32512MiB |          0%     Default |
+    |                        Off |                       |                Disabled |
+
+The temperature has no unit. The table is the only brsmi output real machines have been seen printing; nothing
+published shows what ``brsmi -q`` or ``brsmi gpu --query-gpu`` print, so they are not relied on.
+"""
 
 from __future__ import annotations
 
-import re
+from .base import Card, Detector
+from .tables import TableLayout, cards_from_table
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_number
-from .query_blocks import parse_query_blocks
-
-_GPU_START = re.compile(r"GPU\s*:?\s*(?P<index>\d+)")
-
-
-def parse_brsmi_query(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
-    cards = []
-    for block in parse_query_blocks(text, _GPU_START):
-        bus_id = block.get("bus id", "bus")
-        cards.append(Card(
-            index=block.index,
-            uuid=block.get("gpu uuid", "uuid") or fallback_uuid("biren", block.index, bus_id),
-            type="biren",
-            model=block.require("product name", "name"),
-            memory_total_mb=int(number(block.require("memory usage/total", "total"))),
-            memory_used_mb=int(number(block.require("memory usage/used", "used"))),
-            utilization=round(optional_number(block.get("utilization/gpu", "gpu util") or "") or 0),
-            temperature=round(optional_number(block.get("gpu current temp", "temperature/gpu") or "") or 0),
-            numa=numa_of(bus_id),
-        ))
-    return cards
+BRSMI_TABLE = TableLayout(index="gpu", model="name", memory="memory-usage", utilization="gpu-util",
+                          temperature="temp", bus_id="bus-id")
 
 
 class BirenDetector(Detector):
     gpu_type = "biren"
+    commands = (("brsmi",),)
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        return parse_brsmi_query(runner(["brsmi", "-q"]), numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return cards_from_table(text, self.gpu_type, [BRSMI_TABLE], self.numa_lookup)

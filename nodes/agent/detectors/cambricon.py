@@ -1,36 +1,28 @@
-"""Cambricon MLUs via ``cnmon info -m -u -e`` (memory, utilisation and temperature sections of each card)."""
+"""Cambricon MLUs via ``cnmon``, the default table; CNMON 4.20 and 5.10 print it alike::
+
+    | Card  VF  Name       Firmware |               Bus-Id | Util        Ecc-Error |
+    | Fan   Temp      Pwr:Usage/Cap |         Memory-Usage | SR-IOV   Compute-Mode |
+    |===============================+======================+=======================|
+    | 0     /   MLU370-X8    v1.1.6 |         0000:39:00.0 | 0%                N/A |
+    |  0%   32C        106 W/ 250 W |     0 MiB/ 23374 MiB | N/A           Default |
+
+CNMON 4.20 has ``Inited  Driver`` where 5.10 has ``Bus-Id``, so its cards carry no PCI address. The table is the
+only cnmon output real machines have been seen printing: the machine-readable ``cnmon info -j`` writes
+``cnmon_info.json`` into the working directory instead of stdout, and no real ``cnmon info`` output is published.
+"""
 
 from __future__ import annotations
 
-import re
+from .base import Card, Detector
+from .tables import TableLayout, cards_from_table
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_number
-from .query_blocks import parse_query_blocks
-
-_CARD_START = re.compile(r"Card\s*:?\s*(?P<index>\d+)")
-
-
-def parse_cnmon_info(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
-    cards = []
-    for block in parse_query_blocks(text, _CARD_START):
-        bus_id = block.get("bus id", "pci bus id")
-        temperature = block.get("temperature/chip", "temperature/board") or ""
-        cards.append(Card(
-            index=block.index,
-            uuid=block.get("uuid") or fallback_uuid("cambricon", block.index, bus_id),
-            type="cambricon",
-            model=block.require("product name"),
-            memory_total_mb=int(number(block.require("physical memory usage/total"))),
-            memory_used_mb=int(number(block.require("physical memory usage/used"))),
-            utilization=round(optional_number(block.get("mlu average") or "") or 0),
-            temperature=round(optional_number(temperature) or 0),
-            numa=numa_of(bus_id),
-        ))
-    return cards
+CNMON_TABLE = TableLayout(index="card", model="name", memory="memory-usage", utilization="util", temperature="temp",
+                          bus_id="bus-id")
 
 
 class CambriconDetector(Detector):
     gpu_type = "cambricon"
+    commands = (("cnmon",),)
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        return parse_cnmon_info(runner(["cnmon", "info", "-m", "-u", "-e"]), numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return cards_from_table(text, self.gpu_type, [CNMON_TABLE], self.numa_lookup)

@@ -7,9 +7,8 @@ key (older and newer drivers); AMD entries printed by a stock rocm-smi on the sa
 from __future__ import annotations
 
 import json
-import subprocess
 
-from .base import Card, CommandRunner, Detector, optional_number
+from .base import Card, Detector, optional_int
 
 _FLAGS = ["-i", "--showmeminfo", "vram", "--showpower", "--showserial", "--showuse", "--showtemp",
           "--showproductname", "--showuniqueid", "--json"]
@@ -33,20 +32,17 @@ def parse_hy_smi_json(text: str) -> list[Card]:
             type="hygon",
             model=info.get("Card Series", "Hygon DCU"),
             memory_total_mb=int(info["vram Total Memory (MiB)"]),
-            memory_used_mb=int(info.get("vram Total Used Memory (MiB)", 0)),
-            utilization=round(optional_number(info[utilization_key]) or 0),
-            temperature=round(optional_number(temperature) or 0),
+            memory_used_mb=optional_int(info.get("vram Total Used Memory (MiB)")),
+            utilization=optional_int(info[utilization_key]),
+            temperature=optional_int(temperature),
         ))
     return cards
 
 
 class HygonDetector(Detector):
     gpu_type = "hygon"
+    # DTK installs without hy-smi ship Hygon's rocm-smi, which prints the same JSON.
+    commands = (("hy-smi", *_FLAGS), ("rocm-smi", *_FLAGS))
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        try:
-            output = runner(["hy-smi", *_FLAGS])
-        except (OSError, subprocess.SubprocessError):
-            # DTK installs without hy-smi ship Hygon's rocm-smi, which prints the same JSON.
-            output = runner(["rocm-smi", *_FLAGS])
-        return parse_hy_smi_json(output)
+    def parse(self, text: str) -> list[Card]:
+        return parse_hy_smi_json(text)

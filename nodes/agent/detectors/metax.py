@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa
+from .base import Card, Detector, NumaLookup, fallback_uuid, no_numa
 
 _BUS_ID = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _TEMPERATURE = re.compile(r"\b(\d+)C\b")
@@ -58,6 +58,7 @@ def _cells(line: str) -> list[str]:
 
 class MetaxDetector(Detector):
     gpu_type = "metax"
+    commands = (("mx-smi",),)
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        return parse_mx_smi(runner(["mx-smi"]), numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return parse_mx_smi(text, numa_of=self.numa_lookup)

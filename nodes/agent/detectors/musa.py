@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number
+from .base import Card, Detector, NumaLookup, fallback_uuid, no_numa, number
 
 _CARD_LINE = re.compile(
     r"^(?P<index>\d+)\s+(?P<name>.+?)\s*\|\s*(?P<bus>\S+)\s*\|\s*(?P<util>\d+)%\s+"
@@ -44,6 +44,7 @@ def parse_mthreads_gmi(text: str, numa_of: NumaLookup = no_numa) -> list[Card]:
 
 class MusaDetector(Detector):
     gpu_type = "musa"
+    commands = (("mthreads-gmi",),)
 
-    def query(self, runner: CommandRunner) -> list[Card]:
-        return parse_mthreads_gmi(runner(["mthreads-gmi"]), numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return parse_mthreads_gmi(text, numa_of=self.numa_lookup)

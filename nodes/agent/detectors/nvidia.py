@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from typing import ClassVar
 
-from .base import Card, CommandRunner, Detector, NumaLookup, fallback_uuid, no_numa, number, optional_number
+from .base import Card, Detector, NumaLookup, fallback_uuid, mebibytes, no_numa, number, optional_int
 
 QUERY_FIELDS = (
     "index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu", "temperature.gpu", "pci.bus_id",
@@ -19,7 +18,7 @@ def parse_query_gpu_csv(text: str, gpu_type: str, fields: Sequence[str] = QUERY_
 
     A header line (``index, uuid, name, memory.total [MiB], ...``, printed without ``noheader``) replaces
     ``fields``; units (``MiB``, ``%``, ``C``) are tolerated so ``nounits`` is optional; ``[N/A]`` and
-    ``[Not Supported]`` readings become 0 except the memory size, which a usable card always reports.
+    ``[Not Supported]`` readings are unknown (``None``) except the memory size, which a usable card always reports.
     """
     rows = [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row]
     if rows and rows[0][0].strip().lower().startswith("index"):
@@ -38,24 +37,25 @@ def parse_query_gpu_csv(text: str, gpu_type: str, fields: Sequence[str] = QUERY_
             type=gpu_type,
             model=value["name"],
             memory_total_mb=int(number(value["memory.total"])),
-            memory_used_mb=int(optional_number(value.get("memory.used", "")) or 0),
-            utilization=int(optional_number(value.get("utilization.gpu", "")) or 0),
-            temperature=int(optional_number(value.get("temperature.gpu", "")) or 0),
+            memory_used_mb=mebibytes(value.get("memory.used")),
+            utilization=optional_int(value.get("utilization.gpu")),
+            temperature=optional_int(value.get("temperature.gpu")),
             numa=numa_of(bus_id),
         ))
     return cards
 
 
+def query_gpu_command(executable: str) -> tuple[str, ...]:
+    return (executable, f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits")
+
+
 class NvidiaSmiCompatibleDetector(Detector):
     """Any CLI that implements nvidia-smi's ``--query-gpu``/``--format=csv`` interface."""
 
-    executable: ClassVar[str]
-
-    def query(self, runner: CommandRunner) -> list[Card]:
-        output = runner([self.executable, f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
-        return parse_query_gpu_csv(output, self.gpu_type, numa_of=self.numa_lookup)
+    def parse(self, text: str) -> list[Card]:
+        return parse_query_gpu_csv(text, self.gpu_type, numa_of=self.numa_lookup)
 
 
 class NvidiaDetector(NvidiaSmiCompatibleDetector):
     gpu_type = "nvidia"
-    executable = "nvidia-smi"
+    commands = (query_gpu_command("nvidia-smi"),)

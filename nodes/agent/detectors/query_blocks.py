@@ -1,14 +1,14 @@
 """Reader for ``-q``-style detail output: one block per device, indented ``Key : Value`` lines in sections.
 
-Several vendor CLIs (cnmon info, efsmi -q, brsmi -q, after nvidia-smi -q) print::
+Vendor CLIs in nvidia-smi's manner (``efsmi -q``, ``xpu-smi -q``) print::
 
-    Card 0
-        Product Name                   : MLU370-X8
-        Physical Memory Usage          :
-            Total                      : 24576 MiB
-            Used                       : 1005 MiB
+    DEV ID 0
+        PCIe Info
+            Bus                     : 0c
+        Device Mem Info
+            Total Size              : 42976 MiB
 
-which becomes ``{"product name": "MLU370-X8", "physical memory usage/total": "24576 MiB", ...}`` for card 0.
+which becomes ``{"pcie info/bus": "0c", "device mem info/total size": "42976 MiB"}`` for the block labelled ``0``.
 """
 
 from __future__ import annotations
@@ -19,26 +19,16 @@ from dataclasses import dataclass, field
 
 @dataclass
 class DeviceBlock:
-    index: int
+    label: str
     values: dict[str, str] = field(default_factory=dict)
 
-    def get(self, *names: str) -> str | None:
-        """First value whose path equals, or ends with, one of ``names`` (lower case, ``/`` between sections)."""
-        for name in names:
-            for path, value in self.values.items():
-                if path == name or path.endswith("/" + name):
-                    return value
-        return None
-
-    def require(self, *names: str) -> str:
-        value = self.get(*names)
-        if value is None:
-            raise KeyError(f"device {self.index}: none of {names} reported")
-        return value
+    def get(self, *paths: str) -> str | None:
+        """The value at the first of ``paths`` the block has (lower case, ``/`` between sections), else ``None``."""
+        return next((self.values[path] for path in paths if path in self.values), None)
 
 
 def parse_query_blocks(text: str, block_start: re.Pattern[str]) -> list[DeviceBlock]:
-    """Split ``text`` into device blocks; ``block_start`` matches a block's first line and has an ``index`` group."""
+    """Split ``text`` into device blocks; ``block_start`` matches a block's first line and has a ``label`` group."""
     blocks: list[DeviceBlock] = []
     sections: list[tuple[int, str]] = []
     for raw_line in text.expandtabs(8).splitlines():
@@ -46,7 +36,7 @@ def parse_query_blocks(text: str, block_start: re.Pattern[str]) -> list[DeviceBl
         if not line:
             continue
         if start := block_start.fullmatch(line):
-            blocks.append(DeviceBlock(index=int(start["index"])))
+            blocks.append(DeviceBlock(label=start["label"]))
             sections = []
             continue
         if not blocks:

@@ -35,3 +35,6 @@ class SimulatedDetector(Detector):
 
     def query(self, runner: CommandRunner) -> list[Card]:
         return list(self.cards)
+
+    def parse(self, text: str) -> list[Card]:
+        return list(self.cards)

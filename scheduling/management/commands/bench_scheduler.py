@@ -30,8 +30,8 @@ GPU_TYPE_WEIGHTS = {
 }
 CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
-# The live pages' receiver (scheduling.live), which renders and publishes each task's row after its transition.
-LIVE_TASK_RECEIVER = "scheduling.live.task_status"
+# The live pages' receiver (scheduling.web.live), which renders and publishes each task's row after its transition.
+LIVE_TASK_RECEIVER = "scheduling.web.live.task_status"
 OPENB_DIR = Path(__file__).resolve().parents[4] / "shared" / "traces" / "openb"
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
 OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}

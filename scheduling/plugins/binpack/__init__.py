@@ -3,7 +3,7 @@
 import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 from scheduling.plugins.spread import mean_usage
@@ -20,3 +20,8 @@ class Binpack(RowPlugin):
 
 def factory(setting: PluginSetting) -> Binpack:
     return Binpack()
+
+
+SPEC = PluginSpec(NAME, factory, exclusive_with="spread", default=PluginSetting(NAME, False, 0),
+                  kinds=frozenset({SCORE}),
+                  description="Prefers the most used nodes, packing tasks to keep whole nodes free.")

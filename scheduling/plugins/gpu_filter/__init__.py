@@ -9,20 +9,15 @@ from collections import Counter
 
 import numpy as np
 
-from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "gpu-filter"
 MODEL_LABEL = "gpu-model"
-GPU_TYPE_MISMATCH = r.GPU_TYPE_MISMATCH
-GPU_MODEL_MISMATCH = r.GPU_MODEL_MISMATCH
-
-
-def _node_types(node: NodeInfo) -> set[str]:
-    return {card.type.lower() for card in node.cards if card.type} | ({node.gpu_type.lower()} if node.gpu_type else set())
+GPU_TYPE_MISMATCH = "GPU type mismatch"
+GPU_MODEL_MISMATCH = "GPU model mismatch"
 
 
 def _model_counts(node: NodeInfo) -> Counter:
@@ -47,7 +42,7 @@ class GpuFilter(RowPlugin):
             elif bit < 64:
                 matches = (table.type_bits[rows] & np.uint64(1 << bit)) != 0
             else:
-                matches = np.array([wanted in _node_types(table.nodes[row]) for row in rows], bool)
+                matches = np.array([wanted in table.nodes[row].gpu_types for row in rows], bool)
             codes[reported & ~matches] = 1
         models = {model.strip().lower() for model in str(task.labels.get(MODEL_LABEL, "")).split("|") if model.strip()}
         if models:
@@ -61,3 +56,7 @@ class GpuFilter(RowPlugin):
 
 def factory(setting: PluginSetting) -> GpuFilter:
     return GpuFilter()
+
+
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+                  description="Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.")

@@ -1,6 +1,6 @@
 """nvlink: NVLink-aware placement for multi-card tasks (SPEC §6).
 
-The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.agent.topology`) gives NVLink
+The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.topology_label`) gives NVLink
 pairs and each card's NUMA node; NVLink domains are its connected components. Only FREE cards (no active occupant,
 memory under the threshold) count. A node's score for a k-card task (k ≥ 2) is that of its best k-card group:
 
@@ -11,6 +11,12 @@ memory under the threshold) count. A node's score for a k-card task (k ≥ 2) is
 Filter: with task label `nvlink: required`, a node whose largest set of free cards inside one domain is smaller
 than k is removed. No topology data, or a task of fewer than 2 cards ⇒ score 50 and pass.
 Group scores are cached per table row and recomputed only for rows an in-memory bind changed.
+
+Reserve (SPEC §5.3), for a whole-card task on a node with topology data: the smallest NVLink domain (fewest free
+cards, then fewest cards) that holds the task, preferring one whose free cards fit on one NUMA node; inside it the
+tightest NUMA node that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most
+free cards first so the task spans as few domains as possible. Without topology data it leaves the choice to the
+framework's default.
 """
 
 from collections import Counter
@@ -18,15 +24,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from scheduling.framework import reasons as r
+from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.framework import whole_card_candidates
+from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "nvlink"
-NVLINK_REQUIRED = r.NVLINK_REQUIRED
+NVLINK_REQUIRED = "no free NVLink domain large enough"
 NEUTRAL = 50.0
 
 
@@ -110,6 +116,7 @@ LARGEST = "largest"
 class Nvlink(RowPlugin):
     name = NAME
     reasons = (NVLINK_REQUIRED,)
+    resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
@@ -122,6 +129,17 @@ class Nvlink(RowPlugin):
             return np.full(len(rows), NEUTRAL)
         scores = self._per_row(table, rows, task.gpu_required)
         return np.where(np.isnan(scores), NEUTRAL, scores)
+
+    def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
+        if task.gpu_required <= 0:
+            return None
+        topology = node_topology(node)
+        if topology is None:
+            return None
+        candidates = whole_card_candidates(task, node, state.config)
+        if len(candidates) < task.gpu_required:
+            return []
+        return _nvlink_cards({card.index for card in candidates}, topology, task.gpu_required)
 
     @staticmethod
     def _per_row(table: NodeTable, rows: np.ndarray, key: int | str) -> np.ndarray:
@@ -143,3 +161,37 @@ class Nvlink(RowPlugin):
 
 def factory(setting: PluginSetting) -> Nvlink:
     return Nvlink()
+
+
+def _nvlink_cards(free: set[int], topology: NodeTopology, k: int) -> list[int]:
+    fitting = []
+    for domain in topology.domains:
+        free_in_domain = [card for card in domain if card in free]
+        if len(free_in_domain) >= k:
+            numa_groups = _numa_groups(free_in_domain, topology.numa, k)
+            fitting.append((len(free_in_domain), len(domain), not numa_groups, domain[0], free_in_domain, numa_groups))
+    if fitting:
+        *_, free_in_domain, numa_groups = min(fitting, key=lambda entry: entry[:4])
+        if numa_groups:
+            return sorted(min(numa_groups, key=lambda group: (len(group), group[0]))[:k])
+        return free_in_domain[:k]
+    chosen: list[int] = []
+    by_size = sorted(([c for c in domain if c in free] for domain in topology.domains), key=lambda d: (-len(d), d))
+    for free_in_domain in by_size:
+        chosen.extend(free_in_domain[: k - len(chosen)])
+    # Free cards the label does not mention (a card added after the label was written) come last.
+    chosen.extend(sorted(free - set(chosen))[: k - len(chosen)])
+    return sorted(chosen)
+
+
+def _numa_groups(cards: list[int], numa: dict[int, int | None], k: int) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for card in cards:
+        if numa.get(card) is not None:
+            groups.setdefault(numa[card], []).append(card)
+    return [group for group in groups.values() if len(group) >= k]
+
+
+SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({FILTER, SCORE, RESERVE}),
+                  description="Prefers card groups inside one NVLink domain and picks the cards there; the task "
+                              "label nvlink: required makes it a filter.")

@@ -1,19 +1,53 @@
-"""preempt: configuration only. Its `preempt_stage` (disabled|scheduled|running) tells the preemption planner
-(SPEC §9) which victims' states are allowed; the plugin set exposes it as `PluginSet.preempt_stage`."""
+"""preempt (PostFilter, SPEC §9): when no node can take a task for lack of room, evict lower-priority preemptible
+work so that it fits later. Its setting `preempt_stage` (disabled|scheduled|running) says which victims' states
+may be evicted.
 
-from dataclasses import dataclass
+The plugin decides whether preemption applies (the attempt's code, the stage); the cycle lends it, through
+`CycleState.handle`, the preemption service that finds the candidates, plans the victims and evicts them
+(`scheduling.preemption`), since plugins never touch the database.
+"""
 
-from scheduling.framework.registry import PluginSetting
+from collections.abc import Mapping
+from typing import Any
+
+from scheduling.framework import reasons
+from scheduling.framework.interfaces import CycleState, PostFilterOutcome
+from scheduling.framework.registry import POST_FILTER, PluginSetting, PluginSpec
+from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 
 NAME = "preempt"
+STAGES = ("disabled", "scheduled", "running")
 DEFAULT_STAGE = "running"
+# Only a lack of room is something evicting lower-priority work can cure.
+TRIGGER_CODES = frozenset({reasons.NO_SCHEDULABLE_NODES, reasons.INSUFFICIENT_RESOURCES})
 
 
-@dataclass(frozen=True)
 class Preempt:
-    preempt_stage: str = DEFAULT_STAGE
-    name: str = NAME
+    name = NAME
+
+    def __init__(self, preempt_stage: str = DEFAULT_STAGE) -> None:
+        self.preempt_stage = preempt_stage
+
+    def post_filter(self, state: CycleState, task: TaskInfo, result: Any,
+                    snapshot: ClusterSnapshot) -> PostFilterOutcome | None:
+        if result.code not in TRIGGER_CODES or self.preempt_stage == "disabled" or state.handle is None:
+            return None
+        return state.handle.preempt(task, result, snapshot, preempt_stage=self.preempt_stage)
 
 
 def factory(setting: PluginSetting) -> Preempt:
     return Preempt(preempt_stage=setting.extra.get("preempt_stage", DEFAULT_STAGE))
+
+
+def validate_extra(extra: Mapping[str, Any]) -> None:
+    unknown = set(extra) - {"preempt_stage"}
+    if unknown:
+        raise ValueError(f"unknown preempt setting(s): {', '.join(sorted(unknown))}")
+    stage = extra.get("preempt_stage", DEFAULT_STAGE)
+    if stage not in STAGES:
+        raise ValueError(f"preempt_stage must be one of {'|'.join(STAGES)}, not {stage!r}")
+
+
+SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 0, {"preempt_stage": DEFAULT_STAGE}),
+                  kinds=frozenset({POST_FILTER}), validate_extra=validate_extra,
+                  description="Frees cards from lower-priority preemptible tasks when nothing fits.")

@@ -6,14 +6,13 @@ Filter: task label `rdma: required` removes only nodes labelled `false`; unlabel
 
 import numpy as np
 
-from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "rdma"
-RDMA_REQUIRED = r.RDMA_REQUIRED
+RDMA_REQUIRED = "RDMA required"
 
 
 class Rdma(RowPlugin):
@@ -31,3 +30,7 @@ class Rdma(RowPlugin):
 
 def factory(setting: PluginSetting) -> Rdma:
     return Rdma()
+
+
+SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({FILTER, SCORE}),
+                  description="Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.")

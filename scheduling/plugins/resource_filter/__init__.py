@@ -12,21 +12,24 @@ import numpy as np
 
 from scheduling.framework import reasons as r
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
-from scheduling.sharing import card_admits_tenant
 
 NAME = "resource-filter"
 INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
 INSUFFICIENT_GPU_MEMORY = r.INSUFFICIENT_GPU_MEMORY
-CARDS_OVERLOADED = r.CARDS_OVERLOADED
-NO_TENANT_ELIGIBLE_CARD = r.NO_TENANT_ELIGIBLE_CARD
+CARDS_OVERLOADED = "GPU memory above threshold"
+NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
 
 
 class ResourceFilter(RowPlugin):
     name = NAME
     reasons = (INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, NO_TENANT_ELIGIBLE_CARD)
+    resolvable = frozenset({INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED})
+    # Cards exist but the tenant may share none of them: the attempt says so (SPEC §12).
+    attempt_codes = {NO_TENANT_ELIGIBLE_CARD: r.NO_TENANT_ELIGIBLE_GPU}
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
@@ -66,3 +69,7 @@ class ResourceFilter(RowPlugin):
 
 def factory(setting: PluginSetting) -> ResourceFilter:
     return ResourceFilter()
+
+
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+                  description="Keeps nodes with enough free cards, or card memory for a fractional task.")

@@ -3,7 +3,7 @@
 import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -36,3 +36,8 @@ class Spread(RowPlugin):
 
 def factory(setting: PluginSetting) -> Spread:
     return Spread()
+
+
+SPEC = PluginSpec(NAME, factory, exclusive_with="binpack", default=PluginSetting(NAME, True, 1),
+                  kinds=frozenset({SCORE}),
+                  description="Prefers the least used nodes, spreading load across the cluster.")

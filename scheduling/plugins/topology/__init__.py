@@ -7,7 +7,7 @@ nothing. The `topology: required` hard constraint is the built-in affinity filte
 import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NO_CODE, NodeTable
 
@@ -33,3 +33,8 @@ class Topology(RowPlugin):
 
 def factory(setting: PluginSetting) -> Topology:
     return Topology()
+
+
+SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({SCORE}),
+                  description="Prefers the region, zone and rack a task asks for; topology: required makes them "
+                              "hard limits.")

@@ -7,11 +7,12 @@ from collections import Counter
 import pytest
 
 from nodes.models import GPU, Node
-from plugins_admin.models import PluginConfig
+from scheduling.models import PluginConfig
 from scheduling import immediate_queue, lifecycle
 from scheduling.cycle import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, ScanCursor, SchedulingAttempt, Task
+from scheduling.plugins import gpu_filter, resource_filter
 from scheduling.signals import cycle_completed
 from tests.factories import make_node, make_task
 
@@ -77,8 +78,8 @@ def test_spec_walkthrough_binds_to_the_free_nvidia_node_and_explains_every_other
     assert reason_of == {
         "offline": reasons.NODE_OFFLINE,
         "dedicated": reasons.DEDICATED_OTHER_TENANT,
-        "hot": reasons.CARDS_OVERLOADED,
-        "ascend": reasons.GPU_TYPE_MISMATCH,
+        "hot": resource_filter.CARDS_OVERLOADED,
+        "ascend": gpu_filter.GPU_TYPE_MISMATCH,
         "free": None,
     }
     scored = next(entry for entry in diagnostics["nodes"] if entry["node"] == "free")

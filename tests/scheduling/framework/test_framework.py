@@ -5,10 +5,11 @@ import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, apply_bind, select_cards
-from scheduling.framework.registry import PluginSetting, build_plugin_set, default_registry
+from scheduling.framework.framework import Framework, apply_bind, default_cards
+from scheduling.framework.registry import PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
-from scheduling.framework.status import Code
+from scheduling.framework.status import Code, Status
+from scheduling.plugins import default_registry, gpu_filter, resource_filter
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
 
@@ -25,7 +26,7 @@ def run(framework_, snapshot, *tasks, seed=0):
     for task in tasks:
         result = framework_.schedule(task, snapshot, rng)
         assert result.node is not None, result.message
-        apply_bind(snapshot, task, result.node, framework_.select_cards(task, result.node, tenancy=snapshot.tenancy))
+        apply_bind(snapshot, task, result.node, framework_.reserve(task, result.node, snapshot.tenancy))
         placed.append(result.node.name)
     return Counter(placed)
 
@@ -57,20 +58,22 @@ def test_spec_walk_through():
     task = make_task(tenant_id=tenant, gpu_type="nvidia", gpu_required=4)
     result = framework().schedule(task, snapshot, random.Random(1))
     assert result.node.name == "free" and result.code is None
-    assert framework().select_cards(task, result.node) == [0, 1, 2, 3]
-    by_name = {entry["node"]: entry for entry in result.diagnostic_nodes()}
-    assert {name: entry["reason"] for name, entry in by_name.items()} == {
+    assert framework().reserve(task, result.node) == [0, 1, 2, 3]
+    diagnostics = result.compact_diagnostics()
+    assert {name: reason for reason, names in diagnostics["filtered"].items() for name in names} == {
         "offline": reasons.NODE_OFFLINE, "dedicated": reasons.DEDICATED_OTHER_TENANT,
-        "hot": reasons.CARDS_OVERLOADED, "ascend": reasons.GPU_TYPE_MISMATCH, "free": None,
+        "hot": resource_filter.CARDS_OVERLOADED, "ascend": gpu_filter.GPU_TYPE_MISMATCH,
     }
-    assert by_name["free"]["scores"] == {"spread": result.scores[result.node.id]["spread"], "nvlink": 50.0,
-                                         "topology": 50.0, "rdma": 50.0}
-    assert by_name["free"]["total"] == round(sum(by_name["free"]["scores"].values()), 3)
+    [(name, total, *scores)] = diagnostics["scored"]
+    assert name == "free"
+    assert dict(zip(diagnostics["plugins"], scores)) == {"spread": result.scores[result.node.id]["spread"],
+                                                         "nvlink": 50.0, "topology": 50.0, "rdma": 50.0}
+    assert total == round(sum(scores), 3)
     assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
                               "1 dedicated to another tenant, 1 node offline.")
     assert result.filtered_by_reason() == {reasons.NODE_OFFLINE: ["offline"],
                                            reasons.DEDICATED_OTHER_TENANT: ["dedicated"],
-                                           reasons.CARDS_OVERLOADED: ["hot"], reasons.GPU_TYPE_MISMATCH: ["ascend"]}
+                                           resource_filter.CARDS_OVERLOADED: ["hot"], gpu_filter.GPU_TYPE_MISMATCH: ["ascend"]}
     assert result.filtered[snapshot.nodes[0].id].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.filtered[snapshot.nodes[2].id].code == Code.UNSCHEDULABLE
 
@@ -121,7 +124,7 @@ def test_apply_bind_makes_the_next_fractional_task_respect_the_tenant_boundary()
     fw = framework()
     first = make_task(tenant_id=1, gpu_memory_mb=1000)
     result = fw.schedule(first, snapshot, random.Random())
-    apply_bind(snapshot, first, result.node, fw.select_cards(first, result.node, tenancy=snapshot.tenancy))
+    apply_bind(snapshot, first, result.node, fw.reserve(first, result.node, snapshot.tenancy))
     assert snapshot.nodes[0].cards[0].occupant_tenants == {1}
     same_tenant = fw.schedule(make_task(tenant_id=1, gpu_memory_mb=1000), snapshot, random.Random())
     assert same_tenant.node is not None
@@ -136,7 +139,7 @@ def test_inference_limit_per_node():
     for _ in range(2):
         task = make_task(type="inference", gpu_required=1)
         result = fw.schedule(task, snapshot, random.Random())
-        apply_bind(snapshot, task, result.node, fw.select_cards(task, result.node))
+        apply_bind(snapshot, task, result.node, fw.reserve(task, result.node))
     result = fw.schedule(make_task(type="inference", gpu_required=1), snapshot, random.Random())
     assert result.code == reasons.INSUFFICIENT_RESOURCES
     assert reasons.INFERENCE_LIMIT in result.message
@@ -148,18 +151,19 @@ def test_topology_required_is_hard_only_where_the_node_has_the_field():
     task = make_task(gpu_required=1, labels={"topology": "required", "zone": "eu-1"})
     result = framework().schedule(task, snapshot, random.Random())
     assert result.node.name == "eu"  # zone +15 beats the unset node
-    assert {entry["node"]: entry["reason"] for entry in result.diagnostic_nodes()}["us"] == reasons.ZONE_MISMATCH
+    assert result.filtered_by_reason() == {reasons.ZONE_MISMATCH: ["us"]}
     assert len(result.totals) == 2
 
 
 def test_diagnostics_keep_the_best_fifty_feasible_nodes():
     nodes = [make_node(cpu_percent=i) for i in range(60)] + [make_node(status="offline") for _ in range(3)]
     result = framework().schedule(make_task(gpu_required=1), make_snapshot(*nodes), random.Random())
-    entries = result.diagnostic_nodes()
-    assert len(entries) == 53
-    feasible = [entry for entry in entries if entry["reason"] is None]
-    assert feasible[0]["node"] == nodes[0].name
-    assert [entry["total"] for entry in feasible] == sorted((entry["total"] for entry in feasible), reverse=True)
+    diagnostics = result.compact_diagnostics()
+    assert sum(len(names) for names in diagnostics["filtered"].values()) == 3
+    feasible = diagnostics["scored"]
+    assert len(feasible) == 50
+    assert feasible[0][0] == nodes[0].name
+    assert [row[1] for row in feasible] == sorted((row[1] for row in feasible), reverse=True)
 
 
 def test_custom_per_node_plugin_runs_in_the_pipeline():
@@ -184,33 +188,40 @@ def captured(capture):
     return node
 
 
-def test_select_cards_with_nvlink_prefers_one_numa_node():
+def test_reserve_with_nvlink_prefers_one_numa_node():
     dgx = captured("dgx-a100-8gpu-nv12-10nic.txt")
-    assert select_cards(make_task(gpu_required=2), dgx, CONFIG) == [0, 1]
+    assert framework().reserve(make_task(gpu_required=2), dgx) == [0, 1]
     quad = captured("4gpu-nv4-2numa-1nic.txt")
     occupy(quad.cards[0], tenant_id=3)
-    assert select_cards(make_task(gpu_required=2), quad, CONFIG) == [2, 3]
-    assert select_cards(make_task(gpu_required=4), quad, CONFIG) == []
+    assert framework().reserve(make_task(gpu_required=2), quad) == [2, 3]
+    assert framework().reserve(make_task(gpu_required=4), quad) == []
 
 
-def test_select_cards_without_topology_takes_the_least_busy_lowest_index():
+def test_reserve_without_the_nvlink_plugin_ignores_the_topology():
+    quad = captured("4gpu-nv4-2numa-1nic.txt")
+    occupy(quad.cards[0], tenant_id=3)
+    assert framework(PluginSetting("nvlink", False)).reserve(make_task(gpu_required=2), quad) == [1, 2]
+
+
+def test_default_reserve_without_topology_takes_the_least_busy_lowest_index():
     node = make_node(cards=4)
     occupy(node.cards[1], tenant_id=3)
-    assert select_cards(make_task(gpu_required=2), node, CONFIG) == [0, 2]
+    assert default_cards(make_task(gpu_required=2), node, CONFIG) == [0, 2]
+    assert framework().reserve(make_task(gpu_required=2), node) == [0, 2]
 
 
-def test_select_cards_fractional_takes_the_card_with_most_free_memory():
+def test_default_reserve_fractional_takes_the_card_with_most_free_memory():
     node = make_node(cards=3)
     occupy(node.cards[0], tenant_id=1, shard_mb=2000)
     occupy(node.cards[1], tenant_id=2, shard_mb=1000)
     occupy(node.cards[2], tenant_id=1, shard_mb=1000)
-    assert select_cards(make_task(tenant_id=1, gpu_memory_mb=500), node, CONFIG, tenancy=TenancyView()) == [2]
+    assert default_cards(make_task(tenant_id=1, gpu_memory_mb=500), node, CONFIG, tenancy=TenancyView()) == [2]
 
 
 def test_pcie_node_spreads_a_multi_card_task_over_single_domains():
     pcie = captured("8gpu-pcie-pix-phb-sys.txt")
     occupy(pcie.cards[0], tenant_id=3)
-    assert select_cards(make_task(gpu_required=3), pcie, CONFIG) == [1, 2, 3]
+    assert framework().reserve(make_task(gpu_required=3), pcie) == [1, 2, 3]
 
 
 def test_total_is_the_weighted_sum():
@@ -271,3 +282,61 @@ def test_attempt_nodes_keep_the_first_filtered_nodes_under_their_reasons_and_cou
         assert total == round(result.totals[by_name[name]], 3)
         assert dict(zip(nodes["plugins"], scores)) == result.scores[by_name[name]]
     assert result.message.startswith("2/8 nodes are available: 5 node offline, 1 Insufficient GPU")
+
+
+class NoFriday:
+    """A PreFilter and Permit plugin: refuses tasks labelled `day: friday` before any node, and placements on
+    nodes labelled `frozen: true` at Permit."""
+
+    name = "no-friday"
+
+    def __init__(self, setting):
+        pass
+
+    def pre_filter(self, state, task, snapshot):
+        if task.labels.get("day") == "friday":
+            return Status.unschedulable("no deploys on friday", plugin=self.name, unresolvable=True)
+        return Status(plugin=self.name)
+
+    def permit(self, state, placements, world_size):
+        if any(node.labels.get("frozen") == "true" for _task, node, _cards in placements):
+            return Status.unschedulable("frozen node", plugin=self.name, attempt_code="Frozen")
+        return Status(plugin=self.name)
+
+
+def _with_no_friday():
+    from scheduling.framework.registry import PERMIT, PRE_FILTER, PluginSpec
+
+    registry = default_registry(extra_plugins=[])
+    registry.register(PluginSpec("no-friday", NoFriday, kinds=frozenset({PRE_FILTER, PERMIT})))
+    return Framework(build_plugin_set([], registry), CONFIG)
+
+
+def test_a_pre_filter_refuses_the_task_before_any_node_is_looked_at():
+    fw = _with_no_friday()
+    snapshot = make_snapshot(make_node(), make_node())
+    result = fw.schedule(make_task(gpu_required=1, labels={"day": "friday"}), snapshot, random.Random())
+    assert result.node is None and result.pre_filtered
+    assert (result.code, result.message, result.filtered_count) == (reasons.NO_SCHEDULABLE_NODES,
+                                                                    "no deploys on friday", 0)
+    assert fw.schedule(make_task(gpu_required=1), snapshot, random.Random()).node is not None
+
+
+def test_the_quota_pre_filter_is_built_in():
+    from scheduling.framework.snapshot import TenantQuotas
+
+    snapshot = make_snapshot(make_node())
+    snapshot.quotas = TenantQuotas(quotas={1: 2}, used={1: 1})
+    result = framework().schedule(make_task(tenant_id=1, gpu_required=2), snapshot, random.Random())
+    assert (result.code, result.message) == (reasons.QUOTA_EXCEEDED, "quota exceeded: used 1 / quota 2, asked 2")
+
+
+def test_permit_holds_a_gang_to_every_member_and_runs_the_permit_plugins():
+    fw = _with_no_friday()
+    node, frozen = make_node(), make_node(labels={"frozen": "true"})
+    task = make_task(gpu_required=1)
+    assert fw.permit([(task, node, [0])]).is_success
+    partial = fw.permit([(task, node, [0])], world_size=2)
+    assert (partial.is_success, partial.attempt_code) == (False, reasons.GANG_INCOMPLETE)
+    refused = fw.permit([(task, frozen, [0])])
+    assert (refused.is_success, refused.attempt_code, refused.reason) == (False, "Frozen", "frozen node")

@@ -1,8 +1,9 @@
 from scheduling.framework import reasons
+from scheduling.plugins import gpu_filter
 
 
 def test_summary_orders_by_count_then_alphabetically():
-    line = reasons.summarize(12, {reasons.INSUFFICIENT_GPU: 3, reasons.GPU_TYPE_MISMATCH: 8,
+    line = reasons.summarize(12, {reasons.INSUFFICIENT_GPU: 3, gpu_filter.GPU_TYPE_MISMATCH: 8,
                                   reasons.DEDICATED_OTHER_TENANT: 1})
     assert line == "0/12 nodes are available: 8 GPU type mismatch, 3 Insufficient GPU, 1 dedicated to another tenant."
     tie = reasons.summarize(5, {"zeta": 2, "alpha": 2})

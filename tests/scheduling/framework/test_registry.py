@@ -1,13 +1,7 @@
 import pytest
 
-from scheduling.framework.registry import (
-    PluginSetting,
-    PluginSpec,
-    Registry,
-    build_plugin_set,
-    default_registry,
-    validate_extra,
-)
+from scheduling.framework.registry import PluginSetting, PluginSpec, Registry, build_plugin_set, validate_extra
+from scheduling.plugins import default_registry
 
 EXAMPLE = "tests.example_plugins.cool_cards.factory"
 

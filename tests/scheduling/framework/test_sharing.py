@@ -1,5 +1,5 @@
 from scheduling.framework.snapshot import CardInfo, TenancyView
-from scheduling.sharing import card_admits_tenant, may_share
+from scheduling.framework.sharing import card_admits_tenant, may_share
 
 A, B, C = 1, 2, 3
 GROUPS = TenancyView(groups_of={A: frozenset({100}), B: frozenset({100, 200}), C: frozenset({200})})

@@ -9,14 +9,14 @@ import pytest
 from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.models import GPU, Node
 from scheduling import lifecycle
+from scheduling.bind import pipeline
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.registry import build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig
-from scheduling.groups import gang_bind
 from scheduling.groups.gang_bind import schedule_pending_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
+from scheduling.plugins import build_plugin_set, gpu_filter
 from scheduling.snapshot_builder import build_snapshot
 from tests.factories import make_node
 
@@ -103,12 +103,12 @@ def test_a_failed_claim_of_the_last_member_rolls_back_every_member(tenant, monke
     three_nodes()
     group = training_group(tenant, world_size=16)
     last = members(group)[-1]
-    real_transition = gang_bind.task_transition
+    real_claim = pipeline.claim
 
-    def lose_the_last_claim(task_id, *args, **kwargs):
-        return False if task_id == last.id else real_transition(task_id, *args, **kwargs)
+    def lose_the_last_claim(claims):
+        return real_claim(claims) - {last.id}
 
-    monkeypatch.setattr(gang_bind, "task_transition", lose_the_last_claim)
+    monkeypatch.setattr(pipeline, "claim", lose_the_last_claim)
 
     results, _ = run_gangs()
 
@@ -174,7 +174,7 @@ def test_every_path_keeps_strictly_to_the_declared_gpu_type(tenant, parallelism)
     assert [result.code for result in results] == [reasons.GANG_INCOMPLETE]
     assert {task.status for task in members(too_big)} == {lifecycle.PENDING}
     too_big.refresh_from_db()
-    assert reasons.GPU_TYPE_MISMATCH in too_big.diagnostics["reason"]
+    assert gpu_filter.GPU_TYPE_MISMATCH in too_big.diagnostics["reason"]
     assert dict(Node.objects.values_list("name", "gpu_used")) == {"nv-1": 0, "nv-2": 0, "ascend": 8}
 
 

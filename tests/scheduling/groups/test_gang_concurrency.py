@@ -10,7 +10,7 @@ from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.registry import build_plugin_set
+from scheduling.plugins import build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.groups.gang import GangPlan, GroupInfo, plan_gang
 from scheduling.groups.gang_bind import bind_gang

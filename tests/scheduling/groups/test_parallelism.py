@@ -7,7 +7,7 @@ import pytest
 
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.registry import build_plugin_set
+from scheduling.plugins import build_plugin_set
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
 from scheduling.groups.parallelism import ELSEWHERE, SAME_NODE, SAME_RACK, SAME_ZONE, member_slots, topology_affinity
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy

@@ -1,5 +1,5 @@
-from scheduling.framework import reasons
 from scheduling.framework.snapshot import CardInfo
+from scheduling.plugins import gpu_filter
 from scheduling.plugins.gpu_filter import GpuFilter
 from tests.scheduling.framework.builders import make_cards, make_node, make_state, make_task
 
@@ -15,7 +15,7 @@ def test_type_matches_case_insensitively():
 
 def test_type_mismatch_is_rejected_with_its_reason():
     status = GpuFilter().filter(make_state(), make_task(gpu_type="nvidia", gpu_required=1), make_node(gpu_type="ascend"))
-    assert status.reasons == (reasons.GPU_TYPE_MISMATCH,)
+    assert status.reasons == (gpu_filter.GPU_TYPE_MISMATCH,)
 
 
 def test_card_list_type_counts_when_the_node_label_differs():
@@ -38,7 +38,7 @@ def test_gpu_model_keeps_nodes_with_enough_cards_of_one_listed_model():
     assert passes(make_task(gpu_required=1, labels={"gpu-model": "h100"}), node)
     # Two H100 are needed but only one is there; A100+H100 mixed does not count as "one model".
     status = GpuFilter().filter(make_state(), make_task(gpu_required=2, labels={"gpu-model": "H100|V100"}), node)
-    assert status.reasons == (reasons.GPU_MODEL_MISMATCH,)
+    assert status.reasons == (gpu_filter.GPU_MODEL_MISMATCH,)
     assert not passes(make_task(gpu_required=3, labels={"gpu-model": "A100|H100"}), node)
 
 

@@ -4,7 +4,7 @@
 import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
-from scheduling.framework import reasons
+from scheduling.plugins import nvlink
 from scheduling.plugins.nvlink import Nvlink, node_topology
 from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
@@ -66,7 +66,7 @@ def test_required_removes_nodes_without_a_large_enough_free_domain():
     task = make_task(gpu_required=2, labels={"nvlink": "required"})
     assert plugin.filter(state, task, captured_node("dgx-a100-8gpu-nv12-10nic.txt")).is_success
     status = plugin.filter(state, task, captured_node("8gpu-pcie-pix-phb-sys.txt"))
-    assert status.reasons == (reasons.NVLINK_REQUIRED,)
+    assert status.reasons == (nvlink.NVLINK_REQUIRED,)
     busy_pair = captured_node("2gpu-nv4-gpu-numa-id.txt", busy=(0,))
     assert not plugin.filter(state, task, busy_pair).is_success
 

@@ -1,6 +1,6 @@
 import pytest
 
-from scheduling.framework import reasons
+from scheduling.plugins import rdma
 from scheduling.plugins.rdma import Rdma
 from tests.scheduling.framework.builders import make_node, make_state, make_task
 
@@ -24,7 +24,7 @@ def test_required_removes_only_nodes_labelled_false():
     assert plugin.filter(state, task, make_node(labels={"rdma": "true"})).is_success
     assert plugin.filter(state, task, make_node()).is_success
     status = plugin.filter(state, task, make_node(labels={"rdma": "false"}))
-    assert not status.is_success and status.reasons == (reasons.RDMA_REQUIRED,)
+    assert not status.is_success and status.reasons == (rdma.RDMA_REQUIRED,)
 
 
 def test_without_the_label_false_nodes_pass():

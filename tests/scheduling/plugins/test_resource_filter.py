@@ -1,5 +1,6 @@
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import TenancyView
+from scheduling.plugins import resource_filter
 from scheduling.plugins.resource_filter import ResourceFilter
 from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
 
@@ -30,7 +31,7 @@ def test_cards_at_95_percent_memory_do_not_count():
     assert check(make_task(gpu_required=1), node).is_success
     assert check(make_task(gpu_required=2), node).reasons == (reasons.INSUFFICIENT_GPU,)
     node.cards[1].memory_used_mb = 81000
-    assert check(make_task(gpu_required=1), node).reasons == (reasons.CARDS_OVERLOADED,)
+    assert check(make_task(gpu_required=1), node).reasons == (resource_filter.CARDS_OVERLOADED,)
 
 
 def test_whole_card_memory_condition_uses_free_memory_after_reserve():
@@ -66,7 +67,7 @@ def test_fractional_tenant_boundary():
     node = make_node(cards=1)
     occupy(node.cards[0], tenant_id=2, shard_mb=1000)
     task = make_task(tenant_id=1, gpu_memory_mb=1000)
-    assert check(task, node).reasons == (reasons.NO_TENANT_ELIGIBLE_CARD,)
+    assert check(task, node).reasons == (resource_filter.NO_TENANT_ELIGIBLE_CARD,)
     shared = TenancyView(groups_of={1: frozenset({10}), 2: frozenset({10})})
     assert check(task, node, shared).is_success
 

@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from plugins_admin.models import PluginConfig
+from scheduling.models import PluginConfig
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_task

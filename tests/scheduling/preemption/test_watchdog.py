@@ -8,11 +8,12 @@ from django.db import connection
 from django.utils import timezone
 
 from nodes.models import Node
-from nodes.services import agent_register, agent_report_status
+from nodes.services import agent_register
 from scheduling import tasks
 from scheduling.models import Task, TaskEvent
 from scheduling.preemption.settle import FORCED_REASON
 from scheduling.preemption.watchdog import preemption_watchdog
+from scheduling.services.agent_reports import agent_report_status
 from tests.factories import make_node
 from tests.nodes.conftest import node_client
 from tests.scheduling.preemption.conftest import placed_task, statuses

@@ -1,0 +1,6 @@
+from django.dispatch import Signal
+
+# Sent inside a heartbeat's transaction, while the node's row is locked, with `node_id`. Receivers reconcile what the
+# apps above keep about the node (scheduling recounts `gpu_used` from its active tasks) before the node's status is
+# derived from it, so they run in the same transaction and must not commit or defer.
+heartbeat_recorded = Signal()

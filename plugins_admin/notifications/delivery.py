@@ -1,0 +1,144 @@
+"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds.
+
+Delivery runs in a Celery task so that neither the request path nor the scheduler ever waits on a remote server;
+a delivery failure is logged and dropped, never raised into the code that moved the task.
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+import requests
+from celery import shared_task
+from django.conf import settings
+from django.core.mail import send_mail
+from django.dispatch import receiver
+from django.utils import timezone
+
+from plugins_admin.models import NotificationChannel
+from scheduling import lifecycle
+from scheduling.models import Task
+from scheduling.signals import task_transitioned
+
+logger = logging.getLogger(__name__)
+
+EVENT_FAILED = "failed"
+EVENT_PREEMPTED = "preempted"
+EVENT_SUCCEEDED = "succeeded"
+EVENT_TEST = "test"
+TASK_EVENTS = (EVENT_FAILED, EVENT_PREEMPTED, EVENT_SUCCEEDED)
+
+# Long enough for a healthy receiver, short enough that a dead one cannot pile up worker slots.
+WEBHOOK_TIMEOUT_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    ok: bool
+    detail: str
+
+
+def task_event_for(*, from_status: str, to_status: str) -> str | None:
+    """The notification event a transition stands for; a settled preemption is the arc preempting → pending."""
+    if to_status == lifecycle.FAILED:
+        return EVENT_FAILED
+    if to_status == lifecycle.SUCCEEDED:
+        return EVENT_SUCCEEDED
+    if from_status == lifecycle.PREEMPTING and to_status == lifecycle.PENDING:
+        return EVENT_PREEMPTED
+    return None
+
+
+def email_addresses(target: str) -> list[str]:
+    return [address.strip() for address in target.split(",") if address.strip()]
+
+
+@receiver(task_transitioned, dispatch_uid="plugins_admin.notifications.queue_task_notifications")
+def queue_task_notifications(sender, *, task_id: int, from_status: str, to_status: str, reason: str = "", **kwargs):
+    event = task_event_for(from_status=from_status, to_status=to_status)
+    if event is None:
+        return
+    try:
+        kinds = [
+            channel.kind
+            for channel in NotificationChannel.objects.filter(enabled=True).only("kind", "events")
+            if event in channel.events
+        ]
+        for kind in kinds:
+            deliver_task_notification.delay(
+                kind=kind, event=event, task_id=task_id, status=to_status, reason=reason,
+                at=timezone.now().isoformat(),
+            )
+    except Exception:
+        logger.exception("could not queue %s notifications for task %s", event, task_id)
+
+
+@shared_task(name="plugins_admin.notifications.deliver_task_notification", ignore_result=True)
+def deliver_task_notification(*, kind: str, event: str, task_id: int, status: str, reason: str, at: str) -> None:
+    channel = NotificationChannel.objects.filter(kind=kind, enabled=True).first()
+    if channel is None or not channel.target:
+        return
+    task = Task.objects.select_related("tenant").filter(id=task_id).first()
+    if task is None:
+        logger.warning("task %s vanished before its %s notification was sent", task_id, event)
+        return
+    payload = {
+        "event": event,
+        "task": {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": status, "reason": reason},
+        "at": at,
+    }
+    result = deliver(channel, payload)
+    if not result.ok:
+        logger.warning("%s notification of task %s via %s failed: %s", event, task_id, kind, result.detail)
+
+
+def sample_payload(*, at: datetime | None = None) -> dict:
+    """What "send a test" delivers: the shape of a real notification, marked as a test."""
+    return {
+        "event": EVENT_TEST,
+        "task": {"id": 0, "name": "heteroflow-test", "tenant": "", "status": lifecycle.SUCCEEDED,
+                 "reason": "test notification from the HeteroFlow plugins page"},
+        "at": (at or timezone.now()).isoformat(),
+    }
+
+
+def deliver(channel: NotificationChannel, payload: dict) -> DeliveryResult:
+    """Send one notification through `channel` now; never raises."""
+    try:
+        if channel.kind == NotificationChannel.Kind.WEBHOOK:
+            return _post_webhook(channel.target, payload)
+        return _send_email(email_addresses(channel.target), payload)
+    except Exception as exc:  # a notification must never break its caller
+        logger.exception("notification via %s failed", channel.kind)
+        return DeliveryResult(ok=False, detail=f"{type(exc).__name__}: {exc}")
+
+
+def _post_webhook(url: str, payload: dict) -> DeliveryResult:
+    try:
+        response = requests.post(url, json=payload, timeout=WEBHOOK_TIMEOUT_SECONDS)
+    except requests.RequestException as exc:
+        return DeliveryResult(ok=False, detail=f"could not reach {url}: {type(exc).__name__}")
+    elapsed_ms = int(response.elapsed.total_seconds() * 1000)
+    if response.ok:
+        return DeliveryResult(ok=True, detail=f"HTTP {response.status_code} in {elapsed_ms} ms")
+    return DeliveryResult(ok=False, detail=f"HTTP {response.status_code} {response.reason} from {url}")
+
+
+def _send_email(addresses: list[str], payload: dict) -> DeliveryResult:
+    task = payload["task"]
+    subject = f"[HeteroFlow] task {task['name']} {payload['event']}"
+    lines = [
+        f"Event:  {payload['event']}",
+        f"Task:   {task['name']} (#{task['id']})",
+        f"Tenant: {task['tenant'] or '-'}",
+        f"Status: {task['status']}",
+        f"Reason: {task['reason'] or '-'}",
+        f"At:     {payload['at']}",
+        "",
+        json.dumps(payload, indent=2),
+    ]
+    sent = send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, addresses, fail_silently=False)
+    if sent:
+        return DeliveryResult(ok=True, detail=f"sent to {', '.join(addresses)}")
+    return DeliveryResult(ok=False, detail="the mail backend accepted no message")

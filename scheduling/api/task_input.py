@@ -1,0 +1,26 @@
+"""The one validation of a task submission, shared by the API and the job form."""
+
+from rest_framework import serializers
+
+from heteroflow_site.serializers import StrictSerializer, StringMapField
+from nodes.models import GPU_TYPES
+from scheduling.models import TaskType
+
+
+class TaskInput(StrictSerializer):
+    name = serializers.CharField(max_length=200)
+    type = serializers.ChoiceField(choices=TaskType.choices, default=TaskType.BATCH)
+    image = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    command = serializers.CharField(required=False, allow_blank=True, default="")
+    gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True, default="")
+    gpu_required = serializers.IntegerField(min_value=0, max_value=1024, required=False, default=0)
+    gpu_memory_mb = serializers.IntegerField(min_value=0, max_value=10_000_000, required=False, default=0)
+    gpu_compute_percent = serializers.IntegerField(min_value=1, max_value=100, required=False, allow_null=True,
+                                                   default=None)
+    cpu_cores = serializers.FloatField(min_value=0, max_value=4096, required=False, default=0)
+    memory_mb = serializers.IntegerField(min_value=0, max_value=100_000_000, required=False, default=0)
+    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+    preemptible = serializers.BooleanField(required=False, default=False)
+    labels = StringMapField(required=False, default=dict)
+    group = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)

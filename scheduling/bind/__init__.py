@@ -1,0 +1,10 @@
+"""Bind (SPEC §5): the one pipeline that turns the framework's placements into database state.
+
+`pipeline` runs it (a batch of placements, optionally all or nothing), `live` locks and reads what the database
+holds now, `recheck` judges each placement against it and `claim` writes the accepted ones in one statement.
+"""
+
+from scheduling.bind.pipeline import BindOutcome, Placement, bind_batch, bind_task
+from scheduling.bind.recheck import BindRefused, card_under_thresholds
+
+__all__ = ["BindOutcome", "BindRefused", "Placement", "bind_batch", "bind_task", "card_under_thresholds"]

@@ -1,0 +1,162 @@
+"""The live read of bind: lock the involved rows and read what the database holds now, in one round trip.
+
+Locks are taken in one order everywhere a bind happens — node rows in id order, then the rows of the involved
+tenants that have a GPU quota in id order, then (by the claim statement) task rows in id order — so two batches
+that share nodes, tenants or tasks cannot deadlock. READ COMMITTED takes a fresh snapshot per statement, so the
+reads that follow the locks see every bind that committed before ours.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+
+from nodes.models import GPU, Node
+from scheduling.framework.snapshot import CardInfo, NodeInfo, TenantQuotas
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task
+from scheduling.snapshot_builder import occupy
+from tenants.models import Tenant
+
+_ACTIVE = sorted(ACTIVE_STATES)
+
+_LOCK_NODES = f"""
+SELECT n.id, n.name, n.gpu_type, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb,
+       n.memory_gb, n.gpu_total, n.gpu_used, n.labels, n.internal_ip, n.public_ip
+FROM {Node._meta.db_table} n WHERE n.id = ANY(%(node_ids)s)
+ORDER BY n.id
+FOR UPDATE OF n
+"""
+
+_LOCK_QUOTA_TENANTS = f"""
+SELECT t.id, t.gpu_quota FROM {Tenant._meta.db_table} t
+ WHERE t.id = ANY(%(tenant_ids)s) AND t.gpu_quota IS NOT NULL
+ ORDER BY t.id
+ FOR UPDATE OF t
+"""
+
+_LIVE_NODES = f"""
+SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
+                                                   g.temperature, g.type, g.model))
+  FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
+UNION ALL
+SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
+                                                          t.gpu_memory_mb))
+  FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
+"""
+
+_QUOTA_USAGE = f"""
+SELECT t.tenant_id, coalesce(sum(t.gpu_required), 0) FROM {Task._meta.db_table} t
+ WHERE t.tenant_id IN (SELECT q.id FROM {Tenant._meta.db_table} q
+                        WHERE q.id = ANY(%(tenant_ids)s) AND q.gpu_quota IS NOT NULL)
+   AND t.status = ANY(%(active)s)
+ GROUP BY t.tenant_id
+"""
+
+
+@dataclass
+class LivePlacement:
+    """One active task on a live node, as bind weighs it."""
+
+    tenant_id: int
+    type: str
+    gpus: list[int]
+    shard: dict[str, Any] | None
+    port: int | None
+    gpu_memory_mb: int = 0
+
+
+@dataclass
+class LiveNode:
+    """A node row just locked, its cards as last reported and the active tasks on it (`placements`). A batch
+    adds the placements it accepts (`hold`), so its later placements are checked as if those had committed."""
+
+    id: int
+    name: str
+    gpu_type: str
+    status: str
+    schedulable: bool
+    dedicated_tenant_id: int | None
+    cpu_percent: float
+    memory_used_mb: int
+    memory_gb: int
+    gpu_total: int
+    gpu_used: int
+    labels: dict[str, str]
+    internal_ip: str
+    public_ip: str | None
+    card_rows: list[list] = field(default_factory=list)
+    placements: list[LivePlacement] = field(default_factory=list)
+
+    def hold(self, placement: LivePlacement, gpu_required: int) -> None:
+        self.placements.append(placement)
+        self.gpu_used += gpu_required
+
+    def card_row(self, index: int) -> list | None:
+        return next((row for row in self.card_rows if row[0] == index), None)
+
+    def node_info(self) -> NodeInfo:
+        """The node as the framework sees nodes: cards with their reported figures and live occupants."""
+        cards = {
+            index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
+                            temperature=temperature, type=vendor or "", model=model or "")
+            for index, total, used, utilization, temperature, vendor, model in self.card_rows
+        }
+        node = NodeInfo(id=self.id, name=self.name, status=self.status, schedulable=self.schedulable,
+                        dedicated_tenant_id=self.dedicated_tenant_id, labels=self.labels, gpu_type=self.gpu_type,
+                        gpu_total=self.gpu_total, gpu_used=self.gpu_used, memory_gb=self.memory_gb,
+                        cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb,
+                        cards=sorted(cards.values(), key=lambda card: card.index))
+        for held in self.placements:
+            occupy(node, cards, tenant_id=held.tenant_id, task_type=held.type, gpus=held.gpus, shard=held.shard,
+                   gpu_memory_mb=held.gpu_memory_mb)
+        return node
+
+
+@dataclass
+class LiveCluster:
+    """What one bind transaction read under its locks."""
+
+    nodes: dict[int, LiveNode]
+    # The locked tenants' quotas and their usage now (tenants without a quota are absent).
+    quotas: TenantQuotas
+
+
+def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
+    """BEGIN's first round trip: asynchronous commit, the locks and the live reads, pipelined.
+
+    Asynchronous commit: a bind's COMMIT does not wait for the WAL flush (the disk's fsync would otherwise be most
+    of a bind's time). A database crash can forget the last fraction of a second of binds; their tasks are then
+    pending again, consistently (claim, ledger and timeline are one statement), and are scheduled anew.
+    """
+    raw = connection.connection
+    with raw.pipeline():
+        setting = raw.cursor()
+        setting.execute("SET LOCAL synchronous_commit TO off")
+        locked = raw.cursor()
+        locked.execute(_LOCK_NODES, {"node_ids": node_ids})
+        tenants = raw.cursor()
+        tenants.execute(_LOCK_QUOTA_TENANTS, {"tenant_ids": tenant_ids})
+        read = raw.cursor()
+        read.execute(_LIVE_NODES, {"node_ids": node_ids, "active": _ACTIVE})
+        usage = raw.cursor()
+        usage.execute(_QUOTA_USAGE, {"tenant_ids": tenant_ids, "active": _ACTIVE})
+    nodes = {}
+    for row in locked.fetchall():
+        node = LiveNode(*row)
+        # Django has psycopg hand jsonb over as text (it parses JSON fields itself).
+        node.labels = json.loads(node.labels) if isinstance(node.labels, str) else node.labels or {}
+        node.internal_ip = node.internal_ip or ""
+        nodes[node.id] = node
+    quotas = TenantQuotas(quotas=dict(tenants.fetchall()))
+    for kind, node_id, rows in read.fetchall():
+        node = nodes.get(node_id)
+        if node is None:
+            continue
+        if kind == "cards":
+            node.card_rows = rows
+        else:
+            node.placements = [LivePlacement(*row) for row in rows]
+    quotas.used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()}
+    return LiveCluster(nodes=nodes, quotas=quotas)

@@ -1,0 +1,218 @@
+"""Bind (SPEC §5): turn the framework's placements into database state, against live data.
+
+A placement batch is the only unit. A single bind is a batch of one; a gang is a batch bound all or nothing; the
+cycle commits up to BIND_BATCH placements at once. Whatever the size, one transaction of three round trips:
+
+1. `live.lock_and_read`, pipelined: BEGIN, lock the involved node rows (id order), then the involved tenants that
+   have a GPU quota (id order), then read the live cards, the active placements and the quota usage;
+2. every placement is re-checked in order (`recheck`) against the live rows plus the placements of this batch
+   accepted before it — node state and load, the ledger, cards (re-chosen by the framework's Reserve when the
+   snapshot's choice went stale), the inference limit and port, the shard, the tenant's quota — and the accepted
+   ones are claimed by ONE statement (`claim`), `task_transitioned` following after commit;
+3. COMMIT (asynchronous, see `live.lock_and_read`).
+
+A refused placement leaves its task pending and holds nothing; in an all-or-nothing batch the first refusal or
+lost compare-and-swap refuses every placement and the transaction rolls back. A task another scheduler instance
+claimed first is a `BIND_CONFLICT`, which the cycle skips silently.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from scheduling.bind.claim import Claim, claim
+from scheduling.bind.live import LiveCluster, LiveNode, LivePlacement, lock_and_read
+from scheduling.bind.recheck import (
+    BindRefused,
+    Reserve,
+    check_inference_limit,
+    check_node,
+    choose_cards,
+    choose_port,
+    make_shard,
+)
+from scheduling.framework import reasons
+from scheduling.framework.framework import Framework
+from scheduling.framework.registry import PluginSet
+from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+
+LOST_CLAIM = "another scheduler instance bound the task first"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One decision of the framework: `task` on `node` (the snapshot's), on the framework's `cards`. A gang member
+    carries its timeline `reason`, its `rank` and environment too."""
+
+    task: TaskInfo
+    node: NodeInfo
+    cards: list[int]
+    reason: str | None = None
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    code: str
+    message: str
+    cards: tuple[int, ...] = ()
+    port: int | None = None
+    shard: dict[str, Any] | None = None
+    # The node itself is over a load threshold: no task may bind there until its next heartbeat says otherwise.
+    node_overloaded: bool = False
+    # In a refused all-or-nothing batch: this placement is the one that failed (the others share its outcome).
+    culprit: bool = False
+
+    @property
+    def bound(self) -> bool:
+        return self.code == reasons.SCHEDULED
+
+    @property
+    def conflict(self) -> bool:
+        return self.code == reasons.BIND_CONFLICT
+
+
+@dataclass
+class _Accepted:
+    position: int
+    claim: Claim
+    live: LiveNode
+    held: LivePlacement
+
+
+@dataclass
+class _Batch:
+    placements: Sequence[Placement]
+    config: SchedulerConfig
+    tenancy: TenancyView | None
+    reserve: Reserve
+    all_or_nothing: bool
+    accepted: list[_Accepted] = field(default_factory=list)
+
+
+class _AllOrNothingRefused(Exception):
+    def __init__(self, position: int, refused: BindRefused):
+        super().__init__(refused.message)
+        self.position = position
+        self.refused = refused
+
+
+# Runs inside the transaction of an all-or-nothing batch once every placement is accepted, before the claim: the
+# per-placement environment (a gang's rank and communication plan), from the live node rows.
+EnvFor = Callable[[Mapping[int, LiveNode]], Sequence[dict[str, str]]]
+# Runs inside the transaction after an all-or-nothing batch's claim won every task (a gang's group row, attempts).
+AfterClaim = Callable[[Mapping[int, LiveNode]], None]
+
+
+def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tenancy: TenancyView | None = None,
+               reserve: Reserve | None = None, all_or_nothing: bool = False, env_for: EnvFor | None = None,
+               after_claim: AfterClaim | None = None) -> list[BindOutcome]:
+    """Bind `placements` in one transaction (module docstring); one outcome per placement, in order.
+
+    `tenancy` (the cycle's share groups) lets a fractional task join shared cards without reading them again;
+    `reserve` is the framework's card choice (`Framework.reserve`; without it the built-in one), used when the
+    snapshot's cards went stale.
+    """
+    if not placements:
+        return []
+    reserve = reserve if reserve is not None else Framework(PluginSet(), config).reserve
+    batch = _Batch(placements, config, tenancy, reserve, all_or_nothing)
+    try:
+        with transaction.atomic():
+            live = lock_and_read(sorted({placement.node.id for placement in placements}),
+                                 sorted({placement.task.tenant_id for placement in placements}))
+            outcomes = _recheck_all(batch, live)
+            if all_or_nothing and env_for is not None:
+                for accepted, env in zip(batch.accepted, env_for(live.nodes)):
+                    accepted.claim.env = env
+            won = claim([accepted.claim for accepted in batch.accepted])
+            for accepted in batch.accepted:
+                if accepted.claim.task.id in won:
+                    outcomes[accepted.position] = _bound(accepted)
+                else:
+                    outcomes[accepted.position] = BindOutcome(code=reasons.BIND_CONFLICT, message=LOST_CLAIM)
+                    if all_or_nothing:
+                        # Rolls back the members already claimed: nothing of the batch is held.
+                        raise _AllOrNothingRefused(accepted.position, BindRefused(reasons.BIND_CONFLICT,
+                                                                                  LOST_CLAIM))
+            if all_or_nothing and after_claim is not None:
+                after_claim(live.nodes)
+    except _AllOrNothingRefused as refused:
+        return [BindOutcome(code=refused.refused.code, message=refused.refused.message,
+                            node_overloaded=refused.refused.node_overloaded, culprit=position == refused.position)
+                for position in range(len(placements))]
+    return outcomes
+
+
+def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: SchedulerConfig,
+              tenancy: TenancyView | None = None, reserve: Reserve | None = None) -> BindOutcome:
+    """Place `task` on `node` or change nothing: a batch of one."""
+    return bind_batch([Placement(task, node, cards)], config=config, tenancy=tenancy, reserve=reserve)[0]
+
+
+def _recheck_all(batch: _Batch, live: LiveCluster) -> list[BindOutcome | None]:
+    outcomes: list[BindOutcome | None] = [None] * len(batch.placements)
+    if batch.all_or_nothing:
+        _check_batch_quota(batch, live)
+    for position, placement in enumerate(batch.placements):
+        try:
+            batch.accepted.append(_recheck(batch, live, position, placement))
+        except BindRefused as refused:
+            if batch.all_or_nothing:
+                raise _AllOrNothingRefused(position, refused) from refused
+            outcomes[position] = BindOutcome(code=refused.code, message=refused.message,
+                                             node_overloaded=refused.node_overloaded)
+    return outcomes
+
+
+def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placement) -> _Accepted:
+    task, config = placement.task, batch.config
+    node = live.nodes.get(placement.node.id)
+    if node is None:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
+    check_node(task, node, config)
+    cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
+    check_inference_limit(task, node, config)
+    port = choose_port(task, node, config)
+    shard = make_shard(task, node, cards, config, batch.tenancy)
+    if not batch.all_or_nothing:
+        _check_quota(live, task.tenant_id, task.gpu_required)
+    # The later placements of the batch are checked against this one as if it had committed.
+    held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb)
+    node.hold(held, task.gpu_required)
+    live.quotas.record_bind(task)
+    reason = placement.reason or f"bound to {node.name}"
+    return _Accepted(position, Claim(task, node.id, cards, port, shard, reason, rank=placement.rank), node, held)
+
+
+def _check_quota(live: LiveCluster, tenant_id: int, asked: int) -> None:
+    """The quota rule of the snapshot's PreFilter, on the live usage (the tenant's row is locked, so the usage
+    includes every bind committed before ours)."""
+    refusal = live.quotas.refusal(tenant_id, asked)
+    if refusal is not None:
+        raise BindRefused(reasons.QUOTA_EXCEEDED, refusal)
+
+
+def _check_batch_quota(batch: _Batch, live: LiveCluster) -> None:
+    """An all-or-nothing batch asks for its tenants' cards all at once."""
+    asked: dict[int, int] = {}
+    for placement in batch.placements:
+        asked[placement.task.tenant_id] = asked.get(placement.task.tenant_id, 0) + placement.task.gpu_required
+    for tenant_id, total in sorted(asked.items()):
+        try:
+            _check_quota(live, tenant_id, total)
+        except BindRefused as refused:
+            raise _AllOrNothingRefused(0, refused) from refused
+
+
+def _bound(accepted: _Accepted) -> BindOutcome:
+    item = accepted.claim
+    message = f"bound to {accepted.live.name}"
+    if item.cards:
+        message += f" (cards {', '.join(map(str, item.cards))})"
+    if item.port is not None:
+        message += f", port {item.port}"
+    return BindOutcome(code=reasons.SCHEDULED, message=message, cards=tuple(item.cards), port=item.port,
+                       shard=item.shard)

@@ -1,0 +1,133 @@
+"""The re-checks of bind (SPEC §5.2): a placement the framework chose over the snapshot, judged again against the
+rows just locked. Each check raises `BindRefused` with the attempt code; the first that fails decides."""
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from scheduling.bind.live import LiveNode
+from scheduling.framework import reasons
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.table import AVAILABLE_STATUSES
+from scheduling.models import TaskType
+from scheduling.shards import ShardAllocationError, occupancy_of, shard_on_card
+
+
+# The framework's card choice (its Reserve extension point): (task, node, tenancy) -> card indexes.
+Reserve = Callable[[TaskInfo, NodeInfo, TenancyView | None], list[int]]
+
+
+class BindRefused(Exception):
+    def __init__(self, code: str, message: str, *, node_overloaded: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.node_overloaded = node_overloaded
+
+
+def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
+    """Available and not cordoned, not dedicated to another tenant, under the CPU and memory thresholds, room in
+    the `gpu_used` ledger for the task's cards."""
+    name, status = live.name, live.status
+    if status not in AVAILABLE_STATUSES or not live.schedulable:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {status}"
+                          + ("" if live.schedulable else " and cordoned"))
+    if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {reasons.DEDICATED_OTHER_TENANT}")
+    if live.cpu_percent >= config.cpu_percent:
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                          f"node {name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
+                          node_overloaded=True)
+    if live.memory_gb:
+        memory_percent = 100.0 * live.memory_used_mb / (live.memory_gb * 1024)
+        if memory_percent >= config.memory_percent:
+            raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
+                              f"node {name} memory at {memory_percent:.1f} % "
+                              f"(threshold {config.memory_percent:g} %)", node_overloaded=True)
+    needed = task.gpu_required
+    if needed and live.gpu_used + needed > live.gpu_total:
+        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                          f"node {name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, the task needs "
+                          f"{needed}")
+
+
+def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
+                 tenancy: TenancyView | None, reserve: Reserve) -> list[int]:
+    """The preferred cards if they all still qualify on live data, else the framework's choice over the live
+    cards that qualify: a slightly stale snapshot costs nothing as long as the node still has room."""
+    wanted = task.gpu_required or (1 if task.is_fractional else 0)
+    if not wanted:
+        return []
+    cool = [card for card in live_node.cards if card_under_thresholds(card, config)]
+    by_index = {card.index: card for card in cool}
+    if len(set(preferred)) == wanted and all(
+        index in by_index and _card_takes(task, by_index[index], config) for index in preferred
+    ):
+        return sorted(set(preferred))
+    chosen = reserve(task, replace(live_node, cards=cool, cache={}), tenancy)
+    if len(chosen) == wanted:
+        return chosen
+    if sum(1 for card in live_node.cards if _card_takes(task, card, config)) >= wanted:
+        hot = "; ".join(_card_load(card, config) for card in live_node.cards if card.index not in by_index)
+        raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED, f"node {live_node.name}: {hot}")
+    raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                      f"node {live_node.name} no longer has {wanted} card{'s' if wanted > 1 else ''} for the task")
+
+
+def _card_takes(task: TaskInfo, card: CardInfo, config: SchedulerConfig) -> bool:
+    """Whether the card can still take the task (a shard's memory, compute and tenants are `make_shard`'s)."""
+    if task.is_fractional:
+        return card.whole_card_tasks == 0
+    return card.is_free and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)
+
+
+def card_under_thresholds(card: CardInfo, config: SchedulerConfig) -> bool:
+    """The card-level load re-check (memory utilisation, utilisation, temperature)."""
+    return (not config.card_overloaded(card) and card.utilization < config.gpu_utilization_percent
+            and card.temperature < config.gpu_temperature_threshold)
+
+
+def _card_load(card: CardInfo, config: SchedulerConfig) -> str:
+    return (f"card {card.index} at {card.memory_utilization_percent:.1f} % memory "
+            f"(threshold {config.gpu_memory_percent:g} %), {card.utilization:g} % utilisation "
+            f"(threshold {config.gpu_utilization_percent:g} %), {card.temperature:g} °C "
+            f"(threshold {config.gpu_temperature_threshold:g} °C)")
+
+
+def check_inference_limit(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
+    if task.type != TaskType.INFERENCE:
+        return
+    inference = sum(1 for placement in live.placements if placement.type == TaskType.INFERENCE)
+    if inference >= config.inference_max_per_node:
+        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                          f"node {live.name} already runs {inference} inference containers")
+
+
+def choose_port(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> int | None:
+    """The lowest host port of the range that no active task on the node holds (inference only)."""
+    if task.type != TaskType.INFERENCE:
+        return None
+    taken = {placement.port for placement in live.placements if placement.port is not None}
+    for port in range(config.port_range_start, config.port_range_end + 1):
+        if port not in taken:
+            return port
+    raise BindRefused(reasons.PORTS_EXHAUSTED,
+                      f"node {live.name} has no free port in {config.port_range_start}–{config.port_range_end}")
+
+
+def make_shard(task: TaskInfo, live: LiveNode, cards: list[int], config: SchedulerConfig,
+               tenancy: TenancyView | None) -> dict[str, Any] | None:
+    """A fractional task's shard, over the card and placements read under the node lock."""
+    if not task.is_fractional:
+        return None
+    card = live.card_row(cards[0])
+    if card is None:
+        raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {cards[0]} is not on node {live.name}")
+    index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model = card
+    held = occupancy_of((p.tenant_id, p.gpus, p.shard) for p in live.placements).get(index)
+    try:
+        return shard_on_card(task=task, card_index=index, vendor=vendor or live.gpu_type, model=model,
+                             memory_total_mb=memory_total_mb, memory_used_mb=memory_used_mb, held=held,
+                             tenancy=tenancy, config=config)
+    except ShardAllocationError as error:
+        raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, str(error)) from error

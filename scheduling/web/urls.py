@@ -1,0 +1,15 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from scheduling.web import views
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
+                                                redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.dashboard, name="dashboard"),
+    path("tasks/", views.task_list, name="task-list"),
+    path("tasks/new/", views.task_new, name="task-new"),
+    path("tasks/<int:task_id>/", views.task_detail, name="task-detail"),
+    path("diagnostics/", views.diagnostics, name="diagnostics"),
+]

@@ -1,0 +1,101 @@
+import pytest
+
+from nodes.models import Node, NodeAuditEntry
+from tests.factories import make_node, make_task
+from tests.web_clients import HTMX
+
+
+@pytest.mark.django_db
+def test_node_list_filters_and_serves_the_table_fragment(admin_web):
+    make_node(name="nv-1", gpu_type="nvidia", region="eu")
+    make_node(name="asc-1", gpu_type="ascend", region="us")
+    page = admin_web.get("/nodes/").content.decode()
+    assert "nv-1" in page and "asc-1" in page and 'class="bar' in page
+    fragment = admin_web.get("/nodes/?gpu_type=ascend", **HTMX).content.decode()
+    assert fragment.lstrip().startswith('<div id="node-table"')
+    assert "asc-1" in fragment and "nv-1" not in fragment
+    by_region = admin_web.get("/nodes/?region=eu", **HTMX).content.decode()
+    assert "nv-1" in by_region and "asc-1" not in by_region
+
+
+@pytest.mark.django_db
+def test_node_list_reports_an_invalid_filter(admin_web):
+    make_node(name="nv-1")
+    fragment = admin_web.get("/nodes/?status=melting", **HTMX).content.decode()
+    assert "<code>status</code>" in fragment and "nv-1" not in fragment
+
+
+@pytest.mark.django_db
+def test_node_page_shows_cards_tasks_and_topology(admin_web, tenant):
+    node = make_node(cards=4, numa=[0, 0, 1, 1], labels={"heteroflow.io/gpu-topology": "nv=0-1,2-3;numa=0:0,1:0,2:1,3:1"})
+    task = make_task(tenant=tenant, name="on-card-1", status="running", node=node, gpus=[1], gpu_required=1)
+    page = admin_web.get(f"/nodes/{node.id}/").content.decode()
+    assert f'href="/tasks/{task.id}/">on-card-1' in page
+    nvlink = page[page.index('id="nvlink-diagram"'):page.index('id="numa-diagram"')]
+    assert nvlink.count("domain ") == 2 and nvlink.count(">GPU") == 4
+    numa = page[page.index('id="numa-diagram"'):]
+    assert "NUMA 0" in numa and "NUMA 1" in numa
+    for name in ("region", "zone", "rack"):
+        assert f'name="{name}"' in page
+
+
+@pytest.mark.django_db
+def test_node_page_without_topology_label_says_so(admin_web):
+    node = make_node(cards=2)
+    assert "No NVLink topology reported" in admin_web.get(f"/nodes/{node.id}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_topology_form_saves_through_htmx_and_returns_the_fragment(admin_web, admin_user):
+    node = make_node(cards=1)
+    response = admin_web.post(f"/nodes/{node.id}/", {"form": "topology", "region": "eu-west", "zone": "a",
+                                                      "rack": "r7"}, **HTMX)
+    fragment = response.content.decode()
+    assert response.status_code == 200
+    assert fragment.lstrip().startswith('<form id="topology-form"') and "Saved" in fragment
+    node.refresh_from_db()
+    assert (node.region, node.zone, node.rack) == ("eu-west", "a", "r7")
+    assert NodeAuditEntry.objects.get(node=node).actor == admin_user
+
+
+@pytest.mark.django_db
+def test_topology_form_refuses_a_too_long_value_beside_the_field(admin_web):
+    node = make_node(cards=1)
+    response = admin_web.post(f"/nodes/{node.id}/", {"form": "topology", "region": "x" * 101, "zone": "",
+                                                      "rack": ""}, **HTMX)
+    assert response.status_code == 400
+    assert 'class="field-error"' in response.content.decode()
+    node.refresh_from_db()
+    assert node.region == ""
+
+
+@pytest.mark.django_db
+def test_labels_editor_replaces_admin_labels_and_keeps_agent_ones(admin_web):
+    node = make_node(cards=1, labels={"heteroflow.io/gpu-topology": "nv=;numa=0:0", "old": "1"})
+    response = admin_web.post(f"/nodes/{node.id}/", {"form": "labels", "label_key": ["rdma", ""],
+                                                      "label_value": ["yes", ""]}, **HTMX)
+    assert response.status_code == 200 and "Saved" in response.content.decode()
+    node.refresh_from_db()
+    assert node.labels == {"rdma": "yes", "heteroflow.io/gpu-topology": "nv=;numa=0:0"}
+
+
+@pytest.mark.django_db
+def test_labels_editor_refuses_agent_keys(admin_web):
+    node = make_node(cards=1)
+    response = admin_web.post(f"/nodes/{node.id}/", {"form": "labels", "label_key": ["heteroflow.io/x"],
+                                                      "label_value": ["1"]}, **HTMX)
+    assert response.status_code == 400 and "set by the node agent" in response.content.decode()
+    node.refresh_from_db()
+    assert node.labels == {}
+
+
+@pytest.mark.django_db
+def test_settings_form_cordons_and_dedicates(admin_web, tenant):
+    node = make_node(cards=1)
+    admin_web.post(f"/nodes/{node.id}/", {"form": "settings", "dedicated_tenant": str(tenant.id)}, **HTMX)
+    node.refresh_from_db()
+    assert node.schedulable is False and node.dedicated_tenant == tenant
+    admin_web.post(f"/nodes/{node.id}/", {"form": "settings", "schedulable": "on", "dedicated_tenant": ""}, **HTMX)
+    node.refresh_from_db()
+    assert node.schedulable is True and node.dedicated_tenant is None
+    assert Node.objects.count() == 1

@@ -1,0 +1,76 @@
+import pytest
+
+from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt
+from tests.factories import make_node, make_task
+from tests.web_clients import HTMX
+
+
+@pytest.mark.django_db
+def test_dashboard_shows_capacity_per_architecture(tenant_web):
+    make_node(gpu_type="nvidia", cards=8, gpu_used=3)
+    make_node(gpu_type="ascend", cards=4, status="offline")
+    page = tenant_web.get("/").content.decode()
+    assert "<svg" in page and "3/8" in page and "0/4" in page
+    assert ">nvidia</text>" in page and ">ascend</text>" in page
+
+
+@pytest.mark.django_db
+def test_dashboard_fragmentation_counts_cards_usable_by_k_card_tasks(tenant_web):
+    make_node(cards=3)
+    make_node(cards=2)
+    page = tenant_web.get("/").content.decode()
+    panel = page[page.index("Fragmentation"):]
+    assert 'aria-label="Fragmentation: 5 free cards"' in panel
+    values = [chunk.split("<", 1)[0] for chunk in panel.split('font-weight="600" fill="#0f172a">')[1:6]]
+    assert values == ["5", "5", "4", "0", "0"]
+
+
+@pytest.mark.django_db
+def test_dashboard_pending_by_code_counts_only_the_tenants_tasks(tenant_web, tenant, other_tenant):
+    mine = make_task(tenant=tenant)
+    theirs = make_task(tenant=other_tenant)
+    SchedulingAttempt.objects.create(task=mine, code="QuotaExceeded", message="quota")
+    SchedulingAttempt.objects.create(task=theirs, code="GPUTypeUnavailable", message="type")
+    page = tenant_web.get("/").content.decode()
+    assert "<code>QuotaExceeded</code>" in page
+    assert "GPUTypeUnavailable" not in page
+
+
+@pytest.mark.django_db
+def test_dashboard_lists_the_last_cycles(tenant_web):
+    from django.utils import timezone
+
+    CycleRecord.objects.create(started_at=timezone.now(), considered=7, bound=5, failed=2, duration_ms=12.5)
+    page = tenant_web.get("/").content.decode()
+    assert "12.5 ms" in page
+
+
+@pytest.mark.django_db
+def test_diagnostics_page_shows_attempt_counts_and_pending_summaries(admin_web, tenant):
+    AttemptCodeCount.objects.create(code="InsufficientResources", count=42)
+    task = make_task(tenant=tenant, name="stuck")
+    SchedulingAttempt.objects.create(task=task, code="InsufficientResources",
+                                     message="0/3 nodes are available: 3 Insufficient GPU.")
+    page = admin_web.get("/diagnostics/").content.decode()
+    assert "<code>InsufficientResources</code></td><td class=\"num\"><strong>42" in page
+    assert "0/3 nodes are available: 3 Insufficient GPU." in page
+    assert 'ws-connect="/ws/diagnostics/"' in page
+
+
+@pytest.mark.django_db
+def test_run_a_cycle_now_runs_one_and_returns_the_cycles_fragment(admin_web, tenant):
+    make_node(cards=8)
+    make_task(tenant=tenant, gpu_required=1)
+    response = admin_web.post("/diagnostics/", **HTMX)
+    fragment = response.content.decode()
+    assert response.status_code == 200
+    assert fragment.lstrip().startswith('<div id="recent-cycles"')
+    assert "Cycle finished: considered 1, bound 1" in fragment
+    cycle = CycleRecord.objects.get()
+    assert f'id="cycle-{cycle.id}"' in fragment
+
+
+@pytest.mark.django_db
+def test_run_a_cycle_without_htmx_redirects_back(admin_web):
+    response = admin_web.post("/diagnostics/")
+    assert response.status_code == 302 and response["Location"] == "/diagnostics/"
