@@ -165,6 +165,8 @@ SCHEDULER = {
     "port_range_end": env.int("HETEROFLOW_PORT_RANGE_END", default=8999),
     "inference_max_per_node": env.int("HETEROFLOW_INFERENCE_MAX_PER_NODE", default=16),
     "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
+    # Off: scheduler instances take turns, one cycle at a time (scheduling.cycle_turns).
+    "concurrent_cycles": env.bool("HETEROFLOW_CONCURRENT_CYCLES", default=False),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
         "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),

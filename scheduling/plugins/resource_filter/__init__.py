@@ -41,24 +41,26 @@ class ResourceFilter(RowPlugin):
 
     @staticmethod
     def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
-        exists, ok = table.card_exists[rows], table.card_ok[rows]
-        usable = exists & table.card_free[rows] & ok
-        enough_memory = usable & (table.card_free_mb[rows] >= task.gpu_memory_mb) if task.gpu_memory_mb else usable
-        short = enough_memory.sum(axis=1) < task.gpu_required
+        usable = table.usable_cards[rows]
+        if task.gpu_memory_mb:
+            enough = (table.card_usable[rows] & (table.card_free_mb[rows] >= task.gpu_memory_mb)).sum(axis=1)
+        else:
+            enough = usable
+        short = enough < task.gpu_required
         if not short.any():
             return
         codes[short] = 1
-        codes[short & (usable.sum(axis=1) >= task.gpu_required)] = 2
-        codes[short & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+        codes[short & (usable >= task.gpu_required)] = 2
+        codes[short & table.cards_all_overloaded[rows]] = 3
 
     @staticmethod
     def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
-        exists, ok = table.card_exists[rows], table.card_ok[rows]
-        candidate = exists & table.card_no_whole[rows] & ok & (table.card_free_mb[rows] >= task.gpu_memory_mb)
+        roomy = table.card_free_mb[rows] >= task.gpu_memory_mb
+        candidate = table.card_shardable[rows] & roomy
         has_candidate = candidate.any(axis=1)
-        open_card = (candidate & ~table.card_occupied[rows]).any(axis=1)
+        open_card = (table.card_open[rows] & roomy).any(axis=1)
         codes[~has_candidate] = 2
-        codes[~has_candidate & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+        codes[~has_candidate & table.cards_all_overloaded[rows]] = 3
         # Only nodes whose every candidate card already has occupants need the per-occupant tenant check.
         for position in np.flatnonzero(has_candidate & ~open_card):
             cards = table.nodes[rows[position]].cards

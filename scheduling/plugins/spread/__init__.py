@@ -14,17 +14,8 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     """mean(u_cpu, u_mem, u_gpu) with u_cpu = CPU % / 100, u_mem = used MB / (GB × 1024) and
     u_gpu = (gpu_used + gpu_required) / gpu_total; u_gpu is left out on a node without cards (and u_mem on a node
     that has not reported its memory size)."""
-    total = table.cpu_usage[rows].copy()
-    terms = np.ones(len(rows))
-    memory = table.memory_usage[rows]
-    has_memory = ~np.isnan(memory)
-    total[has_memory] += memory[has_memory]
-    terms += has_memory
-    gpu_total = table.gpu_total[rows]
-    has_cards = gpu_total > 0
-    total[has_cards] += (table.gpu_used[rows][has_cards] + task.gpu_required) / gpu_total[has_cards]
-    terms += has_cards
-    return total / terms
+    gpu = (table.gpu_used[rows] + task.gpu_required) / table.card_divisor[rows]
+    return (table.known_usage[rows] + np.where(table.has_cards[rows], gpu, 0.0)) / table.usage_terms[rows]
 
 
 class Spread(RowPlugin):
