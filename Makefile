@@ -3,9 +3,12 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
+# Runs a command with the embedded PostgreSQL and Redis (unless DATABASE_URL / REDIS_URL name real ones) and stops
+# the servers it started when the command ends, Ctrl-C included.
+WITH_SERVICES := $(PY) -m heteroflow_site.local_services run --
 PYTEST_ARGS ?=
 
-.PHONY: run test install bench clean-data
+.PHONY: run serve test install bench stop clean-data
 
 install: $(INSTALLED)
 
@@ -16,17 +19,27 @@ $(INSTALLED): requirements.txt
 	touch $(INSTALLED)
 
 run: $(INSTALLED)
+	@$(WITH_SERVICES) $(MAKE) --no-print-directory serve
+
+serve: $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	@echo ""
 	@echo "HeteroFlow control plane: http://127.0.0.1:8000/   (admin: admin / heteroflow-admin)"
 	@echo "API: http://127.0.0.1:8000/api/v1/tasks   OpenAPI: http://127.0.0.1:8000/api/schema/docs/"
+	@echo "Health: http://127.0.0.1:8000/readyz   Ctrl-C stops everything, the embedded PostgreSQL and Redis too."
+	@echo "If a process is left over (a killed terminal): make stop"
 	@echo ""
-	$(VENV)/bin/honcho start -f Procfile
+	@# Ctrl-C (exit 130) is how a run ends.
+	$(VENV)/bin/honcho start -f Procfile || [ $$? -eq 130 ]
 
 # pytest exits 5 when it collected no tests: that is a failure here like any other non-zero exit.
 test: $(INSTALLED)
-	$(PY) -m pytest -n 2 --dist loadfile --create-db $(PYTEST_ARGS)
+	@command -v chromium >/dev/null || echo "Chromium missing: the browser tests will be skipped (apt-get install chromium)"
+	$(WITH_SERVICES) $(PY) -m pytest -n 2 --dist loadfile --create-db $(PYTEST_ARGS)
+
+stop:
+	$(PY) -m heteroflow_site.local_services stop
 
 bench: $(INSTALLED)
 	$(PY) manage.py bench_scheduler --nodes 300 --pending 2000

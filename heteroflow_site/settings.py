@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
     "channels",
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "heteroflow_site.logs.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -123,6 +125,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane of a heterogeneous GPU cluster.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the sidecar package's static files: no page loads anything from another host.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
@@ -141,6 +147,8 @@ CHANNEL_LAYERS = {
 
 CELERY_BROKER_URL = celery_broker_url(REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
+# Workers log through LOGGING below (human or JSON lines), not through Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = TIME_ZONE
 # The tickers of docs/scheduling.md (The cycle; Nodes and the other loops). Each helper module registers its task
 # under these names.
@@ -154,6 +162,7 @@ CELERY_BEAT_SCHEDULE = {
     "training-borrow-wakeup": {"task": "scheduling.tasks.wake_borrowed_training", "schedule": 15.0},
     "scheduling-windows": {"task": "scheduling.tasks.apply_scheduling_windows", "schedule": 60.0},
     "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
+    "node-lost": {"task": "scheduling.tasks.release_lost_nodes", "schedule": 30.0},
 }
 
 # docs/scheduling.md, Configuration. Every figure can be overridden from the environment.
@@ -167,6 +176,8 @@ SCHEDULER = {
     "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
     # Off: scheduler instances take turns, one cycle at a time (scheduling.cycle_turns).
     "concurrent_cycles": env.bool("HETEROFLOW_CONCURRENT_CYCLES", default=False),
+    # Offline this long (seconds) and the node is lost: its tasks leave it (SPEC §15.4).
+    "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
         "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),
@@ -181,11 +192,30 @@ HETEROFLOW_EXTRA_PLUGINS = env.list("HETEROFLOW_EXTRA_PLUGINS", default=[])
 
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 
+# Human lines by default, JSON lines with LOG_FORMAT=json; each carries request id, user, tenant, task and cycle
+# where known (heteroflow_site.logs). One line per request from RequestLogMiddleware (agent polling at debug), so
+# daphne's own access log is off (Procfile) and django.request only reports server errors.
+LOG_FORMAT = env.str("LOG_FORMAT", default="human")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "heteroflow_site.logs.ContextFilter"}},
+    "formatters": {
+        "human": {"()": "heteroflow_site.logs.HumanFormatter"},
+        "json": {"()": "heteroflow_site.logs.JsonLineFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "human",
+                    "filters": ["context"]},
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # pgserver reports every process exit, after logging has shut down; its warnings are enough.
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        # Celery would add a line per tick sent and per task run (several a second); failures still show.
+        "celery.beat": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+        # pgserver reports every process exit, after logging has shut down; its warnings are enough.
+        "pgserver": {"level": "WARNING"},
+    },
 }

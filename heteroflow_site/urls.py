@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from heteroflow_site.api_docs import RedocView
+from heteroflow_site.health import healthz, readyz
 from scheduling.api.metrics_views import metrics
 
 api_v1 = [
@@ -16,7 +18,10 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
+    path("api/schema/redoc/", RedocView.as_view(url_name="schema"), name="schema-redoc"),
     path("metrics", metrics, name="metrics"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("", include("plugins_admin.urls")),
     path("", include("nodes.urls")),
     path("", include("scheduling.web.urls")),

@@ -15,7 +15,7 @@ from heteroflow_site.serializers import StrictSerializer, StringMapField, valida
 from heteroflow_site.sentinels import KEEP
 from nodes.authentication import AgentApi, IsAdminOrJoinToken, JoinTokenAuthentication
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import node_detail, nodes_list, nodes_visible_to_tenant
+from nodes.selectors import node_detail, nodes_list, nodes_visible_to_tenant, tasks_to_kill
 from nodes.services import agent_register, node_heartbeat_apply, node_topology_update, node_update
 from tenants.models import Tenant
 from tenants.selectors import tenant_of
@@ -74,29 +74,43 @@ class AgentHeartbeatApi(AgentApi):
         memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
         gpus = serializers.ListField(max_length=1024)
         labels = StringMapField(required=False, default=dict)
+        # The task ids whose containers the agent runs now (SPEC §15.4); the reply says which to kill.
+        running = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+                                        max_length=4096, required=False, default=list)
 
         def validate_gpus(self, value):
             # Validated per card here so that errors carry the card's position: gpus[3].memory_total_mb.
-            cards, errors, seen = [], {}, set()
+            # A card is known by its type and index (each vendor numbers from 0) and by its uuid (SPEC §15.3).
+            cards, errors, seen, uuids = [], {}, set(), set()
             for position, item in enumerate(value):
                 card = AgentHeartbeatApi.GpuInput(data=item)
                 if not card.is_valid():
                     errors[position] = card.errors
                     continue
-                if card.validated_data["index"] in seen:
-                    errors[position] = {"index": [f"card index {card.validated_data['index']} reported twice"]}
+                identity = (card.validated_data["type"], card.validated_data["index"])
+                if identity in seen:
+                    errors[position] = {"index": [f"{identity[0]} card index {identity[1]} reported twice"]}
                     continue
-                seen.add(card.validated_data["index"])
+                uuid = card.validated_data["uuid"]
+                if uuid and uuid in uuids:
+                    errors[position] = {"uuid": [f"card uuid {uuid} reported twice"]}
+                    continue
+                seen.add(identity)
+                uuids.add(uuid)
                 cards.append(dict(card.validated_data))
             if errors:
                 raise serializers.ValidationError(errors)
             return cards
 
     @extend_schema(request=InputSerializer, responses={200: inline_serializer("HeartbeatAck", {
-        "node_id": serializers.IntegerField(), "status": serializers.CharField()})})
+        "node_id": serializers.IntegerField(), "status": serializers.CharField(),
+        "kill": serializers.ListField(child=serializers.IntegerField())})})
     def post(self, request):
-        node = node_heartbeat_apply(node=request.auth, **validated(self.InputSerializer, request.data))
-        return Response({"node_id": node.id, "status": node.status})
+        report = validated(self.InputSerializer, request.data)
+        running = report.pop("running")
+        node = node_heartbeat_apply(node=request.auth, **report)
+        return Response({"node_id": node.id, "status": node.status,
+                         "kill": tasks_to_kill(node_id=node.id, running=running)})
 
 
 class NodeOutput(serializers.ModelSerializer):

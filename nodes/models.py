@@ -62,12 +62,13 @@ class GPU(models.Model):
     numa = models.IntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["node_id", "index"]
-        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node")]
+        # Each vendor numbers its cards from 0, so on a mixed node a card is known by its type and index (SPEC §15.3).
+        ordering = ["node_id", "type", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "type", "index"], name="gpu_unique_type_index_per_node")]
         verbose_name = "GPU"
 
     def __str__(self) -> str:
-        return f"{self.node.name}#{self.index}"
+        return f"{self.node.name}#{self.type}{self.index}"
 
 
 class NodeAuditEntry(models.Model):

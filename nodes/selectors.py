@@ -9,15 +9,15 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU_TYPE_CHOICES, Node, NodeChange
+from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeChange
 
 
 # Which tasks hold a node's cards is known to the scheduling app, which plugs its reader in at start-up: the node page
-# and API list them without this app importing the one above it. The reader answers {card index: [task entry]}.
-CardHolders = Callable[..., dict[int, list[dict]]]
+# and API list them without this app importing the one above it. The reader answers {(card type, index): [task entry]}.
+CardHolders = Callable[..., dict[tuple[str, int], list[dict]]]
 
 
-def _no_card_holders(*, node: Node, tenant_id: int | None) -> dict[int, list[dict]]:
+def _no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
     return {}
 
 
@@ -29,8 +29,30 @@ def card_holders_register(reader: CardHolders) -> None:
     _card_holders = reader
 
 
+# Which of the tasks an agent runs it must kill (SPEC §15.4) is scheduling's to say too, plugged in the same way.
+KillList = Callable[..., list[int]]
+
+
+def _kill_nothing(*, node_id: int, running: list[int]) -> list[int]:
+    return []
+
+
+_kill_list: KillList = _kill_nothing
+
+
+def kill_list_register(reader: KillList) -> None:
+    global _kill_list
+    _kill_list = reader
+
+
+def tasks_to_kill(*, node_id: int, running: list[int]) -> list[int]:
+    """Of the task ids the node's agent says it runs, those it must kill."""
+    return _kill_list(node_id=node_id, running=running)
+
+
 class NodeFilter(django_filters.FilterSet):
-    gpu_type = django_filters.ChoiceFilter(choices=GPU_TYPE_CHOICES)
+    # A mixed node matches each type it has a card of, not only its majority type (SPEC §15.3).
+    gpu_type = django_filters.ChoiceFilter(choices=GPU_TYPE_CHOICES, method="_has_gpu_type")
     status = django_filters.ChoiceFilter(choices=Node.Status.choices)
     region = django_filters.CharFilter()
     zone = django_filters.CharFilter()
@@ -40,6 +62,9 @@ class NodeFilter(django_filters.FilterSet):
     class Meta:
         model = Node
         fields = ["gpu_type", "status", "region", "zone", "rack", "schedulable"]
+
+    def _has_gpu_type(self, queryset, name, value):
+        return queryset.filter(Q(gpu_type=value) | Q(id__in=GPU.objects.filter(type=value).values("node_id")))
 
 
 def nodes_list(filters: Mapping | None = None, *, queryset: QuerySet[Node] | None = None) -> QuerySet[Node]:
@@ -106,6 +131,7 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
         "cpu_percent": node.cpu_percent,
         "memory_used_mb": node.memory_used_mb,
         "gpu_type": node.gpu_type,
+        "card_types": card_type_counts([node.id]).get(node.id, []),
         "gpu_total": node.gpu_total,
         "gpu_used": node.gpu_used,
         "last_heartbeat_at": node.last_heartbeat_at,
@@ -122,11 +148,21 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
                 "utilization": card.utilization,
                 "temperature": card.temperature,
                 "numa": numa_from_label.get(str(card.index), card.numa),
-                "active_tasks": tasks_by_card.get(card.index, []),
+                "active_tasks": tasks_by_card.get((card.type, card.index), []),
             }
             for card in cards
         ],
     }
+
+
+def card_type_counts(node_ids: list[int]) -> dict[int, list[dict]]:
+    """Per node, how many cards of each type it reported (a mixed node has several), most numerous first."""
+    counts: dict[int, list[dict]] = {}
+    rows = (GPU.objects.filter(node_id__in=node_ids).order_by().values("node_id", "type")
+            .annotate(total=Count("id")).order_by("node_id", "-total", "type"))
+    for row in rows:
+        counts.setdefault(row["node_id"], []).append({"type": row["type"], "total": row["total"]})
+    return counts
 
 
 def node_usage(node: Node) -> dict:

@@ -15,7 +15,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
-from nodes.signals import heartbeat_recorded
+from nodes.signals import heartbeat_recorded, node_changed
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -76,16 +76,20 @@ def node_heartbeat_apply(
         locked = Node.objects.select_for_update().get(id=node.id)
         _sync_cards(locked, gpus)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
+        gpu_type = _majority_gpu_type(gpus)
         Node.objects.filter(id=node.id).update(
             cpu_percent=cpu_percent,
             memory_used_mb=memory_used_mb,
             gpu_total=len(gpus),
-            gpu_type=_majority_gpu_type(gpus),
+            gpu_type=gpu_type,
             labels=merged_labels,
             last_heartbeat_at=now,
         )
         heartbeat_recorded.send(sender=Node, node_id=node.id)
         _set_online_or_busy(node.id)
+        if (locked.status == Node.Status.OFFLINE or locked.labels != merged_labels
+                or (locked.gpu_total, locked.gpu_type) != (len(gpus), gpu_type)):
+            node_changed.send(sender=Node, node_id=node.id, reason=f"node {locked.name} heartbeat")
     node.refresh_from_db()
     return node
 
@@ -98,20 +102,19 @@ def _set_online_or_busy(node_id: int) -> None:
 
 
 def _sync_cards(node: Node, gpus: list[dict]) -> None:
-    existing = {card.index: card for card in GPU.objects.filter(node=node)}
-    reported = {card["index"]: card for card in gpus}
-    removed = sorted(set(existing) - set(reported))
+    """Make the node's card rows exactly `gpus`, matched by `(type, index)`: each vendor numbers from 0 (§15.3)."""
+    existing = {(card.type, card.index): card for card in GPU.objects.filter(node=node)}
+    reported = {(card["type"], card["index"]): card for card in gpus}
+    removed = [existing[key].id for key in sorted(set(existing) - set(reported))]
     if removed:
-        GPU.objects.filter(node=node, index__in=removed).delete()
-    GPU.objects.bulk_create(
-        GPU(node=node, **reported[index]) for index in sorted(set(reported) - set(existing))
-    )
+        GPU.objects.filter(id__in=removed).delete()
+    GPU.objects.bulk_create(GPU(node=node, **reported[key]) for key in sorted(set(reported) - set(existing)))
     changed = []
-    for index in sorted(set(reported) & set(existing)):
-        card = existing[index]
-        if any(getattr(card, name) != reported[index][name] for name in _CARD_FIELDS):
+    for key in sorted(set(reported) & set(existing)):
+        card = existing[key]
+        if any(getattr(card, name) != reported[key][name] for name in _CARD_FIELDS):
             for name in _CARD_FIELDS:
-                setattr(card, name, reported[index][name])
+                setattr(card, name, reported[key][name])
             changed.append(card)
     if changed:
         GPU.objects.bulk_update(changed, _CARD_FIELDS)
@@ -191,6 +194,7 @@ def _node_admin_change(*, node: Node, action: str, changes: dict, actor, labels:
         after = {name: value for name, value in changes.items() if before[name] != value}
         if after:
             Node.objects.filter(id=node.id).update(**after)
+            node_changed.send(sender=Node, node_id=node.id, reason=f"{action} of node {locked.name}")
             NodeAuditEntry.objects.create(
                 node=locked, actor=actor, action=action,
                 before={name: before[name] for name in after}, after=after,

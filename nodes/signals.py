@@ -4,3 +4,7 @@ from django.dispatch import Signal
 # apps above keep about the node (scheduling recounts `gpu_used` from its active tasks) before the node's status is
 # derived from it, so they run in the same transaction and must not commit or defer.
 heartbeat_recorded = Signal()
+
+# Sent inside the transaction of a change that may let waiting work fit on the node — it came online, its cards or
+# labels changed, an admin edited it — with `node_id` and `reason`. Scheduling activates its parked work (SPEC §15.1).
+node_changed = Signal()

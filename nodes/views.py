@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from heteroflow_site.errors import DomainError
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import node_detail, node_places, nodes_list
+from nodes.selectors import card_type_counts, node_detail, node_places, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
 from tenants.models import Tenant
 
@@ -25,9 +25,12 @@ def _percent(part: float, whole: float) -> int:
 
 
 def _list_rows(nodes) -> list[dict]:
+    nodes = list(nodes)
+    types_of = card_type_counts([node.id for node in nodes])
     return [
         {
             "node": node,
+            "card_types": types_of.get(node.id, []),
             "gpu_percent": _percent(node.gpu_used, node.gpu_total),
             "cpu_percent": round(node.cpu_percent),
             "memory_percent": _percent(node.memory_used_mb, node.memory_gb * 1024),
@@ -56,7 +59,7 @@ def node_list(request):
     return render_page(request, "nodes/node_list.html", context, fragment="node-table")
 
 
-def group_diagram(groups: list[tuple[str, list[int]]], colour_of: dict[int, str]) -> dict:
+def group_diagram(groups: list[tuple[str, list[str]]], colour_of: dict[str, str]) -> dict:
     """Boxes for cards inside one enclosure per group, laid out left to right; geometry for a script-free SVG."""
     x = 0
     drawn = []
@@ -75,20 +78,24 @@ def group_diagram(groups: list[tuple[str, list[int]]], colour_of: dict[int, str]
 
 
 def topology_drawings(detail: dict) -> dict:
-    numa_of = {card["index"]: card["numa"] for card in detail["cards"]}
+    # On a mixed node each vendor numbers from 0: the NUMA drawing names cards by type and index there.
+    mixed = len({card["type"] for card in detail["cards"]}) > 1
+    numa_of = {(f"{card['type']} {card['index']}" if mixed else f"GPU{card['index']}"): card["numa"]
+               for card in detail["cards"]}
     numa_ids = sorted({numa for numa in numa_of.values() if numa is not None})
     colour_of = {card: NUMA_COLOURS[numa_ids.index(numa) % len(NUMA_COLOURS)]
                  for card, numa in numa_of.items() if numa is not None}
     by_numa: dict = defaultdict(list)
-    for card, numa in sorted(numa_of.items()):
+    for card, numa in numa_of.items():
         by_numa[numa].append(card)
     numa_groups = [(f"NUMA {numa}" if numa is not None else "NUMA unknown", cards)
                    for numa, cards in sorted(by_numa.items(), key=lambda item: (item[0] is None, item[0] or 0))]
     topology = detail["topology"]
     nvlink = None
     if topology:
+        nvidia = (lambda index: f"nvidia {index}") if mixed else (lambda index: f"GPU{index}")
         nvlink = group_diagram(
-            [(f"domain {n} · {len(cards)} card{'s' if len(cards) != 1 else ''}", cards)
+            [(f"domain {n} · {len(cards)} card{'s' if len(cards) != 1 else ''}", [nvidia(card) for card in cards])
              for n, cards in enumerate(topology["domains"], start=1)], colour_of)
     return {
         "nvlink": nvlink,

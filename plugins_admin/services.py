@@ -13,6 +13,7 @@ from heteroflow_site.errors import DomainError
 from plugins_admin.models import PluginChange
 from scheduling.framework.registry import PluginSpec, Registry, validate_extra
 from scheduling.models import PluginConfig
+from scheduling.queue.services import queue_activate
 from scheduling.selectors import default_setting, plugin_specs
 
 MIN_WEIGHT = 0
@@ -94,6 +95,7 @@ def _apply(rows: dict[str, PluginConfig], changes: dict[str, dict[str, Any]], *,
             continue
         row.save(update_fields=["enabled", "weight", "extra", "updated_at"])
         PluginChange.objects.create(plugin=name, actor=actor, before=before, after=after)
+        queue_activate(reason=f"plugin configuration of {name} changed")
 
 
 def _plugin_state(row: PluginConfig) -> dict[str, Any]:

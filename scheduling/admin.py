@@ -3,7 +3,6 @@ from django.contrib import admin
 from scheduling.models import (
     AttemptCodeCount,
     CycleRecord,
-    ScanCursor,
     SchedulingAttempt,
     Task,
     TaskEvent,
@@ -49,10 +48,6 @@ class AttemptCodeCountAdmin(admin.ModelAdmin):
 class CycleRecordAdmin(admin.ModelAdmin):
     list_display = ["started_at", "considered", "bound", "failed", "preempting", "duration_ms"]
 
-
-@admin.register(ScanCursor)
-class ScanCursorAdmin(admin.ModelAdmin):
-    list_display = ["name", "priority", "created_at", "task_id"]
 
 
 @admin.register(TaskEvent)

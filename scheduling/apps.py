@@ -6,10 +6,18 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         # Receivers must be wired in every process that changes nodes or tasks (web, Celery workers, scheduler
-        # loops): the heartbeat's gpu_used recount and the live pushes.
+        # loops): the heartbeat's gpu_used recount, the queue's activations and the live pushes.
+        import scheduling.queue.receivers  # noqa: F401
         import scheduling.services.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401
-        from nodes.selectors import card_holders_register
+        from nodes.selectors import card_holders_register, kill_list_register
+        from scheduling.node_lost import tasks_to_kill
         from scheduling.selectors import node_card_holders
 
         card_holders_register(node_card_holders)
+        kill_list_register(tasks_to_kill)
+
+        from heteroflow_site.health import readiness_check_register
+        from scheduling.metrics import check_scheduler
+
+        readiness_check_register("scheduler", check_scheduler)

@@ -1,14 +1,17 @@
-"""The scheduling cycle (SPEC §4): take up to 200 pending tasks, place each one, record what happened.
+"""The scheduling cycle (SPEC §4, §15.1): take the first 200 active queue entries, place each one, record what
+happened, park what failed.
 
 Per cycle: the plugin set is read from the database (so every instance applies a change at its next cycle), the
-cluster snapshot (nodes, share groups, tenant quotas) is built once, waiting gangs are planned and bound whole,
-then every other task goes through the framework's extension points (`Framework`, which runs each of them):
+cluster snapshot (nodes, share groups, tenant quotas and status, nominations) is built once, then the entries are
+placed in queue order (`scheduling.queue`): a gang is planned and bound whole, every other task goes through the
+framework's extension points (`Framework`, which runs each of them):
 PreFilter → Filter → PostFilter when nothing fits (preemption) → Score → Reserve → Permit. A placement is applied
 to the snapshot at once, so the next task sees it, and joins the batch that Bind commits BIND_BATCH at a time
 (the bind pipeline, `scheduling.bind`, one transaction per batch). A placement the live re-check refuses is taken
 back (its node re-read) and its task goes back to the framework, which decides again over the refreshed node.
-Several instances may run cycles at once: they take disjoint windows of the queue through the shared scan cursor,
-and the bind's compare-and-swap settles any overlap.
+An unexpected error while placing one task is that task's attempt (`InternalError`, logged with its traceback) and
+the cycle goes on. Several instances may run cycles at once: the queue's park state is shared in PostgreSQL, and
+the bind's compare-and-swap settles any overlap.
 """
 
 import gc
@@ -19,10 +22,9 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from scheduling import immediate_queue, lifecycle
+from scheduling import immediate_queue, lifecycle, metrics
 from scheduling.bind import BindOutcome, Placement, bind_batch
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
@@ -30,12 +32,15 @@ from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.framework.status import Code, Status
-from scheduling.groups.gang_bind import gang_group_ids, schedule_pending_groups
-from scheduling.models import CycleRecord, ScanCursor, Task
+from scheduling.groups.gang_bind import GangResult, schedule_groups
+from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.quotas import load_tenant_quotas
+from scheduling.queue import nomination
+from scheduling.queue.entries import GANG, QueueEntry, take_active
+from scheduling.queue.services import activation_mark, queue_park
+from scheduling.quotas import inactive_tenant_ids, load_tenant_quotas
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
@@ -45,17 +50,14 @@ from scheduling.snapshot_cache import snapshot_cache
 logger = logging.getLogger(__name__)
 
 CYCLE_LIMIT = 200
-CURSOR_NAME = "main"
-# Freshly created tasks go first, but never take more than half a cycle: the cursor's walk to the tail of the
-# queue must keep moving even while tasks are created faster than they can be placed.
-IMMEDIATE_SHARE = 0.5
 # Binds one task may have refused in a cycle before it waits for the next one (the first choice, then runners-up).
 BIND_TRIES = 4
 # Placements committed per bind transaction: one transaction's three round trips instead of three per task.
 BIND_BATCH = 200
 # How long a cycle waits for another instance's cycle to end before it skips (the next tick comes soon).
 TURN_WAIT_SECONDS = 5.0
-_QUEUE_ORDER = ("-priority", "created_at", "id")
+# Attempts that end with these leave the task where it is; any other parks it (SPEC §15.1).
+_NOT_PARKED = frozenset({reasons.SCHEDULED, reasons.BIND_CONFLICT})
 
 
 @dataclass(frozen=True)
@@ -89,39 +91,93 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
     started_at = timezone.now()
     clock = time.perf_counter()
     rng = rng or random.Random()
-    tasks = take_pending_tasks(limit)
-    bound = failed = preempting = 0
-    if tasks:
+    entries = take_pending_entries(limit)
+    considered = bound = failed = preempting = 0
+    bound_ids: list[int] = []
+    if entries:
+        mark = activation_mark()
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_tenant_quotas()
+            snapshot.inactive_tenant_ids = inactive_tenant_ids()
+            held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
             # full collections walking the snapshot cost more than scheduling itself on a large cluster.
             gc.freeze()
             try:
                 attempts = AttemptBatch()
-                # Gangs bind all-or-nothing on their own (SPEC §10); their members are never placed alone.
-                gangs = gang_group_ids({task.group_id for task in tasks if task.group_id})
-                for gang in schedule_pending_groups(snapshot, framework, rng):
-                    bound += len(gang.bound_task_ids)
-                    failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-                placer = _Placer(framework, snapshot, attempts, rng)
-                for outcome in placer.place([task for task in tasks if task.group_id not in gangs]):
-                    bound += outcome == reasons.SCHEDULED
-                    preempting += outcome == reasons.PREEMPTION_PENDING
-                    failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+                placer = _Placer(framework, snapshot, attempts, rng, held)
+                unplaced_tasks, unplaced_gangs = [], []
+                for kind, run in _runs(entries):
+                    if kind == GANG:
+                        for gang in _schedule_gangs(run, snapshot, framework, rng, attempts):
+                            considered += 1
+                            bound += len(gang.bound_task_ids)
+                            bound_ids.extend(gang.bound_task_ids)
+                            failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
+                            if gang.code not in _NOT_PARKED:
+                                unplaced_gangs.append(gang.group_id)
+                        continue
+                    tasks = _task_infos([entry.id for entry in run])
+                    considered += len(tasks)
+                    for task_id, outcome in placer.place(tasks).items():
+                        if outcome == reasons.SCHEDULED:
+                            bound += 1
+                            bound_ids.append(task_id)
+                        preempting += outcome == reasons.PREEMPTION_PENDING
+                        failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING,
+                                                  reasons.BIND_CONFLICT)
+                        if outcome not in _NOT_PARKED:
+                            unplaced_tasks.append(task_id)
                 attempts.flush()
+                nomination.settle(placer.outcomes)
+                queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
             finally:
                 gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
-    result = CycleResult(considered=len(tasks), bound=bound, failed=failed, preempting=preempting,
+    result = CycleResult(considered=considered, bound=bound, failed=failed, preempting=preempting,
                          duration_ms=duration_ms)
-    if not tasks:
+    if not entries:
+        metrics.record_cycle(duration_seconds=None)
         return result
     cycle_id = _record_cycle(started_at, result)
-    logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict())
+    latencies = metrics.queue_latencies_since(bound_ids, started_at) if bound else ()
+    metrics.record_cycle(duration_seconds=duration_ms / 1000, bound=bound, queue_latencies=latencies)
+    logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict(), extra={"cycle_id": cycle_id})
     return replace(result, cycle_id=cycle_id)
+
+
+def _runs(entries: list[QueueEntry]):
+    """The entries cut into runs of one kind, in queue order: a run of tasks is placed and bound as batches, a
+    gang on its own, so work is bound in queue order."""
+    run: list[QueueEntry] = []
+    for entry in entries:
+        if run and run[-1].kind != entry.kind:
+            yield run[-1].kind, run
+            run = []
+        run.append(entry)
+    if run:
+        yield run[-1].kind, run
+
+
+def _schedule_gangs(run: list[QueueEntry], snapshot: ClusterSnapshot, framework: Framework, rng: random.Random,
+                    attempts: AttemptBatch):
+    """Each gang of the run, whole or not at all; an unexpected error is that gang's attempt and the run goes on."""
+    for entry in run:
+        try:
+            yield from schedule_groups([entry.id], snapshot, framework, rng)
+        except Exception as error:
+            logger.exception("scheduling gang %s failed unexpectedly", entry.id)
+            message = _internal_error_message(error)
+            for task_id in Task.objects.filter(group_id=entry.id, status=lifecycle.PENDING).values_list("id",
+                                                                                                      flat=True):
+                attempts.add(task_id, reasons.INTERNAL_ERROR, message)
+            yield GangResult(entry.id, reasons.INTERNAL_ERROR, message)
+
+
+def _internal_error_message(error: Exception) -> str:
+    return f"Internal error while scheduling ({type(error).__name__}); the scheduler's log has the traceback."
 
 
 @dataclass
@@ -144,34 +200,50 @@ class _Placer:
     """Takes each task through the framework and commits the placements in batches (module docstring)."""
 
     def __init__(self, framework: Framework, snapshot: ClusterSnapshot, attempts: AttemptBatch,
-                 rng: random.Random) -> None:
+                 rng: random.Random, held: nomination.HeldCards) -> None:
         self.framework, self.snapshot, self.attempts, self.rng = framework, snapshot, attempts, rng
+        self.held = held
         self.pool = CandidatePool()
         self.preemption = PreemptionHandle(framework, self.pool)
         # Nodes a bind found over a CPU or memory threshold: skipped for the rest of the cycle (the filters leave
         # node load to bind, SPEC §6).
         self.overloaded: set[int] = set()
+        # Task id → the code its attempt ended with.
+        self.outcomes: dict[int, str] = {}
 
-    def place(self, tasks: list[TaskInfo]) -> list[str]:
-        """Every task's attempt code, in the order the attempts ended."""
-        codes: list[str] = []
+    def place(self, tasks: list[TaskInfo]) -> dict[int, str]:
+        """Every task's attempt code, by task id."""
+        codes: dict[int, str] = {}
         queue = deque(_Try(task) for task in tasks)
         while queue:
             batch: list[_Decided] = []
             while queue and len(batch) < BIND_BATCH:
-                decided = self._decide(queue.popleft())
+                attempt = queue.popleft()
+                decided = self._decide_isolated(attempt)
                 if isinstance(decided, str):
-                    codes.append(decided)
+                    codes[attempt.task.id] = decided
                 else:
                     batch.append(decided)
             # Refused placements go back to the framework first, before the rest of the queue.
             queue.extendleft(reversed(self._commit(batch, codes)))
+        self.outcomes.update(codes)
         return codes
+
+    def _decide_isolated(self, attempt: _Try) -> _Decided | str:
+        """`_decide`, with an unexpected error recorded as the task's attempt instead of ending the cycle."""
+        try:
+            return self._decide(attempt)
+        except Exception as error:
+            logger.exception("scheduling task %s failed unexpectedly", attempt.task.id)
+            self.attempts.add(attempt.task.id, reasons.INTERNAL_ERROR, _internal_error_message(error))
+            return reasons.INTERNAL_ERROR
 
     def _decide(self, attempt: _Try) -> _Decided | str:
         """The framework's placement for the task (applied to the snapshot), or the code its attempt ended with
         (the attempt is recorded)."""
         task = attempt.task
+        # A nominee sees the cards held for it (they are held only from the others).
+        self.held.release_for(task, self.snapshot)
         result = self.framework.schedule(task, self.snapshot, self.rng)
         if result.pre_filtered:
             self.attempts.add(task.id, result.code, result.message)
@@ -193,36 +265,40 @@ class _Placer:
         apply_bind(self.snapshot, task, node, cards)
         return _Decided(attempt, result, Placement(task, node, cards))
 
-    def _commit(self, batch: list[_Decided], codes: list[str]) -> list[_Try]:
+    def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_Try]:
         """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
         if not batch:
             return []
-        config, tenancy = self.framework.config, self.snapshot.tenancy
-        outcomes = self.framework.bind(
-            [entry.placement for entry in batch], tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
-            default_binder=lambda placements: bind_batch(placements, config=config, tenancy=tenancy,
-                                                         reserve=self.framework.reserve),
-        )
+        try:
+            outcomes = self._bind([entry.placement for entry in batch])
+        except Exception:
+            # One bad placement must not cost the batch: bind them one by one, an error is that task's attempt.
+            logger.exception("binding a batch of %s failed unexpectedly; binding one by one", len(batch))
+            outcomes = [self._bind_alone(entry.placement) for entry in batch]
         retries, stale = [], set()
         for entry, bind in zip(batch, outcomes):
             task, node = entry.placement.task, entry.placement.node
             if bind.bound:
-                self.pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard)
+                self.pool.record_bind(task, node_id=node.id, cards=bind.cards, shard=bind.shard,
+                                      card_type=bind.card_type)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
                 nodes, extra = attempt_nodes(entry.result)
                 self.attempts.add(task.id, reasons.SCHEDULED, entry.result.message, nodes,
                                   {**extra, "bound": bind.message})
-                codes.append(reasons.SCHEDULED)
+                codes[task.id] = reasons.SCHEDULED
                 continue
             self.snapshot.quotas.forget_bind(task)
             stale.add(node.id)
             if bind.node_overloaded:
                 self.overloaded.add(node.id)
-            if bind.conflict:
+            if bind.code == reasons.INTERNAL_ERROR:
+                self.attempts.add(task.id, bind.code, bind.message)
+                codes[task.id] = bind.code
+            elif bind.conflict:
                 # Another instance placed the task; its attempt is the one to keep.
                 self.attempts.count(reasons.BIND_CONFLICT)
-                codes.append(reasons.BIND_CONFLICT)
+                codes[task.id] = reasons.BIND_CONFLICT
             else:
                 entry.attempt.refused.append(bind)
                 entry.attempt.refused_on.add(node.id)
@@ -231,10 +307,28 @@ class _Placer:
         refresh_nodes(self.snapshot, stale)
         return retries
 
+    def _bind(self, placements: list[Placement]) -> list[BindOutcome]:
+        config, tenancy = self.framework.config, self.snapshot.tenancy
+        return self.framework.bind(
+            placements, tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
+            default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy,
+                                                    reserve=self.framework.reserve),
+        )
+
+    def _bind_alone(self, placement: Placement) -> BindOutcome:
+        try:
+            return self._bind([placement])[0]
+        except Exception as error:
+            logger.exception("binding task %s failed unexpectedly", placement.task.id)
+            return BindOutcome(code=reasons.INTERNAL_ERROR, message=_internal_error_message(error))
+
     def _unplaced(self, task: TaskInfo, result: ScheduleResult) -> str:
         """No feasible node: PostFilter (preemption) when it can help, and the attempt either way."""
         outcome = self.framework.post_filter(task, result, self.snapshot, handle=self.preemption)
         nodes, extra = attempt_nodes(result)
+        if task.id in self.preemption.nominated:
+            # The cards its victims free, and the free ones the plan counted on, are the nominee's (SPEC §15.1).
+            self.held.hold(task, self.preemption.nominated[task.id], self.snapshot)
         if outcome is not None:
             self.attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
             return outcome.code
@@ -274,82 +368,21 @@ def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped:
             yield snapshot.node(node_id)
 
 
-def take_pending_tasks(limit: int = CYCLE_LIMIT) -> list[TaskInfo]:
-    """Immediate-queue tasks first, then the next window of the queue from the scan cursor (wrapping to the head),
-    the window in queue order: priority descending, then creation time, then id."""
-    immediate = _immediate_tasks(int(limit * IMMEDIATE_SHARE))
-    window = _advance_cursor(limit - len(immediate), exclude={task.id for task in immediate})
-    return immediate + window
-
-
-def _immediate_tasks(limit: int) -> list[TaskInfo]:
-    if limit <= 0:
-        return []
+def take_pending_entries(limit: int = CYCLE_LIMIT) -> list[QueueEntry]:
+    """The first `limit` active queue entries (SPEC §15.1). The immediate queue is drained: it only made this
+    cycle start sooner, and never reorders the queue."""
     try:
-        queued = immediate_queue.drain(limit)
-    except Exception:  # the queue only shortens the wait; the cursor finds these tasks anyway
+        immediate_queue.drain(immediate_queue.QUEUE_CAPACITY)
+    except Exception:  # only a wake-up signal: the queue's order is read from the database
         logger.warning("immediate queue unavailable", exc_info=True)
-        return []
-    if not queued:
-        return []
-    rows = Task.objects.filter(id__in=queued, status=lifecycle.PENDING).values_list(*TASK_INFO_FIELDS)
+    return take_active(limit)
+
+
+def _task_infos(task_ids: list[int]) -> list[TaskInfo]:
+    """The tasks still pending, in the given order."""
+    rows = Task.objects.filter(id__in=task_ids, status=lifecycle.PENDING).values_list(*TASK_INFO_FIELDS)
     by_id = {row[0]: task_info_from_row(row) for row in rows}
-    return [by_id.pop(task_id) for task_id in queued if task_id in by_id]
-
-
-def _advance_cursor(limit: int, *, exclude: set[int]) -> list[TaskInfo]:
-    """The `limit` pending tasks after the shared cursor, wrapping to the head; moves the cursor past them.
-
-    The cursor row is locked while the window is chosen, so concurrent instances take consecutive windows.
-    """
-    if limit <= 0:
-        return []
-    pending = Task.objects.filter(status=lifecycle.PENDING).exclude(id__in=exclude).order_by(*_QUEUE_ORDER)
-    with transaction.atomic():
-        cursor = _locked_cursor()
-        after = _after_cursor(cursor)
-        rows = list(pending.filter(after).values_list(*TASK_INFO_FIELDS)[:limit]) if after else []
-        wrapped = []
-        if len(rows) < limit:
-            taken = [row[0] for row in rows]
-            wrapped = list(pending.exclude(id__in=taken).values_list(*TASK_INFO_FIELDS)[: limit - len(rows)])
-        # Everything pending fitted in this window: the next one starts again from the head.
-        exhausted = len(rows) + len(wrapped) < limit
-        _move_cursor(cursor, None if exhausted else (wrapped or rows)[-1])
-    tasks = [task_info_from_row(row) for row in rows + wrapped]
-    tasks.sort(key=lambda task: (-task.priority, task.created_at, task.id))
-    return tasks
-
-
-def _locked_cursor() -> ScanCursor:
-    cursor = ScanCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()
-    if cursor is None:
-        ScanCursor.objects.bulk_create([ScanCursor(name=CURSOR_NAME)], ignore_conflicts=True)
-        cursor = ScanCursor.objects.select_for_update().get(name=CURSOR_NAME)
-    return cursor
-
-
-def _after_cursor(cursor: ScanCursor) -> Q | None:
-    """Tasks strictly after the cursor in queue order; None when the cursor is at the head."""
-    if cursor.task_id is None:
-        return None
-    priority, created_at, task_id = cursor.priority, cursor.created_at, cursor.task_id
-    return (
-        Q(priority__lt=priority)
-        | Q(priority=priority, created_at__gt=created_at)
-        | Q(priority=priority, created_at=created_at, id__gt=task_id)
-    )
-
-
-def _move_cursor(cursor: ScanCursor, last_row: tuple | None) -> None:
-    if last_row is None:
-        priority = created_at = task_id = None
-    else:
-        fields = dict(zip(TASK_INFO_FIELDS, last_row))
-        priority, created_at, task_id = fields["priority"], fields["created_at"], fields["id"]
-    if (cursor.priority, cursor.created_at, cursor.task_id) == (priority, created_at, task_id):
-        return
-    ScanCursor.objects.filter(id=cursor.id).update(priority=priority, created_at=created_at, task_id=task_id)
+    return [by_id[task_id] for task_id in task_ids if task_id in by_id]
 
 
 def _record_cycle(started_at, result: CycleResult) -> int:

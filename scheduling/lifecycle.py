@@ -15,6 +15,10 @@ STOPPED = TaskStatus.STOPPED.value
 ACTIVE_STATES: frozenset[str] = frozenset({SCHEDULED, RUNNING, PREEMPTING, STOPPING})
 TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 
+# Reasons the control plane itself gives a task's end (SPEC §11, §15.4).
+TIMEOUT_REASON = "Timeout"
+NODE_LOST_REASON = "NodeLost"
+
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
     {
         (PENDING, SCHEDULED),
@@ -28,6 +32,9 @@ TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
         (RUNNING, STOPPING),
         (RUNNING, PREEMPTING),
         (PREEMPTING, PENDING),
+        # The victim ended by itself before its stop took effect (SPEC §15.4).
+        (PREEMPTING, SUCCEEDED),
+        (PREEMPTING, FAILED),
         (STOPPING, STOPPED),
         (STOPPING, FAILED),
     }

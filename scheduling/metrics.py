@@ -1,20 +1,159 @@
-"""Prometheus metrics, read from the database at scrape time.
+"""Prometheus metrics for the on-call questions, visible from any web process however many processes feed them.
 
-Cycles run in Celery workers and scheduler loops, requests in web processes: in-process counters would each see a
-part. The database holds the whole truth (ledgers, attempt counts, cycle records), so the collector reads it.
+Cycles run in Celery workers and scheduler loops, requests in web processes, each maybe in its own container or pod:
+in-process counters would each see a part, and prometheus-client's multiprocess mode only joins processes that share
+one directory on one host. So nothing is kept in process memory:
+- state (nodes by status, pending work by tenant and priority band, parked tasks, heartbeat ages, ledgers, attempts
+  by code, CAS conflicts) is read from PostgreSQL at scrape time: it is the truth, and it survives restarts;
+- events (cycle durations, binds, queue latencies, ledger corrections) are added to Redis hashes with atomic
+  HINCRBY by whichever process sees them, and read back at scrape time. A Redis restart resets them, which
+  Prometheus' rate() and increase() treat as a counter reset.
+A lost Redis write never fails the work that reported it: metrics are best effort, the database is not.
 """
 
-from django.db.models import Count, Sum
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from __future__ import annotations
 
+import bisect
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Case, Count, Q, Sum, Value, When
+from django.utils import timezone
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
-from scheduling.models import AttemptCodeCount, CycleRecord, Task
+from scheduling.framework import reasons
+from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskStatus
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "heteroflow:metrics:"
+CYCLE_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+QUEUE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+# Priorities run 0–100 (SPEC §3, default 50): the bands an on-call page groups the backlog by.
+PRIORITY_BANDS = (("high", 70), ("normal", 30), ("low", None))
+# Attempt outcomes after which a pending task still waits to be placed (until the backoff queue gives it a state).
+PLACED_CODES = (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+SCHEDULER_PERIODS_ALLOWED = 3
+
+
+class _Histogram:
+    """A histogram kept in one Redis hash: a field per bucket (not cumulative), `sum` and `count`."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]):
+        self.name, self.documentation, self.buckets = name, documentation, buckets
+
+    @property
+    def key(self) -> str:
+        return KEY_PREFIX + self.name
+
+    def add(self, pipe, values: Iterable[float]) -> None:
+        values = list(values)
+        for value in values:
+            pipe.hincrby(self.key, str(bisect.bisect_left(self.buckets, value)), 1)
+        if values:
+            pipe.hincrbyfloat(self.key, "sum", sum(values))
+            pipe.hincrby(self.key, "count", len(values))
+
+    def family(self, stored: dict[bytes, bytes]) -> HistogramMetricFamily:
+        counts = [int(stored.get(str(index).encode(), 0)) for index in range(len(self.buckets) + 1)]
+        cumulative, running = [], 0
+        for bound, count in zip([*map(str, self.buckets), "+Inf"], counts):
+            running += count
+            cumulative.append((bound, running))
+        return HistogramMetricFamily(self.name, self.documentation, buckets=cumulative,
+                                     sum_value=float(stored.get(b"sum", 0)))
+
+
+CYCLE_DURATION = _Histogram("heteroflow_cycle_duration_seconds", "Duration of scheduling cycles that had work",
+                            CYCLE_SECONDS_BUCKETS)
+QUEUE_LATENCY = _Histogram("heteroflow_queue_latency_seconds", "Time from submission to bind, per bound task",
+                           QUEUE_SECONDS_BUCKETS)
+
+
+def _counters_key() -> str:
+    return KEY_PREFIX + "counters"
+
+
+def _last_cycle_key() -> str:
+    return KEY_PREFIX + "last_cycle_at"
+
+
+def _redis():
+    from scheduling import immediate_queue
+
+    return immediate_queue.connection()
+
+
+def record_cycle(*, duration_seconds: float | None, bound: int = 0, queue_latencies: Iterable[float] = ()) -> None:
+    """A scheduling cycle ended: when (readiness), how long (None: it found no work), what it bound and how long
+    each bound task had waited."""
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        pipe.set(_last_cycle_key(), timezone.now().timestamp())
+        if duration_seconds is not None:
+            CYCLE_DURATION.add(pipe, [duration_seconds])
+        if bound:
+            pipe.hincrby(_counters_key(), "binds", bound)
+        QUEUE_LATENCY.add(pipe, queue_latencies)
+        pipe.execute()
+    except Exception:
+        logger.debug("cycle metrics not recorded", exc_info=True)
+
+
+def record_ledger_corrections(ledger: str, count: int = 1) -> None:
+    """A recount found a stored ledger (`node_gpu_used`, `tenant_gpu_used`, ...) wrong and corrected it."""
+    try:
+        _redis().hincrby(_counters_key(), f"ledger_corrections:{ledger}", count)
+    except Exception:
+        logger.debug("ledger correction not counted", exc_info=True)
+
+
+def last_cycle_at() -> datetime | None:
+    """When a scheduler last finished a cycle, from any process; None when none has since Redis started."""
+    stamp = _redis().get(_last_cycle_key())
+    return datetime.fromtimestamp(float(stamp), tz=timezone.get_current_timezone()) if stamp else None
+
+
+def check_scheduler() -> dict:
+    """Readiness: some process finished a scheduling cycle within three periods of the scheduling tick."""
+    period = float(settings.CELERY_BEAT_SCHEDULE["scheduling-cycle"]["schedule"])
+    limit = SCHEDULER_PERIODS_ALLOWED * period
+    last = last_cycle_at()
+    if last is None:
+        raise ProbeFailure("no scheduling cycle finished yet", limit_seconds=limit)
+    age = round((timezone.now() - last).total_seconds(), 3)
+    if age > limit:
+        raise ProbeFailure(f"last cycle {age:.0f}s ago, more than {limit:.0f}s", last_cycle_seconds_ago=age,
+                           limit_seconds=limit)
+    return {"last_cycle_seconds_ago": age, "limit_seconds": limit}
+
+
+def queue_latencies_since(task_ids: Iterable[int], since: datetime) -> list[float]:
+    """Submission-to-bind seconds of those tasks that a bind since `since` placed."""
+    rows = Task.objects.filter(id__in=list(task_ids), scheduled_at__gte=since).values_list("created_at",
+                                                                                          "scheduled_at")
+    return [(scheduled - created).total_seconds() for created, scheduled in rows]
+
+
+def priority_band() -> Case:
+    whens = [When(priority__gte=floor, then=Value(name)) for name, floor in PRIORITY_BANDS if floor is not None]
+    return Case(*whens, default=Value(PRIORITY_BANDS[-1][0]))
 
 
 class ClusterCollector:
     def collect(self):
+        yield from self._nodes()
+        yield from self._tasks()
+        yield from self._attempts()
+        yield from self._events()
+
+    def _nodes(self):
         nodes = GaugeMetricFamily("heteroflow_nodes", "Nodes by status", labels=["status"])
-        for row in Node.objects.values("status").annotate(n=Count("id")):
+        for row in Node.objects.values("status").annotate(n=Count("id")).order_by("status"):
             nodes.add_metric([row["status"]], row["n"])
         yield nodes
 
@@ -27,16 +166,49 @@ class ClusterCollector:
         yield total
         yield used
 
+        now = timezone.now()
+        age = GaugeMetricFamily("heteroflow_node_heartbeat_age_seconds",
+                                "Seconds since each node's last heartbeat", labels=["node", "status"])
+        for name, status, last in Node.objects.exclude(last_heartbeat_at=None).values_list(
+                "name", "status", "last_heartbeat_at"):
+            age.add_metric([name, status], (now - last).total_seconds())
+        yield age
+
+    def _tasks(self):
         tasks = GaugeMetricFamily("heteroflow_tasks", "Tasks by status", labels=["status"])
-        for row in Task.objects.values("status").annotate(n=Count("id")):
+        for row in Task.objects.values("status").annotate(n=Count("id")).order_by("status"):
             tasks.add_metric([row["status"]], row["n"])
         yield tasks
 
+        pending = GaugeMetricFamily("heteroflow_pending_tasks", "Pending tasks by tenant and priority band",
+                                    labels=["tenant", "priority_band"])
+        rows = (Task.objects.filter(status=TaskStatus.PENDING)
+                .annotate(band=priority_band()).values("tenant__name", "band").annotate(n=Count("id"))
+                .order_by("tenant__name", "band"))
+        for row in rows:
+            pending.add_metric([row["tenant__name"], row["band"]], row["n"])
+        yield pending
+
+        oldest = Task.objects.filter(status=TaskStatus.PENDING).order_by("created_at").values_list(
+            "created_at", flat=True).first()
+        yield GaugeMetricFamily("heteroflow_oldest_pending_task_age_seconds", "Age of the oldest pending task",
+                                value=(timezone.now() - oldest).total_seconds() if oldest else 0)
+
+        parked = Task.objects.filter(status=TaskStatus.PENDING).filter(
+            Q(attempt__isnull=False) & ~Q(attempt__code__in=PLACED_CODES)).count()
+        yield GaugeMetricFamily("heteroflow_parked_tasks",
+                                "Pending tasks whose latest attempt could not place them", value=parked)
+
+    def _attempts(self):
         attempts = CounterMetricFamily("heteroflow_scheduling_attempts", "Scheduling attempts by code",
                                        labels=["code"])
-        for code, count in AttemptCodeCount.objects.values_list("code", "count"):
+        conflicts = 0
+        for code, count in AttemptCodeCount.objects.values_list("code", "count").order_by("code"):
             attempts.add_metric([code], count)
+            conflicts += count if code == reasons.BIND_CONFLICT else 0
         yield attempts
+        yield CounterMetricFamily("heteroflow_cas_conflicts",
+                                  "Binds whose compare-and-swap lost to another scheduler instance", value=conflicts)
 
         last = CycleRecord.objects.order_by("-started_at", "-id").first()
         cycle = GaugeMetricFamily("heteroflow_last_cycle", "Figures of the latest scheduling cycle", labels=["figure"])
@@ -44,3 +216,24 @@ class ClusterCollector:
             for figure in ("considered", "bound", "failed", "preempting", "duration_ms"):
                 cycle.add_metric([figure], getattr(last, figure))
         yield cycle
+
+    def _events(self):
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            for key in (CYCLE_DURATION.key, QUEUE_LATENCY.key, _counters_key()):
+                pipe.hgetall(key)
+            durations, latencies, counters = pipe.execute()
+        except Exception:
+            logger.warning("event metrics unavailable: Redis did not answer", exc_info=True)
+            return
+        yield CYCLE_DURATION.family(durations)
+        yield QUEUE_LATENCY.family(latencies)
+        yield CounterMetricFamily("heteroflow_binds", "Tasks bound to a node by the scheduler",
+                                  value=int(counters.get(b"binds", 0)))
+        corrections = CounterMetricFamily("heteroflow_ledger_corrections",
+                                          "Stored ledgers found wrong by a recount and corrected", labels=["ledger"])
+        for field, value in sorted(counters.items()):
+            name = field.decode()
+            if name.startswith("ledger_corrections:"):
+                corrections.add_metric([name.removeprefix("ledger_corrections:")], int(value))
+        yield corrections

@@ -30,11 +30,14 @@ class Parallelism(models.TextChoices):
 
 
 class TaskGroup(models.Model):
+    # Derived from the members by `scheduling.groups.status` whenever one changes (SPEC §15.5); never set by hand.
     class Status(models.TextChoices):
         PENDING = "pending"
         SCHEDULED = "scheduled"
         RUNNING = "running"
-        FINISHED = "finished"
+        RESTARTING = "restarting"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
         STOPPED = "stopped"
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="task_groups")
@@ -53,6 +56,10 @@ class TaskGroup(models.Model):
     replicas_before_window = models.PositiveIntegerField(null=True, blank=True)
     window_applied = models.CharField(max_length=16, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # A training gang that loses a member is placed again whole, at most this many times (SPEC §15.5).
+    max_restarts = models.PositiveIntegerField(default=3)
+    # How many times it was; the members of the current run carry this number as their `group_run`.
+    restarts = models.PositiveIntegerField(default=0)
     master_addr = models.CharField(max_length=64, blank=True, default="")
     backend = models.CharField(max_length=16, blank=True, default="")
     # The latest gang attempt: {code, message, member, reason}.
@@ -86,15 +93,27 @@ class Task(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
     rank = models.IntegerField(null=True, blank=True)
+    # Which run of its gang the task belongs to (the group's `restarts` when it was created).
+    group_run = models.PositiveIntegerField(default=0)
     # No index of its own: `task_queue_order` leads with status, and every extra index slows each state change.
     status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING)
     node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
     gpus = models.JSONField(default=list, blank=True)
+    # The type of the cards in `gpus` (and of the shard's card): indexes are numbered per vendor on a mixed node
+    # (SPEC §15.3), and a task without `gpu_type` may get cards of any one type.
+    card_type = models.CharField(max_length=32, blank=True, default="")
     port = models.IntegerField(null=True, blank=True)
     # The fractional-GPU shard made at bind: {card, memory_limit_mb, compute_percent, qos, env}.
     shard = models.JSONField(null=True, blank=True)
     env = models.JSONField(default=dict, blank=True)
     preempt_count = models.PositiveIntegerField(default=0)
+    # The scheduling queue (SPEC §15.1, `scheduling.queue`): a pending task whose attempt failed is parked until
+    # `parked_until` (backoff doubling with `queue_backoff`, the failed attempts in a row) or until an event that
+    # could make it fit clears it. `nominated_node`: where its preemption is freeing cards for it.
+    queue_backoff = models.PositiveSmallIntegerField(default=0)
+    parked_until = models.DateTimeField(null=True, blank=True)
+    nominated_node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="nominated_tasks")
     reason = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
@@ -104,7 +123,10 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["status", "-priority", "created_at", "id"], name="task_queue_order")]
+        indexes = [
+            models.Index(fields=["status", "-priority", "created_at", "id"], name="task_queue_order"),
+            models.Index(fields=["parked_until"], name="task_parked", condition=Q(parked_until__isnull=False)),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(priority__gte=0, priority__lte=100), name="task_priority_0_100"),
             models.CheckConstraint(condition=Q(gpu_required__gte=0), name="task_gpu_required_non_negative"),
@@ -182,15 +204,6 @@ class CycleRecord(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
-
-
-class ScanCursor(models.Model):
-    """Where the last cycle stopped in the pending queue, so that later cycles reach its tail (SPEC §4)."""
-
-    name = models.CharField(max_length=40, unique=True, default="main")
-    priority = models.IntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(null=True, blank=True)
-    task_id = models.BigIntegerField(null=True, blank=True)
 
 
 class PluginConfig(models.Model):

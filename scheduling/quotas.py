@@ -28,3 +28,8 @@ def tenant_gpu_usage() -> dict[int, int]:
 def load_tenant_quotas() -> TenantQuotas:
     quotas = dict(Tenant.objects.filter(gpu_quota__isnull=False).values_list("id", "gpu_quota"))
     return TenantQuotas(quotas=quotas, used=tenant_gpu_usage())
+
+
+def inactive_tenant_ids() -> frozenset[int]:
+    """Tenants whose pending tasks the scheduler holds (SPEC §15.6)."""
+    return frozenset(Tenant.objects.filter(status=Tenant.Status.INACTIVE).values_list("id", flat=True))

@@ -32,8 +32,9 @@ def groups_visible_to(user) -> QuerySet[TaskGroup]:
 
 
 def group_members(group: TaskGroup) -> list[Task]:
-    """A group's member tasks by rank, with their nodes."""
-    return list(group.members.select_related("node").order_by("rank", "id"))
+    """The member tasks of the group's current run by rank, with their nodes (a restarted gang keeps its earlier
+    runs as history)."""
+    return list(group.members.filter(group_run=group.restarts).select_related("node").order_by("rank", "id"))
 
 
 def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
@@ -43,8 +44,8 @@ def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
 
 
 def pending_queue(*, limit: int) -> QuerySet[Task]:
-    """The head of the pending queue, in the order the scheduler takes it."""
-    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt")
+    """The head of the pending queue in queue order (SPEC §15.1; parked tasks included, `queue_state` tells)."""
+    return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt", "nominated_node")
             .order_by("-priority", "created_at", "id")[:limit])
 
 
@@ -60,18 +61,20 @@ def recent_cycles(limit: int = RECENT_CYCLES) -> QuerySet[CycleRecord]:
     return CycleRecord.objects.all()[:limit]
 
 
-def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[int, list[dict]]:
-    """{card index: the active tasks holding it}, for the node page and API; with `tenant_id` only that tenant's."""
+def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple[str, int], list[dict]]:
+    """{(card type, index): the active tasks holding it}, for the node page and API; with `tenant_id` only that
+    tenant's. Each vendor numbers its cards from 0: a task's indexes name cards of its own type (SPEC §15.3), of the
+    node's majority type when it asked for none."""
     active = Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant").order_by("id")
     if tenant_id is not None:
         active = active.filter(tenant_id=tenant_id)
-    tasks_by_card: dict[int, list[dict]] = {}
+    tasks_by_card: dict[tuple[str, int], list[dict]] = {}
     for task in active:
         entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
                  "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
                  "fractional": task.is_fractional}
         for index in _cards_held(task):
-            tasks_by_card.setdefault(index, []).append(entry)
+            tasks_by_card.setdefault((task.gpu_type or node.gpu_type, index), []).append(entry)
     return tasks_by_card
 
 
@@ -95,7 +98,8 @@ def agent_work(node: Node) -> dict:
                 "image": task.image,
                 "command": task.command,
                 "type": task.type,
-                "gpu_type": task.gpu_type,
+                # The cards' own type: a task without gpu_type may hold cards of any one type (SPEC §15.3).
+                "gpu_type": task.card_type or task.gpu_type,
                 "gpus": list(task.gpus),
                 "port": task.port,
                 "env": _container_env(task),

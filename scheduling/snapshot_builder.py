@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 
 from nodes.models import GPU, Node
+from scheduling.framework.cards import card_lookup, cards_by_key
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskType
@@ -22,7 +23,7 @@ _CARD_FIELDS = (
     "node_id", "index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature",
     "numa",
 )
-_PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb")
+_PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb", "card_type")
 TASK_INFO_FIELDS = (
     "id", "tenant_id", "name", "type", "gpu_type", "gpu_required", "gpu_memory_mb", "gpu_compute_percent",
     "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "created_at", "group_id",
@@ -107,42 +108,39 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
     # Positional construction (the field lists above follow the dataclasses' field order, checked at import):
     # a 5,000-node cluster has some 20,000 cards and this runs every cycle.
     nodes: dict[int, NodeInfo] = {}
-    cards_of: dict[int, dict[int, CardInfo]] = {}
     for row in node_rows:
         node = NodeInfo(*row)
         if node.labels is None:
             node.labels = {}
         nodes[node.id] = node
-        cards_of[node.id] = {}
     for row in card_rows:
         node = nodes.get(row[0])
-        if node is None:
-            continue
-        card = CardInfo(*row[1:])
-        node.cards.append(card)
-        cards_of[row[0]][card.index] = card
-    for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb in placement_rows:
+        if node is not None:
+            node.cards.append(CardInfo(*row[1:]))
+    cards_of = {node_id: cards_by_key(node) for node_id, node in nodes.items()}
+    for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type in placement_rows:
         node = nodes.get(node_id)
         if node is not None:
             occupy(node, cards_of[node_id], tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
-                   gpu_memory_mb=gpu_memory_mb)
+                   gpu_memory_mb=gpu_memory_mb, card_type=card_type)
     return list(nodes.values())
 
 
-def occupy(node: NodeInfo, cards: dict[int, CardInfo], *, tenant_id: int, task_type: str, gpus: list[int] | None,
-           shard: dict | None, gpu_memory_mb: int) -> None:
-    """Count one active task on `node` (its `cards` by index): the snapshot's and bind's live reads alike."""
+def occupy(node: NodeInfo, cards: dict[tuple[str, int], CardInfo], *, tenant_id: int, task_type: str,
+           gpus: list[int] | None, shard: dict | None, gpu_memory_mb: int, card_type: str = "") -> None:
+    """Count one active task on `node` (its `cards` by `(type, index)`, the task's cards of `card_type`): the
+    snapshot's and bind's live reads alike."""
     if task_type == TaskType.INFERENCE:
         node.inference_tasks += 1
     if shard:
-        card = cards.get(shard.get("card"))
+        card = card_lookup(cards, card_type=card_type, index=shard.get("card"), node_gpu_type=node.gpu_type)
         if card is not None:
             card.shard_tasks += 1
             card.shard_memory_mb += int(shard.get("memory_limit_mb") or gpu_memory_mb)
             card.occupant_tenants.add(tenant_id)
         return
     for index in gpus or ():
-        card = cards.get(index)
+        card = card_lookup(cards, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
         if card is not None:
             card.whole_card_tasks += 1
             card.occupant_tenants.add(tenant_id)

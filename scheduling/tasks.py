@@ -29,10 +29,17 @@ def run_cycle_for_new_tasks() -> dict | None:
 
 
 @shared_task(name="scheduling.tasks.recover_backlog", ignore_result=True)
-def recover_backlog() -> int:
-    from scheduling.loops import recover_backlog as send_stuck_tasks_back
+def recover_backlog() -> str:
+    from scheduling.tickers import backlog_recovery
 
-    return send_stuck_tasks_back()
+    return backlog_recovery()
+
+
+@shared_task(name="scheduling.tasks.release_lost_nodes", ignore_result=True)
+def release_lost_nodes() -> str:
+    from scheduling.tickers import node_lost
+
+    return node_lost()
 
 
 @shared_task(name="scheduling.tasks.enforce_task_timeouts", ignore_result=True)

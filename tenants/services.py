@@ -5,6 +5,7 @@ from rest_framework.authtoken.models import Token
 from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
+from tenants.signals import tenancy_changed
 
 
 def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tenant.Status.ACTIVE, actor=None) -> Tenant:
@@ -38,6 +39,7 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
             raise DomainError(f"a share group named {name!r} already exists", field="name")
         group = ShareGroup.objects.create(name=name)
         group.tenants.set(tenants)
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {name} created")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.create", target=name, details={"tenants": sorted(t.id for t in tenants)}
         )
@@ -64,6 +66,7 @@ def tenant_update(
         for field, value in changes.items():
             setattr(tenant, field, value)
         tenant.save(update_fields=list(changes))
+        tenancy_changed.send(sender=Tenant, tenant_id=tenant.id, reason=f"tenant {tenant.name} changed")
         TenancyAuditEntry.objects.create(
             actor=actor, action="tenant.update", target=tenant.name, details={"before": before, "after": changes}
         )
@@ -82,6 +85,7 @@ def share_group_update(*, group_id: int, name: str, tenants: list[Tenant], actor
         group.save(update_fields=["name"])
         group.tenants.set(tenants)
         after = {"name": name, "tenants": sorted(t.id for t in tenants)}
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {name} changed")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.update", target=name, details={"before": before, "after": after}
         )
@@ -93,6 +97,7 @@ def share_group_delete(*, group_id: int, actor=None) -> None:
         group = ShareGroup.objects.select_for_update().get(id=group_id)
         before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
         group.delete()
+        tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {before['name']} deleted")
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.delete", target=before["name"], details={"before": before, "after": None}
         )

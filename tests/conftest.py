@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
@@ -10,9 +12,18 @@ from tenants.services import tenant_user_create
 pytest_plugins = ["tests.web_clients"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _immediate_queue_of_this_worker():
+    """Test workers share one Redis: each gets a queue of its own, or one worker's emptying races another's test."""
+    key = immediate_queue.QUEUE_KEY
+    immediate_queue.QUEUE_KEY = f"{key}:{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    yield
+    immediate_queue.QUEUE_KEY = key
+
+
 @pytest.fixture(autouse=True)
 def _empty_immediate_queue(request):
-    """Tests share one Redis; each starts with an empty immediate queue."""
+    """Each test starts with an empty immediate queue."""
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
         immediate_queue.connection().delete(immediate_queue.QUEUE_KEY)
     yield

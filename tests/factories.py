@@ -1,6 +1,9 @@
 """Small builders for test data; plain functions so that every test reads what it sets up."""
 
 import itertools
+from datetime import timedelta
+
+from django.utils import timezone
 
 from nodes.models import GPU, Node
 from scheduling.models import Task
@@ -26,3 +29,21 @@ def make_node(*, gpu_type: str = "nvidia", cards: int = 8, model: str = "A100", 
 def make_task(*, tenant: Tenant, **fields) -> Task:
     fields.setdefault("name", f"task-{next(_names)}")
     return Task.objects.create(tenant=tenant, **fields)
+
+
+def ledger_mismatches() -> list[tuple[str, int, int]]:
+    """(node, stored gpu_used, SUM of its active tasks' gpu_required) for every node where the two ledgers of SPEC §7
+    disagree; empty when they all agree."""
+    from django.db.models import Sum
+
+    from scheduling.lifecycle import ACTIVE_STATES
+
+    held = dict(Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).values("node_id")
+                .annotate(total=Sum("gpu_required")).values_list("node_id", "total"))
+    return [(name, used, held.get(node_id, 0)) for node_id, name, used in
+            Node.objects.values_list("id", "name", "gpu_used") if used != held.get(node_id, 0)]
+
+
+def end_backoffs() -> int:
+    """As if every parked task's backoff had run out (SPEC §15.1), for tests that retry failed work at once."""
+    return Task.objects.filter(parked_until__isnull=False).update(parked_until=timezone.now() - timedelta(seconds=1))

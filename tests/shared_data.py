@@ -1,7 +1,7 @@
-"""Where the project's shared data (real captures, production traces) lies: `shared/` beside the checkout."""
+"""Where the data several test packages read lies: inside the repository, so that a clone tests on its own."""
 
-import os
 from pathlib import Path
 
-SHARED_DIR = Path(os.environ.get("HETEROFLOW_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-TOPOLOGY_CAPTURES = SHARED_DIR / "fixtures" / "nvidia-smi-topo"
+REPOSITORY = Path(__file__).resolve().parents[1]
+TOPOLOGY_CAPTURES = REPOSITORY / "tests" / "fixtures" / "nvidia-smi-topo"
+OPENB_TRACE = REPOSITORY / "data" / "traces" / "openb"

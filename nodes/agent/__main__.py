@@ -22,6 +22,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--token", required=True, help="node token returned by /api/v1/agent/register")
     parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="docker")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between heartbeats")
+    parser.add_argument("--state-dir", help="simulated runtime: where it records its processes, so that a "
+                                            "restarted agent adopts them")
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                         help="extra node label sent with every heartbeat (repeatable), e.g. rdma=true")
     parser.add_argument("--log-level", default="INFO")
@@ -34,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime: Runtime = RUNTIMES[args.runtime]()
+    runtime: Runtime = SimulatedRuntime(args.state_dir) if args.runtime == "simulated" else DockerRuntime()
     labels = dict(label.split("=", 1) for label in args.label)
     agent = Agent(AgentClient(args.server, args.token), runtime, extra_labels=labels)
     stop = threading.Event()

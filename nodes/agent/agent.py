@@ -2,14 +2,17 @@
 
 Expected JSON shapes (the agent routes of /api/schema/docs/):
 
-- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels}``
+- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids]}``
+  -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
+  elsewhere); they are killed without a report
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
   stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
 
 A start item is claimed (``scheduled -> running``) before anything runs, and only a 200 starts the container: a
 409 means another claimant won and the item is dropped silently. Reports the server could not take are kept and
-sent again first thing in the next step, so an outage delays task outcomes but never loses them.
+sent again first thing in the next step, so an outage delays task outcomes but never loses them. On start the
+agent adopts what its runtime still runs from an earlier life (SPEC §15.4) instead of forgetting it.
 """
 
 from __future__ import annotations
@@ -81,6 +84,11 @@ class Agent:
         self._pending_reports: list[StatusReport] = []
         self._topology: GpuTopology | None = None
         self._gpu_type: str | None = None
+        adopted = self.runtime.adopt()
+        if adopted:
+            logger.info("adopted %s task(s) left running by an earlier agent: %s", len(adopted),
+                        ", ".join(map(str, sorted(adopted))))
+        self._running.update(adopted)
 
     def run_once(self) -> None:
         """One step: resend held reports, heartbeat, fetch and carry out work, then report exited tasks.
@@ -89,7 +97,9 @@ class Agent:
         """
         try:
             self._send_pending_reports()
-            self.client.heartbeat(self.heartbeat_payload())
+            reply = self.client.heartbeat(self.heartbeat_payload())
+            for future in [self.pool.submit(self._kill, task_id) for task_id in reply.get("kill") or ()]:
+                future.result()
             work = self.client.fetch_work()
             jobs = [partial(self._start, item) for item in work["start"]]
             jobs += [partial(self._stop, item) for item in work["stop"]]
@@ -130,7 +140,12 @@ class Agent:
             "memory_used_mb": self.memory_used(),
             "gpus": [card.to_json() for card in cards],
             "labels": labels,
+            "running": self.running_task_ids(),
         }
+
+    def running_task_ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._running)
 
     def _current_topology(self) -> GpuTopology | None:
         # Links and NUMA placement only change with the hardware: probe until it works once, then reuse it.
@@ -181,6 +196,26 @@ class Agent:
                     self._running[task_id] = handle
                 return
         self._report(StatusReport(task_id, status, STOP_TRANSITIONS[status]))
+
+    def _kill(self, task_id: Any) -> None:
+        """Stop a container the server no longer expects; nothing is reported, the task has moved on already."""
+        try:
+            task_id = int(task_id)
+        except (TypeError, ValueError):
+            logger.error("unusable kill item %r", task_id)
+            return
+        with self._lock:
+            handle = self._running.pop(task_id, None)
+        if handle is None:
+            return
+        try:
+            self.runtime.stop(handle)
+        except RUNTIME_ERRORS as exc:
+            logger.error("task %s: could not kill: %s", task_id, exc)
+            with self._lock:
+                self._running[task_id] = handle
+            return
+        logger.warning("task %s: killed, the control plane no longer places it here", task_id)
 
     def _reap(self) -> None:
         with self._lock:

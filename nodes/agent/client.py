@@ -50,8 +50,15 @@ class AgentClient:
         self.timeout = timeout
         self.sleep = sleep
 
-    def heartbeat(self, payload: Mapping[str, Any]) -> None:
-        self._request("POST", HEARTBEAT_PATH, payload)
+    def heartbeat(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The server's answer; its ``kill`` lists tasks whose containers must go. An unreadable answer kills
+        nothing."""
+        response = self._request("POST", HEARTBEAT_PATH, payload)
+        try:
+            body = response.json()
+        except ValueError:
+            return {}
+        return body if isinstance(body, dict) else {}
 
     def fetch_work(self) -> dict[str, list[dict[str, Any]]]:
         try:

@@ -1,16 +1,23 @@
 """How the agent runs a task: in a Docker container, or as a stand-in process for the simulated fleet.
 
 Both runtimes share one interface (:class:`Runtime`): ``start(spec) -> handle``, ``poll(handle) -> exit code or
-None while running``, ``stop(handle)`` (graceful, then forced).
+None while running``, ``stop(handle)`` (graceful, then forced), and ``adopt() -> {task id: handle}``: what an
+earlier agent process on this host started and left running, so that a restarted agent carries on with it
+(SPEC §15.4). Docker finds its containers by name; the simulated runtime keeps a state directory.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
@@ -59,6 +66,8 @@ class Runtime(Protocol):
     def poll(self, handle: Any) -> int | None: ...
 
     def stop(self, handle: Any) -> None: ...
+
+    def adopt(self) -> dict[int, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,12 @@ DEVICE_ACCESS: dict[str, DeviceAccess] = {
 }
 
 
+CONTAINER_PREFIX = "heteroflow-task-"
+_CONTAINER_NAME = re.compile(rf"^{CONTAINER_PREFIX}(\d+)$")
+
+
 def container_name(task_id: int) -> str:
-    return f"heteroflow-task-{task_id}"
+    return f"{CONTAINER_PREFIX}{task_id}"
 
 
 def docker_run_argv(spec: TaskSpec) -> list[str]:
@@ -174,30 +187,145 @@ class DockerRuntime:
             self.docker(["docker", "kill", handle])
         self.docker(["docker", "rm", "-f", handle])
 
+    def adopt(self) -> dict[int, str]:
+        """The task containers on this host, running or exited but not yet removed (``poll`` reports and removes
+        those)."""
+        result = self.docker(["docker", "ps", "-a", "--filter", f"name={CONTAINER_PREFIX}", "--format",
+                              "{{.Names}}"])
+        if result.returncode != 0:
+            raise RuntimeError(f"docker ps failed ({result.returncode}): {result.stderr.strip()}")
+        adopted = {}
+        for name in result.stdout.split():
+            match = _CONTAINER_NAME.match(name)
+            if match:
+                adopted[int(match.group(1))] = name
+        return adopted
+
+
+@dataclass
+class SimulatedProcess:
+    """A stand-in process: started by this runtime (``popen``) or adopted from an earlier agent (pid only)."""
+
+    task_id: int
+    pid: int
+    popen: subprocess.Popen[bytes] | None = None
+
 
 class SimulatedRuntime:
     """A real child process that sleeps and exits, standing in for a container on nodes without GPUs.
 
     Duration and exit code come from the task's env or labels (``HETEROFLOW_SIM_SECONDS``,
-    ``HETEROFLOW_SIM_EXIT_CODE``), env first.
+    ``HETEROFLOW_SIM_EXIT_CODE``), env first. With a ``state_dir`` each process is recorded there
+    (``<task id>.pid``) and writes its exit code beside it (``<task id>.exit``) when it ends, so that an agent
+    started later on the same directory adopts it, learns how it ended, and can stop it.
     """
 
-    def start(self, spec: TaskSpec) -> subprocess.Popen[bytes]:
+    def __init__(self, state_dir: str | Path | None = None) -> None:
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        if self.state_dir is not None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, spec: TaskSpec) -> SimulatedProcess:
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
-        script = f"import time,sys; time.sleep({seconds!r}); sys.exit({exit_code!r})"
-        return subprocess.Popen([sys.executable, "-c", script])
+        record = f"open({str(self._exit_file(spec.id))!r}, 'w').write('{exit_code}'); " if self.state_dir else ""
+        # The trailing comment names the task in the process's command line, so adoption can tell it from a process
+        # that reused its pid.
+        script = (f"import time,sys; time.sleep({seconds!r}); {record}sys.exit({exit_code!r})  "
+                  f"# {container_name(spec.id)}")
+        popen = subprocess.Popen([sys.executable, "-c", script])
+        if self.state_dir is not None:
+            self._pid_file(spec.id).write_text(str(popen.pid))
+        return SimulatedProcess(spec.id, popen.pid, popen)
 
-    def poll(self, handle: subprocess.Popen[bytes]) -> int | None:
-        return handle.poll()
+    def poll(self, handle: SimulatedProcess) -> int | None:
+        exit_code = handle.popen.poll() if handle.popen is not None else self._adopted_exit_code(handle)
+        if exit_code is not None:
+            self._forget(handle.task_id)
+        return exit_code
 
-    def stop(self, handle: subprocess.Popen[bytes]) -> None:
-        handle.terminate()
-        try:
-            handle.wait(timeout=STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            handle.kill()
-            handle.wait()
+    def stop(self, handle: SimulatedProcess) -> None:
+        if handle.popen is not None:
+            handle.popen.terminate()
+            try:
+                handle.popen.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                handle.popen.kill()
+                handle.popen.wait()
+        else:
+            _signal(handle.pid, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            while _alive(handle.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(handle.pid):
+                _signal(handle.pid, signal.SIGKILL)
+        self._forget(handle.task_id)
+
+    def adopt(self) -> dict[int, SimulatedProcess]:
+        """The processes recorded in the state directory that still run or ended unreported."""
+        if self.state_dir is None:
+            return {}
+        adopted = {}
+        for pid_file in sorted(self.state_dir.glob("*.pid")):
+            task_id = int(pid_file.stem)
+            process = SimulatedProcess(task_id, int(pid_file.read_text()))
+            if (_alive(process.pid) and _runs_task(process.pid, task_id)) or self._exit_file(task_id).exists():
+                adopted[task_id] = process
+            else:
+                self._forget(task_id)  # killed with the host: nothing left to report
+        return adopted
+
+    def _adopted_exit_code(self, handle: SimulatedProcess) -> int | None:
+        if _alive(handle.pid):
+            return None
+        exit_file = self._exit_file(handle.task_id) if self.state_dir else None
+        if exit_file is not None and exit_file.exists():
+            return int(exit_file.read_text() or CONTAINER_GONE_EXIT_CODE)
+        return CONTAINER_GONE_EXIT_CODE
+
+    def _pid_file(self, task_id: int) -> Path:
+        return self.state_dir / f"{task_id}.pid"
+
+    def _exit_file(self, task_id: int) -> Path:
+        return self.state_dir / f"{task_id}.exit"
+
+    def _forget(self, task_id: int) -> None:
+        if self.state_dir is not None:
+            self._pid_file(task_id).unlink(missing_ok=True)
+            self._exit_file(task_id).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        # Reap it first if it is our own child (an agent restarted inside one process), or it stays a zombie.
+        reaped, _status = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _runs_task(pid: int, task_id: int) -> bool:
+    """Whether `pid` is the stand-in process of the task (where /proc tells; elsewhere it is taken on trust)."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return not Path("/proc/self").exists()
+    return container_name(task_id).encode() in command_line
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _setting(spec: TaskSpec, key: str, default: float) -> str | float:

@@ -20,8 +20,8 @@ class TaskGroupOutput(serializers.ModelSerializer):
     class Meta:
         model = TaskGroup
         fields = ["id", "tenant", "name", "type", "status", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
-                  "replicas", "window", "window_applied", "master_addr", "backend", "created_at", "members",
-                  "diagnostics"]
+                  "replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr", "backend",
+                  "created_at", "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
         return [
@@ -57,6 +57,7 @@ class TaskGroupListCreateApi(APIView):
         image = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         command = serializers.CharField(required=False, allow_blank=True, default="")
         priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+        max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
         tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     @extend_schema(responses=TaskGroupOutput(many=True))
@@ -65,14 +66,19 @@ class TaskGroupListCreateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: TaskGroupOutput})
     def post(self, request):
-        payload = self.InputSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        fields = dict(payload.validated_data)
-        tenant = submitting_tenant(user=request.user, tenant_id=fields.pop("tenant"))
-        if fields["window"] is not None:
-            fields["window"] = dict(fields["window"])
-        group = task_group_create(tenant=tenant, **fields)
+        group = task_group_submit(user=request.user, data=request.data)
         return Response(TaskGroupOutput(group).data, status=status.HTTP_201_CREATED)
+
+
+def task_group_submit(*, user, data: dict) -> TaskGroup:
+    """Validate a group submission (API body or group form) and create it; raises DomainError / ValidationError."""
+    payload = TaskGroupListCreateApi.InputSerializer(data=data)
+    payload.is_valid(raise_exception=True)
+    fields = dict(payload.validated_data)
+    tenant = submitting_tenant(user=user, tenant_id=fields.pop("tenant"))
+    if fields["window"] is not None:
+        fields["window"] = dict(fields["window"])
+    return task_group_create(tenant=tenant, **fields)
 
 
 class TaskGroupDetailApi(APIView):

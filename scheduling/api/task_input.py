@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from heteroflow_site.serializers import StrictSerializer, StringMapField
 from nodes.models import GPU_TYPES
+from scheduling.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import TaskType
 
 
@@ -24,3 +25,11 @@ class TaskInput(StrictSerializer):
     labels = StringMapField(required=False, default=dict)
     group = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        """`gpu-model` must name at least one card model, in the grammar the scheduler matches (SPEC §15.2)."""
+        if MODEL_LABEL in labels:
+            error = patterns_error(labels[MODEL_LABEL])
+            if error:
+                raise serializers.ValidationError(f"{MODEL_LABEL}: {error}")
+        return labels

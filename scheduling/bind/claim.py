@@ -14,14 +14,16 @@ from django.utils import timezone
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework.snapshot import TaskInfo
+from scheduling.groups.status import refresh_group_status
 from scheduling.models import Task, TaskEvent
 from scheduling.services.task_transition import send_transitioned_after_commit
 
 _CLAIM = f"""
 WITH batch AS (
     SELECT * FROM unnest(%(task_ids)s::bigint[], %(node_ids)s::bigint[], %(gpus)s::text[], %(ports)s::integer[],
-                         %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[], %(ranks)s::integer[])
-             AS b(task_id, node_id, gpus, port, shard, env, reason, rank)
+                         %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[], %(ranks)s::integer[],
+                         %(card_types)s::text[])
+             AS b(task_id, node_id, gpus, port, shard, env, reason, rank, card_type)
 ), locked AS (
     -- Task rows locked in id order: two batches claiming overlapping tasks on different nodes cannot deadlock.
     SELECT id FROM {Task._meta.db_table}
@@ -32,7 +34,8 @@ WITH batch AS (
     UPDATE {Task._meta.db_table} t
        SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, reason = b.reason,
            node_id = b.node_id, gpus = b.gpus::jsonb, port = b.port, shard = b.shard::jsonb,
-           env = t.env || b.env::jsonb, rank = coalesce(b.rank, t.rank)
+           env = t.env || b.env::jsonb, rank = coalesce(b.rank, t.rank), card_type = b.card_type,
+           queue_backoff = 0, parked_until = NULL, nominated_node_id = NULL
       FROM batch b JOIN locked l ON l.id = b.task_id
      WHERE t.id = b.task_id AND t.status = %(from_status)s
  RETURNING t.id, t.tenant_id, t.gpu_required, t.node_id, t.reason
@@ -60,6 +63,7 @@ class Claim:
     reason: str
     env: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
+    card_type: str = ""
 
 
 def claim(claims: list[Claim]) -> set[int]:
@@ -79,6 +83,7 @@ def claim(claims: list[Claim]) -> set[int]:
         "envs": [json.dumps({**item.env, **(item.shard.get("env", {}) if item.shard else {})}) for item in claims],
         "reasons": [item.reason for item in claims],
         "ranks": [item.rank for item in claims],
+        "card_types": [item.card_type for item in claims],
     }
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM, params)
@@ -86,4 +91,9 @@ def claim(claims: list[Claim]) -> set[int]:
     for task_id, tenant_id, reason in rows:
         send_transitioned_after_commit(task_id=task_id, tenant_id=tenant_id, from_status=lifecycle.PENDING,
                                        to_status=lifecycle.SCHEDULED, reason=reason)
-    return {row[0] for row in rows}
+    won = {row[0] for row in rows}
+    # The groups' statuses follow their members in the claim's transaction, once per group however many it bound.
+    for group_id in sorted({item.task.group_id for item in claims
+                            if item.task.group_id is not None and item.task.id in won}):
+        refresh_group_status(group_id)
+    return won

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection
 
 from nodes.models import GPU, Node
+from scheduling.framework.cards import cards_by_key
 from scheduling.framework.snapshot import CardInfo, NodeInfo, TenantQuotas
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -42,7 +43,7 @@ SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb,
   FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
 UNION ALL
 SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
-                                                          t.gpu_memory_mb))
+                                                          t.gpu_memory_mb, t.card_type))
   FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
 """
 
@@ -65,6 +66,7 @@ class LivePlacement:
     shard: dict[str, Any] | None
     port: int | None
     gpu_memory_mb: int = 0
+    card_type: str = ""
 
 
 @dataclass
@@ -93,24 +95,27 @@ class LiveNode:
         self.placements.append(placement)
         self.gpu_used += gpu_required
 
-    def card_row(self, index: int) -> list | None:
-        return next((row for row in self.card_rows if row[0] == index), None)
+    def card_row(self, index: int, card_type: str) -> list | None:
+        """The card `(card_type, index)`; any card of that index when the type is not known."""
+        rows = [row for row in self.card_rows if row[0] == index]
+        wanted = (card_type or self.gpu_type).lower()
+        return next((row for row in rows if (row[5] or self.gpu_type).lower() == wanted), None) or (
+            None if card_type else next(iter(rows), None))
 
     def node_info(self) -> NodeInfo:
         """The node as the framework sees nodes: cards with their reported figures and live occupants."""
-        cards = {
-            index: CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
-                            temperature=temperature, type=vendor or "", model=model or "")
-            for index, total, used, utilization, temperature, vendor, model in self.card_rows
-        }
         node = NodeInfo(id=self.id, name=self.name, status=self.status, schedulable=self.schedulable,
                         dedicated_tenant_id=self.dedicated_tenant_id, labels=self.labels, gpu_type=self.gpu_type,
                         gpu_total=self.gpu_total, gpu_used=self.gpu_used, memory_gb=self.memory_gb,
-                        cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb,
-                        cards=sorted(cards.values(), key=lambda card: card.index))
+                        cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb)
+        node.cards = sorted((CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
+                                      temperature=temperature, type=vendor or "", model=model or "")
+                             for index, total, used, utilization, temperature, vendor, model in self.card_rows),
+                            key=lambda card: (card.type, card.index))
+        cards = cards_by_key(node)
         for held in self.placements:
             occupy(node, cards, tenant_id=held.tenant_id, task_type=held.type, gpus=held.gpus, shard=held.shard,
-                   gpu_memory_mb=held.gpu_memory_mb)
+                   gpu_memory_mb=held.gpu_memory_mb, card_type=held.card_type)
         return node
 
 

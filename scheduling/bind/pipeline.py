@@ -43,8 +43,9 @@ LOST_CLAIM = "another scheduler instance bound the task first"
 
 @dataclass(frozen=True)
 class Placement:
-    """One decision of the framework: `task` on `node` (the snapshot's), on the framework's `cards`. A gang member
-    carries its timeline `reason`, its `rank` and environment too."""
+    """One decision of the framework: `task` on `node` (the snapshot's), on the framework's `cards` (Reserve's
+    `ChosenCards`, which know their card type). A gang member carries its timeline `reason`, its `rank` and
+    environment too."""
 
     task: TaskInfo
     node: NodeInfo
@@ -60,6 +61,7 @@ class BindOutcome:
     cards: tuple[int, ...] = ()
     port: int | None = None
     shard: dict[str, Any] | None = None
+    card_type: str = ""
     # The node itself is over a load threshold: no task may bind there until its next heartbeat says otherwise.
     node_overloaded: bool = False
     # In a refused all-or-nothing batch: this placement is the one that failed (the others share its outcome).
@@ -180,11 +182,13 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     if not batch.all_or_nothing:
         _check_quota(live, task.tenant_id, task.gpu_required)
     # The later placements of the batch are checked against this one as if it had committed.
-    held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb)
+    card_type = getattr(cards, "card_type", "")
+    held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type)
     node.hold(held, task.gpu_required)
     live.quotas.record_bind(task)
     reason = placement.reason or f"bound to {node.name}"
-    return _Accepted(position, Claim(task, node.id, cards, port, shard, reason, rank=placement.rank), node, held)
+    return _Accepted(position, Claim(task, node.id, list(cards), port, shard, reason, rank=placement.rank,
+                                     card_type=card_type), node, held)
 
 
 def _check_quota(live: LiveCluster, tenant_id: int, asked: int) -> None:
@@ -215,4 +219,4 @@ def _bound(accepted: _Accepted) -> BindOutcome:
     if item.port is not None:
         message += f", port {item.port}"
     return BindOutcome(code=reasons.SCHEDULED, message=message, cards=tuple(item.cards), port=item.port,
-                       shard=item.shard)
+                       shard=item.shard, card_type=item.card_type)

@@ -7,6 +7,7 @@ from typing import Any
 
 from scheduling.bind.live import LiveNode
 from scheduling.framework import reasons
+from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import TaskType
@@ -52,23 +53,30 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
 
 
 def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
-                 tenancy: TenancyView | None, reserve: Reserve) -> list[int]:
+                 tenancy: TenancyView | None, reserve: Reserve) -> ChosenCards:
     """The preferred cards if they all still qualify on live data, else the framework's choice over the live
-    cards that qualify: a slightly stale snapshot costs nothing as long as the node still has room."""
+    cards that qualify: a slightly stale snapshot costs nothing as long as the node still has room. Only cards of
+    the task's card groups qualify (its type and gpu-model, one type only: SPEC §15.2–§15.3)."""
     wanted = task.gpu_required or (1 if task.is_fractional else 0)
     if not wanted:
-        return []
-    cool = [card for card in live_node.cards if card_under_thresholds(card, config)]
-    by_index = {card.index: card for card in cool}
-    if len(set(preferred)) == wanted and all(
-        index in by_index and _card_takes(task, by_index[index], config) for index in preferred
-    ):
-        return sorted(set(preferred))
-    chosen = reserve(task, replace(live_node, cards=cool, cache={}), tenancy)
+        return ChosenCards()
+    preferred_type = getattr(preferred, "card_type", "")
+    groups = [(card_type, cards, [card for card in cards if card_under_thresholds(card, config)])
+              for card_type, cards in card_groups(task, live_node)]
+    for card_type, _cards, cool in groups:
+        by_index = {card.index: card for card in cool}
+        if (not preferred_type or card_type == preferred_type) and len(set(preferred)) == wanted and all(
+            index in by_index and _card_takes(task, by_index[index], config) for index in preferred
+        ):
+            return ChosenCards(sorted(set(preferred)), card_type)
+    cool_cards = [card for _type, _cards, cool in groups for card in cool]
+    chosen = reserve(task, replace(live_node, cards=cool_cards, cache={}), tenancy)
     if len(chosen) == wanted:
         return chosen
-    if sum(1 for card in live_node.cards if _card_takes(task, card, config)) >= wanted:
-        hot = "; ".join(_card_load(card, config) for card in live_node.cards if card.index not in by_index)
+    eligible = [card for _type, cards, _cool in groups for card in cards]
+    if sum(1 for card in eligible if _card_takes(task, card, config)) >= wanted:
+        cool_ids = {id(card) for card in cool_cards}
+        hot = "; ".join(_card_load(card, config) for card in eligible if id(card) not in cool_ids)
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED, f"node {live_node.name}: {hot}")
     raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
                       f"node {live_node.name} no longer has {wanted} card{'s' if wanted > 1 else ''} for the task")
@@ -120,11 +128,14 @@ def make_shard(task: TaskInfo, live: LiveNode, cards: list[int], config: Schedul
     """A fractional task's shard, over the card and placements read under the node lock."""
     if not task.is_fractional:
         return None
-    card = live.card_row(cards[0])
+    card_type = getattr(cards, "card_type", "")
+    card = live.card_row(cards[0], card_type)
     if card is None:
         raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {cards[0]} is not on node {live.name}")
     index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model = card
-    held = occupancy_of((p.tenant_id, p.gpus, p.shard) for p in live.placements).get(index)
+    same_type = (vendor or live.gpu_type).lower()
+    held = occupancy_of((p.tenant_id, p.gpus, p.shard) for p in live.placements
+                        if (p.card_type or live.gpu_type).lower() == same_type).get(index)
     try:
         return shard_on_card(task=task, card_index=index, vendor=vendor or live.gpu_type, model=model,
                              memory_total_mb=memory_total_mb, memory_used_mb=memory_used_mb, held=held,

@@ -1,6 +1,6 @@
-"""The built-in plugins every task meets whatever the plugin set: the quota PreFilter (SPEC §1), the filter chain
-every task passes before the plugin filters (SPEC §4 step 1) — availability → tenant → resource pre-filter →
-affinity and cross-tenant constraints — and the gang Permit (SPEC §10).
+"""The built-in plugins every task meets whatever the plugin set: the tenant-status (SPEC §15.6) and quota (SPEC §1)
+PreFilters, the filter chain every task passes before the plugin filters (SPEC §4 step 1) — availability → tenant →
+resource pre-filter → affinity and cross-tenant constraints — and the gang Permit (SPEC §10).
 
 The resource pre-filter is deliberately coarse (node ledger and empty-card capacity); the per-card truth is the
 resource-filter plugin's. The cross-tenant card boundary needs card occupancy, so it lives there too (§8).
@@ -74,6 +74,21 @@ class AffinityFilter(RowPlugin):
         return codes
 
 
+TENANT_INACTIVE_MESSAGE = "the tenant is inactive: its pending tasks are held until it is active again"
+
+
+class TenantActivePreFilter:
+    """A pending task of an inactive tenant is held, not scheduled; its running tasks go on (SPEC §15.6)."""
+
+    name = "tenant-active"
+
+    def pre_filter(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
+        if task.tenant_id not in snapshot.inactive_tenant_ids:
+            return Status(plugin=self.name)
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (TENANT_INACTIVE_MESSAGE,), self.name,
+                      attempt_code=reasons.TENANT_INACTIVE)
+
+
 class QuotaPreFilter:
     """A task whose tenant has no GPU quota left waits, whatever the nodes. Unresolvable: preempting other
     tenants' work frees nothing of this tenant's quota (SPEC §9)."""
@@ -101,5 +116,5 @@ class GangPermit:
                                     plugin=self.name, attempt_code=reasons.GANG_INCOMPLETE)
 
 
-BUILTIN_PRE_FILTERS = (QuotaPreFilter(),)
+BUILTIN_PRE_FILTERS = (TenantActivePreFilter(), QuotaPreFilter())
 BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ResourcePreFilter(), AffinityFilter())

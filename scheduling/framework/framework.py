@@ -25,21 +25,25 @@ are built only when someone reads them.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
+from scheduling.framework.cards import ChosenCards, card_groups, card_lookup, cards_by_key
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
+
+logger = logging.getLogger(__name__)
 
 DIAGNOSTIC_FEASIBLE_NODES = 50
 # Runs right after the tenant step (see `_filter_order`).
@@ -215,11 +219,23 @@ class Framework:
                 return outcome
         return None
 
-    def reserve(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> list[int]:
-        """Reserve: card indexes for `task` on `node` (SPEC §5.3); [] when the node cannot hold it or it needs no
-        card. The first Reserve plugin with an answer decides (nvlink's NVLink/NUMA choice), else
-        `default_cards`. Pass the snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies
-        qualify)."""
+    def reserve(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> ChosenCards:
+        """Reserve: card indexes for `task` on `node` (SPEC §5.3), all of one type (`ChosenCards.card_type`);
+        empty when the node cannot hold it or it needs no card. Only cards of one of the task's card groups
+        qualify (`cards.card_groups`: its type and gpu-model, SPEC §15.2–§15.3); on a node with several groups the
+        best-fitting group that can hold it is used (fewest cards, so larger groups stay whole). Within a group the
+        first Reserve plugin with an answer decides (nvlink's NVLink/NUMA choice), else `default_cards`. Pass the
+        snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies qualify)."""
+        groups = card_groups(task, node)
+        if not node.cards or (len(groups) == 1 and len(groups[0][1]) == len(node.cards)):
+            return ChosenCards(self._reserve_within(task, node, tenancy), groups[0][0] if groups else "")
+        for card_type, cards in sorted(groups, key=lambda group: (len(group[1]), group[0])):
+            chosen = self._reserve_within(task, replace(node, cards=cards, cache={}), tenancy)
+            if chosen:
+                return ChosenCards(chosen, card_type)
+        return ChosenCards()
+
+    def _reserve_within(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None) -> list[int]:
         if self.plugin_set.reservers:
             state = CycleState(self.config, tenancy)
             for plugin in self.plugin_set.reservers:
@@ -319,8 +335,16 @@ class Framework:
     @staticmethod
     def _score(plugin, by_rows: bool, state, task, table, rows) -> np.ndarray:
         if by_rows:
-            return plugin.score_rows(state, task, table, rows)
-        return np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+            scores = np.asarray(plugin.score_rows(state, task, table, rows), float)
+        else:
+            scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+        broken = ~np.isfinite(scores)
+        if broken.any():
+            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0.
+            logger.warning("plugin %s gave %s non-finite score(s) for task %s (first on node %s); counted as 0",
+                           plugin.name, int(broken.sum()), task.id, table.nodes[rows[np.argmax(broken)]].name)
+            scores = np.where(broken, 0.0, scores)
+        return scores
 
     def _code_map(self, plugin) -> np.ndarray | None:
         if not isinstance(plugin, RowFilterPlugin):
@@ -392,22 +416,24 @@ def default_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
 
 
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
-    """Record a bind in the snapshot: ledger gpu_used, card occupancy (whole card or shard), inference count, the
+    """Record a bind in the snapshot (`cards` as Reserve chose them, of one type): ledger gpu_used, card occupancy
+    (whole card or shard), inference count, the
     tenant's quota usage and the node's derived data. Mutate snapshot nodes only through this function (or set
     `snapshot.table = None` after changing them some other way)."""
-    by_index = {card.index: card for card in node.cards}
+    by_key = cards_by_key(node)
+    card_type = getattr(cards, "card_type", "") or task.gpu_type
+    held = [card for card in (card_lookup(by_key, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
+                              for index in cards) if card is not None]
     if task.gpu_required > 0:
         node.gpu_used += task.gpu_required
-        for index in cards:
-            if index in by_index:
-                by_index[index].whole_card_tasks += 1
-                by_index[index].occupant_tenants.add(task.tenant_id)
+        for card in held:
+            card.whole_card_tasks += 1
+            card.occupant_tenants.add(task.tenant_id)
     elif task.is_fractional:
-        for index in cards:
-            if index in by_index:
-                by_index[index].shard_tasks += 1
-                by_index[index].shard_memory_mb += task.gpu_memory_mb
-                by_index[index].occupant_tenants.add(task.tenant_id)
+        for card in held:
+            card.shard_tasks += 1
+            card.shard_memory_mb += task.gpu_memory_mb
+            card.occupant_tenants.add(task.tenant_id)
     if task.type == "inference":
         node.inference_tasks += 1
     snapshot.quotas.record_bind(task)

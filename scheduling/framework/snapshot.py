@@ -139,6 +139,8 @@ class ClusterSnapshot:
     nodes: list[NodeInfo]
     tenancy: TenancyView = field(default_factory=TenancyView)
     quotas: "TenantQuotas" = field(default_factory=lambda: TenantQuotas())
+    # Tenants whose pending tasks are held (SPEC §15.6).
+    inactive_tenant_ids: frozenset[int] = frozenset()
 
     # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
     # once per snapshot and kept current by apply_bind.

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduling.framework.cards import cards_are_uniform
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 
 AVAILABLE_STATUSES = frozenset({"online", "busy"})
@@ -37,6 +38,7 @@ _NODE_COLUMNS = (
     ("rdma_score", float),
     ("rdma_false", bool),           # labelled rdma: false
     ("cards_by_position", bool),    # card i sits in column i (lets plugins use bitmasks)
+    ("uniform_cards", bool),        # every card of one type and model (else a task picks one group, cards.py)
 )
 # Card columns (node × card position), in the order `NodeTable._card_values` returns them.
 _CARD_COLUMNS = (
@@ -161,6 +163,7 @@ class NodeTable:
             self.regions.code(node.region), self.zones.code(node.zone), self.racks.code(node.rack),
             rdma_score, rdma_false,
             all(card.index == column for column, card in enumerate(node.cards)),
+            cards_are_uniform(node),
         )
 
     def _card_values(self, node: NodeInfo) -> list[tuple]:

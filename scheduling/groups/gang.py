@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.framework import reasons
+from scheduling.framework.cards import ChosenCards
 from scheduling.framework.framework import Framework, apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
@@ -35,6 +36,10 @@ class MemberPlacement:
     node_id: int
     node_name: str
     cards: tuple[int, ...]
+    card_type: str = ""
+
+    def chosen_cards(self) -> ChosenCards:
+        return ChosenCards(self.cards, self.card_type)
 
 
 @dataclass
@@ -93,7 +98,8 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
             return _incomplete(group, members, rank, member, result.message, result.compact_diagnostics())
         node, cards = placed
         context.record(node)
-        placements.append(MemberPlacement(rank, member, node.id, node.name, tuple(cards)))
+        placements.append(MemberPlacement(rank, member, node.id, node.name, tuple(cards),
+                                          getattr(cards, "card_type", "")))
     return GangPlan(group, placements, _describe(placements))
 
 

@@ -5,7 +5,7 @@ bind pipeline (`scheduling.bind`): the same locks, live re-checks, quota rule an
 with each member's rank and the group's communication plan in its environment. Any refusal or lost
 compare-and-swap rolls the whole batch back: nothing of a gang that does not fit is held.
 
-`schedule_pending_groups` is the cycle's entry: once per cycle it plans and binds every waiting training gang.
+`schedule_groups` is the cycle's entry: it plans and binds the gangs the queue hands it, in queue order.
 """
 
 import logging
@@ -21,6 +21,7 @@ from scheduling.bind import Placement, bind_batch
 from scheduling.bind.live import LiveNode
 from scheduling.diagnostics import AttemptBatch
 from scheduling.framework import reasons
+from scheduling.framework.builtin_filters import TENANT_INACTIVE_MESSAGE
 from scheduling.framework.framework import Framework, apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
@@ -72,7 +73,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
     group = plan.group
     world_size = len(plan.placements)
     placements = [
-        Placement(member.task, NodeInfo(id=member.node_id, name=member.node_name), list(member.cards),
+        Placement(member.task, NodeInfo(id=member.node_id, name=member.node_name), member.chosen_cards(),
                   reason=f"gang {group.name}: rank {member.rank} bound to {member.node_name}", rank=member.rank)
         for member in plan.placements
     ]
@@ -88,7 +89,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
     def after_claim(_live_nodes: Mapping[int, LiveNode]) -> None:
         message = bound["message"]
         TaskGroup.objects.filter(id=group.id).update(
-            status=TaskGroup.Status.SCHEDULED, master_addr=bound["master_addr"], backend=bound["backend"],
+            master_addr=bound["master_addr"], backend=bound["backend"],
             diagnostics={"code": reasons.SCHEDULED, "message": message, "member": None, "reason": ""},
         )
         attempts = AttemptBatch()
@@ -133,32 +134,27 @@ def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None
         attempts.flush()
 
 
-def gang_group_ids(group_ids: Iterable[int]) -> frozenset[int]:
-    """Which of these groups are gangs (training, world_size > 1): their members are placed only together, by
-    `schedule_pending_groups`, never one by one."""
-    ids = {group_id for group_id in group_ids if group_id is not None}
-    if not ids:
-        return frozenset()
-    return frozenset(TaskGroup.objects.filter(id__in=ids, type=TaskType.TRAINING, world_size__gt=1)
-                     .values_list("id", flat=True))
-
-
 def schedule_pending_groups(snapshot: ClusterSnapshot, framework: Framework, rng: random.Random, *,
                             exclude_task_ids: Iterable[int] = (),
                             limit: int = GANG_GROUPS_PER_CYCLE) -> list[GangResult]:
-    """Plan and bind the waiting training gangs, highest member priority first; a bound gang is applied to
-    `snapshot` (its cards and its tenant's quota usage) so the rest of the cycle sees it. Groups with a member in
-    `exclude_task_ids` are left alone this time."""
+    """Plan and bind the waiting training gangs, highest member priority first (`schedule_groups`). Groups with a
+    member in `exclude_task_ids` are left alone this time."""
     excluded = set(exclude_task_ids)
     groups = _waiting_gangs(limit)
     members_of = _live_members({group.id for group in groups})
-    results = []
-    for group in groups:
-        live = members_of.get(group.id, [])
-        if excluded & {task.id for task, _status in live}:
-            continue
-        results.append(_schedule_one(group, live, snapshot, framework, rng))
-    return results
+    groups = [group for group in groups if not excluded & {task.id for task, _ in members_of.get(group.id, [])}]
+    return [_schedule_one(group, members_of.get(group.id, []), snapshot, framework, rng) for group in groups]
+
+
+def schedule_groups(group_ids: list[int], snapshot: ClusterSnapshot, framework: Framework,
+                    rng: random.Random) -> list[GangResult]:
+    """Plan and bind these gangs in this order, each whole or not at all; a bound gang is applied to `snapshot`
+    (its cards and its tenant's quota usage) so the rest of the cycle sees it."""
+    rows = TaskGroup.objects.filter(id__in=group_ids).values_list(*_GROUP_FIELDS)
+    groups = {row[0]: GroupInfo(**dict(zip(_GROUP_FIELDS, row))) for row in rows}
+    members_of = _live_members(set(groups))
+    return [_schedule_one(groups[group_id], members_of.get(group_id, []), snapshot, framework, rng)
+            for group_id in group_ids if group_id in groups]
 
 
 def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, framework: Framework,
@@ -169,6 +165,9 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
                               f"gang {group.name}: {len(pending)} of {group.world_size} members pending, "
                               f"{len(live) - len(pending)} still active; a gang is placed only whole")
         return _failed(failure, pending)
+    if group.tenant_id in snapshot.inactive_tenant_ids:
+        return _failed(GangFailure(group, reasons.TENANT_INACTIVE, f"gang {group.name}: {TENANT_INACTIVE_MESSAGE}",
+                                   reason=TENANT_INACTIVE_MESSAGE), pending)
     refusal = snapshot.quotas.refusal(group.tenant_id, sum(task.gpu_required for task in pending))
     if refusal is not None:
         return _failed(GangFailure(group, reasons.QUOTA_EXCEEDED, f"gang {group.name}: {refusal}", reason=refusal),
@@ -187,7 +186,7 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
         refresh_nodes(snapshot, outcome.node_ids)
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
-        apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), list(placement.cards))
+        apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
     return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task.id for p in outcome.placements))
 
 

@@ -35,7 +35,7 @@ def rebuild_inference_groups() -> int:
     """Create pending replicas for every inference group with fewer live replicas than desired; return how many."""
     created = 0
     groups = TaskGroup.objects.select_related("tenant").filter(type=TaskType.INFERENCE, replicas__gt=0).exclude(
-        status=TaskGroup.Status.STOPPED
+        window_applied="stop"
     )
     for group in groups:
         if not group.tenant.is_active:

@@ -21,6 +21,7 @@ def task_group_create(
     image: str = "",
     command: str = "",
     priority: int = 50,
+    max_restarts: int = 3,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -37,7 +38,7 @@ def task_group_create(
         group = TaskGroup.objects.create(
             tenant=tenant, name=name, type=type, world_size=world_size, gpus_per_worker=gpus_per_worker,
             parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
-            window=window, image=image, command=command,
+            window=window, image=image, command=command, max_restarts=max_restarts,
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         if type == TaskType.INFERENCE and replicas is None:

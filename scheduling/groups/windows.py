@@ -12,7 +12,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from scheduling.models import TaskGroup
+from scheduling import lifecycle
+from scheduling.groups.status import refresh_group_status
+from scheduling.models import Task, TaskGroup
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,9 @@ def apply_scheduling_windows(now: datetime | None = None) -> WindowRun:
             if not cursor.fetchone()[0]:
                 return WindowRun(leader=False, changed_groups=[])
         changed = [group.id for group in _groups_with_windows() if _apply_to_group(group, now)]
+        for group_id in changed:
+            # The desired replica count is part of what the status says (none wanted and none live: stopped).
+            refresh_group_status(group_id)
         _after_leader_work()
     return WindowRun(leader=True, changed_groups=changed)
 
@@ -93,9 +98,11 @@ def _after_leader_work() -> None:
 
 
 def _groups_with_windows():
-    return TaskGroup.objects.select_for_update().select_related("tenant").filter(
-        type="inference", window__isnull=False
-    ).exclude(status=TaskGroup.Status.STOPPED)
+    groups = TaskGroup.objects.filter(type="inference", window__isnull=False).exclude(window_applied="stop")
+    # Members before their groups: the order in which every member transition locks (scheduling.groups.status).
+    list(Task.objects.select_for_update().filter(group__in=groups).exclude(status__in=lifecycle.TERMINAL_STATES)
+         .order_by("id").values_list("id", flat=True))
+    return groups.select_for_update().select_related("tenant")
 
 
 def _apply_to_group(group: TaskGroup, now: datetime) -> bool:
@@ -108,9 +115,8 @@ def _apply_to_group(group: TaskGroup, now: datetime) -> bool:
         action = window["action"]
         if action == "stop":
             set_desired_replicas(group, 0, reason="scheduling window: stop")
-            group.status = TaskGroup.Status.STOPPED
             group.window_applied = "stop"
-            group.save(update_fields=["status", "window_applied", "replicas"])
+            group.save(update_fields=["window_applied", "replicas"])
             return True
         target = 0 if action == "pause" else window["scale_to"]
         if target > desired and not group.tenant.is_active:

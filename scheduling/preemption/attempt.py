@@ -12,6 +12,7 @@ from scheduling.framework.status import SUCCESS, Status
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
 from scheduling.preemption.planner import VICTIM_STATES, FitCheck, may_preempt, plan_preemption
+from scheduling.queue.nomination import nominate
 
 
 class PreemptionHandle:
@@ -21,6 +22,8 @@ class PreemptionHandle:
     def __init__(self, framework: Framework, pool: CandidatePool) -> None:
         self.framework = framework
         self.pool = pool
+        # Preemptor id → the node its victims are freeing cards on (it is nominated there, SPEC §15.1).
+        self.nominated: dict[int, int] = {}
 
     def preempt(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
                 preempt_stage: str) -> PreemptionOutcome | None:
@@ -38,6 +41,7 @@ class PreemptionHandle:
         # Victims already evicted for this task are still stopping: wait for them rather than evict more.
         unsettled = [c for c in candidates if c.status == lifecycle.PREEMPTING and c.preempted_by == task.id]
         if unsettled:
+            self.nominated[task.id] = unsettled[0].node_id
             node_name = _node_name(snapshot, unsettled[0].node_id)
             return PreemptionOutcome(
                 code=PREEMPTION_PENDING,
@@ -52,6 +56,9 @@ class PreemptionHandle:
                                      node_reasons=search.node_reasons)
         outcome = execute_plan(search.plan, task)
         self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
+        if outcome.preempting:
+            nominate(task_id=task.id, node_id=search.plan.node_id)
+            self.nominated[task.id] = search.plan.node_id
         code = outcome.code if outcome.preempting else result.code
         return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
 

@@ -34,6 +34,8 @@ class ActiveTask:
     memory_mb: int
     # The preemptor this task was last evicted for, as its diagnostics record it.
     preempted_by: int | None = None
+    # The type of its cards (indexes are numbered per vendor on a mixed node, SPEC §15.3).
+    card_type: str = ""
 
     @property
     def is_shard(self) -> bool:
@@ -46,7 +48,7 @@ class ActiveTask:
 
 _FIELDS = (
     "id", "node_id", "tenant_id", "type", "priority", "preemptible", "status", "created_at", "gpu_required", "gpus",
-    "gpu_memory_mb", "shard", "cpu_cores", "memory_mb", "attempt__extra__preempted_by",
+    "gpu_memory_mb", "shard", "cpu_cores", "memory_mb", "attempt__extra__preempted_by", "card_type",
 )
 
 
@@ -88,12 +90,12 @@ class CandidatePool:
         nodes.update(self._stopping_for.get(preemptor_id, ()))
         return [task for node_id in nodes for task in on_node[node_id].values()]
 
-    def record_bind(self, task, *, node_id: int, cards, shard: dict | None) -> None:
+    def record_bind(self, task, *, node_id: int, cards, shard: dict | None, card_type: str = "") -> None:
         if self._on_node is None:
             return
         placed = _active_task(task.id, node_id, task.tenant_id, task.type, task.priority, task.preemptible,
                               lifecycle.SCHEDULED, task.created_at, task.gpu_required, list(cards),
-                              task.gpu_memory_mb, shard, task.cpu_cores, task.memory_mb, None)
+                              task.gpu_memory_mb, shard, task.cpu_cores, task.memory_mb, None, card_type)
         self._on_node[node_id][task.id] = placed
         self._refresh_floors(node_id)
 
@@ -147,7 +149,7 @@ def _evictable(task: ActiveTask, victim_states: frozenset[str]) -> bool:
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,
-                 gpu_memory_mb, shard, cpu_cores, memory_mb, preempted_by) -> ActiveTask:
+                 gpu_memory_mb, shard, cpu_cores, memory_mb, preempted_by, card_type="") -> ActiveTask:
     shard = shard or {}
     shard_card = shard.get("card")
     return ActiveTask(
@@ -167,4 +169,5 @@ def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, cr
         cpu_cores=cpu_cores,
         memory_mb=memory_mb,
         preempted_by=int(preempted_by) if preempted_by is not None else None,
+        card_type=card_type or "",
     )

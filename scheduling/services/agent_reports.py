@@ -18,8 +18,12 @@ AGENT_ARCS: frozenset[tuple[str, str]] = frozenset(
         (lifecycle.STOPPING, lifecycle.STOPPED),
         (lifecycle.STOPPING, lifecycle.FAILED),
         (lifecycle.PREEMPTING, lifecycle.PENDING),
+        (lifecycle.PREEMPTING, lifecycle.SUCCEEDED),
+        (lifecycle.PREEMPTING, lifecycle.FAILED),
     }
 )
+# A container that exits while its preemption is under way ended by itself: that is the task's outcome (§15.4).
+_EXIT_REPORTS = frozenset({(lifecycle.RUNNING, lifecycle.SUCCEEDED), (lifecycle.RUNNING, lifecycle.FAILED)})
 
 
 class AgentArcRefused(Exception):
@@ -41,8 +45,9 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
     if (from_status, to_status) not in AGENT_ARCS:
         raise AgentArcRefused(f"agents may not report {from_status} → {to_status}")
     with transaction.atomic():
-        placed_on = Task.objects.select_for_update().filter(id=task_id).values_list("node_id", flat=True).first()
-        if placed_on is None and not Task.objects.filter(id=task_id).exists():
+        placed_on, status = (Task.objects.select_for_update().filter(id=task_id).values_list("node_id", "status")
+                             .first() or (None, None))
+        if placed_on is None and status is None:
             raise NotThisNodesTask(task_id)
         if placed_on is not None and placed_on != node.id:
             raise NotThisNodesTask(task_id)
@@ -53,6 +58,8 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
             # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
             # report that arrives after the watchdog change nothing.
             return settle_preempted(task_id, reason=reason)
+        if (from_status, to_status) in _EXIT_REPORTS and status == lifecycle.PREEMPTING:
+            from_status = lifecycle.PREEMPTING
         if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
             # A stop the scheduler ordered for a timeout ends as a failure with that reason.
             stopping = Task.objects.only("reason").get(id=task_id)

@@ -7,17 +7,24 @@ from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.dispatch import receiver
 
-from nodes.models import Node
+from nodes.models import Node, NodeAuditEntry
 from nodes.signals import heartbeat_recorded
+from scheduling import metrics
+from scheduling.ledger_audit import LedgerAudit
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
+from scheduling.queue.services import queue_activate
 
 logger = logging.getLogger(__name__)
+
+CORRECTION_ACTION = "ledger.correct"
 
 
 @receiver(heartbeat_recorded, dispatch_uid="scheduling.services.node_ledger.recount_on_heartbeat")
 def recount_on_heartbeat(sender, *, node_id: int, **kwargs) -> None:
-    node_gpu_used_recount(node_id=node_id)
+    if node_gpu_used_recount(node_id=node_id) is not None:
+        # The ledger may have freed cards: parked work may fit now (SPEC §15.1).
+        queue_activate(reason=f"gpu_used of node {node_id} recounted")
 
 
 def node_gpu_used_recount(*, node_id: int) -> int | None:
@@ -53,5 +60,25 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
             "gpu_used ledger of node %s disagreed with its active tasks: stored %s, recounted %s; corrected",
             row["name"], row["gpu_used"], row["recount"],
         )
+        metrics.record_ledger_corrections("node_gpu_used")
         return row["recount"]
     return None
+
+
+def node_ledgers_correct(*, audit: LedgerAudit, actor=None) -> list[tuple[str, int, int]]:
+    """Set each wrong `gpu_used` to its recount, under the node's row lock (the recount of SPEC §7, so a bind
+    racing it is ordered), with an audit row in the same transaction. Returns (node, before, after) per correction."""
+    corrections = []
+    for node in audit.nodes:
+        if not node.gpu_used_wrong:
+            continue
+        with transaction.atomic():
+            before = Node.objects.select_for_update().filter(id=node.node_id).values_list("gpu_used", flat=True)
+            before = before.first()
+            after = node_gpu_used_recount(node_id=node.node_id) if before is not None else None
+            if after is None:  # gone, or right again by the time the lock was ours
+                continue
+            NodeAuditEntry.objects.create(node_id=node.node_id, actor=actor, action=CORRECTION_ACTION,
+                                          before={"gpu_used": before}, after={"gpu_used": after})
+        corrections.append((node.name, before, after))
+    return corrections

@@ -28,6 +28,7 @@ def task_create(
     labels: dict[str, str] | None = None,
     group: TaskGroup | None = None,
     rank: int | None = None,
+    group_run: int = 0,
     env: dict[str, str] | None = None,
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
@@ -61,6 +62,7 @@ def task_create(
             labels=labels or {},
             group=group,
             rank=rank,
+            group_run=group_run,
             env=env or {},
         )
         task_id = task.id
@@ -73,4 +75,5 @@ def _offer_to_immediate_queue(task_id: int) -> None:
     try:
         immediate_queue.push(task_id)
     except Exception:
-        logger.warning("immediate queue unavailable; task %s waits for the next cycle", task_id, exc_info=True)
+        logger.warning("immediate queue unavailable; task %s waits for the next cycle", task_id, exc_info=True,
+                       extra={"task_id": task_id})

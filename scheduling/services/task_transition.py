@@ -6,20 +6,29 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.groups.status import refresh_group_status
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
+from scheduling.queue.services import queue_activate
 from scheduling.signals import task_transitioned
 
-# Returning to the queue forgets the placement; finishing keeps node and cards as history.
-_PLACEMENT_CLEARED = {"node": None, "gpus": [], "port": None, "shard": None, "env": {}}
+# A gang member arriving here may leave the rest of its gang running alone.
+_GANG_BREAKING = frozenset({lifecycle.FAILED, lifecycle.PENDING, lifecycle.STOPPED})
+# Returning to the queue forgets the placement and enters the queue active (SPEC §15.1); finishing keeps node and
+# cards as history.
+_PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
+                      "queue_backoff": 0, "parked_until": None}
 
 
-def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "", **changes: Any) -> bool:
+def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",
+                    derive_group_status: bool = True, **changes: Any) -> bool:
     """Compare-and-swap the task from `from_status` to `to_status`; True if this call won (docs/scheduling.md, Tasks
     and their lifecycle).
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
-    so a failure in any of them leaves the task as it was. The loser of a race changes nothing.
+    so a failure in any of them leaves the task as it was. The loser of a race changes nothing. A caller moving
+    many members of one group in its own transaction passes `derive_group_status=False` and calls
+    `refresh_group_status` once at the end instead of once per member.
     """
     check_transition(from_status, to_status)
     now = timezone.now()
@@ -28,7 +37,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         held = (
             Task.objects.select_for_update()
             .filter(id=task_id, status=from_status)
-            .values("node_id", "gpu_required", "tenant_id")
+            .values("node_id", "gpu_required", "tenant_id", "group_id", "card_type")
             .first()
         )
         if held is None:
@@ -50,7 +59,12 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             node_before=held["node_id"],
             node_after=_node_id(changes["node"]) if "node" in changes else held["node_id"],
         )
+        if from_status in ACTIVE_STATES and to_status not in ACTIVE_STATES and held["node_id"] is not None:
+            queue_activate(reason=f"task {task_id} left node {held['node_id']}",
+                           gpu_types=[held["card_type"]] if held["card_type"] else None)
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
+        if held["group_id"] is not None:
+            _after_member_change(held["group_id"], to_status, derive_group_status)
         send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
                                        to_status=to_status, reason=reason)
     return True
@@ -63,6 +77,17 @@ def send_transitioned_after_commit(*, task_id: int, tenant_id: int, from_status:
         lambda: task_transitioned.send(sender=Task, task_id=task_id, tenant_id=tenant_id, from_status=from_status,
                                        to_status=to_status, reason=reason)
     )
+
+
+def _after_member_change(group_id: int, to_status: str, derive_group_status: bool) -> None:
+    """The group's status follows its members in the same transaction; a gang that may have lost a member is
+    made whole again right after the commit."""
+    from scheduling.groups.restart import reconcile_gang  # it transitions tasks itself
+
+    if derive_group_status:
+        refresh_group_status(group_id)
+    if to_status in _GANG_BREAKING:
+        transaction.on_commit(lambda: reconcile_gang(group_id))
 
 
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduling.web import views
+from scheduling.web import group_views, views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
@@ -12,4 +12,6 @@ urlpatterns = [
     path("tasks/new/", views.task_new, name="task-new"),
     path("tasks/<int:task_id>/", views.task_detail, name="task-detail"),
     path("diagnostics/", views.diagnostics, name="diagnostics"),
+    path("groups/new/", group_views.group_new, name="group-new"),
+    path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
 ]

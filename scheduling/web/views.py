@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
@@ -17,6 +18,7 @@ from nodes.selectors import capacity_by_architecture, nodes_by_status
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskStatus, TaskType
+from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
 from tenants.models import Tenant
@@ -144,27 +146,43 @@ def _error_map(error: Exception) -> dict[str, list[str]]:
     return errors
 
 
+def submitted(create):
+    """Run a form's submission: (what it created, {}) or, refused, (None, the errors by field)."""
+    try:
+        return create(), {}
+    except (ValidationError, DomainError) as error:
+        return None, _error_map(error)
+
+
+def error_context(errors: dict[str, list[str]], form_fields) -> dict:
+    """A refused submission for its form: errors beside the fields the form has, the others above it."""
+    return {
+        "errors": errors,
+        "field_errors": {field: texts for field, texts in errors.items() if field in form_fields},
+        "form_errors": [text if field == "__all__" else f"{field}: {text}"
+                        for field, texts in errors.items() if field not in form_fields for text in texts],
+    }
+
+
+def _submit_task(request, *, admin: bool):
+    payload = TaskInput(data=_form_payload(request.POST, admin=admin))
+    payload.is_valid(raise_exception=True)
+    return task_submit(user=request.user, fields=payload.validated_data)
+
+
 @login_required
 def task_new(request):
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     values = request.POST if request.method == "POST" else {}
     if request.method == "POST":
-        try:
-            payload = TaskInput(data=_form_payload(request.POST, admin=admin))
-            payload.is_valid(raise_exception=True)
-            task = task_submit(user=request.user, fields=payload.validated_data)
-        except (ValidationError, DomainError) as error:
-            errors = _error_map(error)
-        else:
+        task, errors = submitted(lambda: _submit_task(request, admin=admin))
+        if task is not None:
             messages.success(request, f"Task “{task.name}” submitted.")
             return redirect("task-detail", task_id=task.id)
     labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
     context = {
-        "errors": errors,
-        "field_errors": {field: texts for field, texts in errors.items() if field in FORM_FIELDS},
-        "form_errors": [text if field == "__all__" else f"{field}: {text}"
-                        for field, texts in errors.items() if field not in FORM_FIELDS for text in texts],
+        **error_context(errors, FORM_FIELDS),
         "values": values,
         "labels": [pair for pair in labels if pair[0] or pair[1]] or [("", "")],
         "admin": admin,
@@ -199,7 +217,7 @@ def why_pending(attempt) -> dict | None:
 def task_detail(request, task_id: int):
     from scheduling.services.task_stop import task_stop
 
-    task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
+    task = get_object_or_404(tasks_visible_to(request.user).select_related("nominated_node"), id=task_id)
     if request.method == "POST":
         try:
             task_stop(task=task)
@@ -212,6 +230,7 @@ def task_detail(request, task_id: int):
         "task": task,
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None)),
+        "queue": queue_state(task),
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),
@@ -233,11 +252,13 @@ def diagnostics(request):
         if not request.htmx:
             messages.success(request, "Cycle finished.")
             return redirect("diagnostics")
+    now = timezone.now()
     context = {
         "cycles": recent_cycles(),
         "ran": ran,
         "attempt_counts": attempt_counts(),
-        "pending": pending_queue(limit=PENDING_SHOWN),
+        "pending": [{"task": task, "queue": queue_state(task, now=now)}
+                    for task in pending_queue(limit=PENDING_SHOWN)],
         "fragmentation": fragmentation_panel(),
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")

@@ -7,7 +7,6 @@ import pytest
 from tests.shared_data import TOPOLOGY_CAPTURES
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# The shared/ folder sits beside the repository checkout, on developer machines and in CI alike.
 SHARED_TOPOLOGY_FIXTURES = TOPOLOGY_CAPTURES
 
 

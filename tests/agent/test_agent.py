@@ -25,6 +25,7 @@ class FakeControlPlane:
         self.requests: list[dict] = []
         self.work = {"start": [], "stop": []}
         self.heartbeat_codes: list[int] = []
+        self.kill: list[int] = []
         self.status_codes: dict[int, list[int]] = defaultdict(list)
         self.always_failing_status = False
         plane = self
@@ -52,6 +53,7 @@ class FakeControlPlane:
         code, answer = 200, {}
         if request.path == "/api/v1/agent/heartbeat":
             code = self.heartbeat_codes.pop(0) if self.heartbeat_codes else 200
+            answer = {"node_id": 1, "status": "online", "kill": self.kill}
         elif request.path == "/api/v1/agent/work":
             answer = self.work
         elif request.path.startswith(STATUS_PREFIX):
@@ -73,9 +75,10 @@ class FakeControlPlane:
 
 
 class FakeRuntime:
-    def __init__(self, events: list):
+    def __init__(self, events: list, left_running: dict[int, int] | None = None):
         self.events = events
         self.exit_codes: dict[int, int] = {}
+        self.left_running = dict(left_running or {})
 
     def start(self, spec):
         self.events.append(("start", spec.id, spec.gpus))
@@ -86,6 +89,9 @@ class FakeRuntime:
 
     def stop(self, handle):
         self.events.append(("stop", handle))
+
+    def adopt(self):
+        return self.left_running
 
 
 TOPOLOGY = GpuTopology(links=frozenset({(0, 1)}), numa={0: 0, 1: 1}, cards=(0, 1))
@@ -260,4 +266,42 @@ def test_a_rejected_token_is_not_retried(plane, events, sleeps):
         agent.run_once()
     assert plane.paths() == ["/api/v1/agent/heartbeat"]
     assert sleeps == []
+    agent.close()
+
+
+def last_heartbeat(plane) -> dict:
+    return [request for request in plane.requests if request["path"] == "/api/v1/agent/heartbeat"][-1]["body"]
+
+
+def test_heartbeat_lists_the_running_tasks_and_kills_what_the_server_says_without_a_report(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1), start_item(2)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    plane.kill = [2, 99]
+    events.clear()
+
+    agent.run_once()
+
+    assert last_heartbeat(plane)["running"] == [1, 2]
+    assert events == [("stop", 2)]  # 99 is not ours: nothing to kill, nothing to report
+    plane.kill = []
+    agent.run_once()
+    assert last_heartbeat(plane)["running"] == [1]
+    assert [event for event in events if event[0] == "status"] == []
+    agent.close()
+
+
+def test_a_restarted_agent_adopts_what_its_runtime_still_runs(plane, events, sleeps):
+    runtime = FakeRuntime(events, left_running={5: 5, 6: 6})
+    agent = make_agent(plane, runtime, sleeps)
+    agent.run_once()
+    assert plane.requests[0]["body"]["running"] == [5, 6]
+
+    runtime.exit_codes[6] = 0
+    agent.run_once()
+    assert ("status", 6, "running", "succeeded", None, 200) in events
+    agent.run_once()
+    assert last_heartbeat(plane)["running"] == [5]
     agent.close()

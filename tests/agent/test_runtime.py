@@ -1,5 +1,7 @@
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +143,64 @@ def test_simulated_runtime_stop_terminates_the_process():
     runtime.stop(handle)
     assert runtime.poll(handle) is not None
     assert time.monotonic() - started < 5
+
+
+def test_docker_adopts_its_containers_by_name():
+    docker = FakeDocker({"ps": (0, "heteroflow-task-12\nother-container\nheteroflow-task-7\nheteroflow-task-x\n", "")})
+    assert DockerRuntime(docker).adopt() == {12: "heteroflow-task-12", 7: "heteroflow-task-7"}
+    assert docker.calls == [["docker", "ps", "-a", "--filter", "name=heteroflow-task-", "--format", "{{.Names}}"]]
+
+
+def test_docker_adoption_fails_loudly_without_a_daemon():
+    with pytest.raises(RuntimeError, match="docker ps failed"):
+        DockerRuntime(FakeDocker({"ps": (1, "", "Cannot connect to the Docker daemon")})).adopt()
+
+
+def wait_for_exec(pid: int, timeout: float = 5.0) -> None:
+    """Until the child runs its own command line (right after the fork it still shows ours)."""
+    deadline = time.monotonic() + timeout
+    while b"heteroflow-task-" not in Path(f"/proc/{pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_simulated_runtime_on_the_same_state_directory_adopts_and_stops_a_running_process(tmp_path):
+    first = SimulatedRuntime(tmp_path)
+    wait_for_exec(first.start(TaskSpec(id=4, image="sim", command="")).pid)  # 30 s by default
+
+    adopted = SimulatedRuntime(tmp_path).adopt()
+
+    assert list(adopted) == [4]
+    later = SimulatedRuntime(tmp_path)
+    assert later.poll(adopted[4]) is None
+    started = time.monotonic()
+    later.stop(adopted[4])
+    assert time.monotonic() - started < 5
+    assert SimulatedRuntime(tmp_path).adopt() == {}
+
+
+def test_an_adopted_process_that_ended_meanwhile_reports_its_exit_code(tmp_path):
+    first = SimulatedRuntime(tmp_path)
+    handle = first.start(TaskSpec(id=8, image="sim", command="", env={"HETEROFLOW_SIM_SECONDS": "0.1",
+                                                                     "HETEROFLOW_SIM_EXIT_CODE": "3"}))
+    handle.popen.wait(timeout=10)
+
+    later = SimulatedRuntime(tmp_path)
+    adopted = later.adopt()
+    assert list(adopted) == [8]
+    assert later.poll(adopted[8]) == 3
+    assert later.adopt() == {}
+
+
+def test_without_a_state_directory_nothing_is_adopted():
+    assert SimulatedRuntime().adopt() == {}
+
+
+def test_a_recorded_pid_now_used_by_another_process_is_not_adopted(tmp_path):
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / "11.pid").write_text(str(stranger.pid))
+        assert SimulatedRuntime(tmp_path).adopt() == {}
+        assert stranger.poll() is None and not (tmp_path / "11.pid").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -6,7 +6,7 @@ from nodes.agent.topology import (
 
 from .conftest import SHARED_TOPOLOGY_FIXTURES
 
-# What shared/fixtures/README.md says each capture must parse to: (domains, NUMA node per card).
+# What tests/fixtures/README.md says each capture must parse to: (domains, NUMA node per card).
 EXPECTED = {
     "dgx-a100-8gpu-nv12-10nic.txt": ([[0, 1, 2, 3, 4, 5, 6, 7]], [3, 3, 1, 1, 7, 7, 5, 5]),
     "4gpu-nv4-2numa-1nic.txt": ([[0, 1, 2, 3]], [0, 0, 1, 1]),
@@ -16,8 +16,8 @@ EXPECTED = {
 }
 
 
-def test_every_shared_topology_fixture_is_covered():
-    assert SHARED_TOPOLOGY_FIXTURES.is_dir(), f"shared fixtures missing at {SHARED_TOPOLOGY_FIXTURES}"
+def test_every_topology_capture_is_covered():
+    assert SHARED_TOPOLOGY_FIXTURES.is_dir(), f"topology captures missing at {SHARED_TOPOLOGY_FIXTURES}"
     assert {path.name for path in SHARED_TOPOLOGY_FIXTURES.iterdir()} - {"README.md"} == set(EXPECTED)
 
 

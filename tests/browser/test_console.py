@@ -2,6 +2,7 @@
 
 import os
 import re
+from urllib.parse import urlsplit
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,11 @@ from nodes.models import Node
 from scheduling.models import CycleRecord, Task
 from tenants.models import Tenant
 from tenants.services import tenant_user_create
+from tests.browser import chromium
+from tests.browser.pages import product_pages
 from tests.factories import make_node, make_task
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 
 
 @pytest.mark.browser
@@ -28,6 +29,7 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
 
     @classmethod
     def setUpClass(cls):
+        executable = chromium.required_chromium_path()  # before any server starts: a missing browser leaves nothing
         # pytest-django already points NAME at the test database; keep the server process on that same name.
         test_settings = settings.DATABASES["default"].setdefault("TEST", {})
         cls._previous_test_name = test_settings.get("NAME")
@@ -39,8 +41,8 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         # Playwright's sync API keeps an event loop in this thread; the ORM calls here are still plain sync code.
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
         cls._playwright = sync_playwright().start()
-        cls._browser = cls._playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                                        args=CHROMIUM_ARGS)
+        cls._browser = cls._playwright.chromium.launch(executable_path=executable, headless=True,
+                                                        args=chromium.ARGS)
 
     @classmethod
     def tearDownClass(cls):
@@ -163,3 +165,31 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         assert self.page.evaluate("window.__notReloaded") is True
         assert PluginConfig.objects.get(name="binpack").enabled is True
         self.shot("plugins")
+
+    def test_no_page_loads_anything_from_another_host(self):
+        node = make_node(cards=8)
+        task = make_task(tenant=self.tenant, name="queued", gpu_required=1)
+        self.sign_in("admin", "admin-password")
+        requested, blocked = [], {}
+        self.page.on("request", lambda request: requested.append(request.url))
+        self.page.on("websocket", lambda socket: requested.append(socket.url))
+        self.page.on("requestfailed", lambda request: blocked.setdefault(request.url, request.failure))
+        pages = product_pages({"task_id": task.id, "node_id": node.id})
+        assert {"/", "/tasks/", f"/tasks/{task.id}/", f"/nodes/{node.id}/", "/api/schema/docs/"} <= set(pages)
+
+        for page in pages:
+            response = self.page.goto(f"{self.live_server_url}{page}")
+            assert response.ok, f"{page}: {response.status}"
+            self.page.wait_for_load_state("networkidle")
+            if page == "/api/schema/docs/":
+                expect(self.page.locator(".swagger-ui .info .title")).to_contain_text("HeteroFlow API")
+            if page == "/api/schema/redoc/":
+                expect(self.page.locator("redoc h1").first).to_contain_text("HeteroFlow API")
+
+        own_host = urlsplit(self.live_server_url).netloc
+        network = [url for url in requested if urlsplit(url).scheme in {"http", "https", "ws", "wss"}]
+        assert len(network) > len(pages)
+        # A request the page's own Content-Security-Policy stops never leaves the browser.
+        leaving = [url for url in network if urlsplit(url).netloc != own_host
+                   and blocked.get(url) != "csp"]
+        assert leaving == [], blocked

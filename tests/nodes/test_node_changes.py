@@ -78,6 +78,18 @@ def test_a_task_ending_logs_its_node(node, bystander, tenant):
                                                    to_status=lifecycle.SUCCEEDED)) == {node.id}
 
 
+def test_a_placement_changing_only_its_card_type_logs_its_node(node, bystander, tenant):
+    task = make_task(tenant=tenant, gpu_required=1)
+    assert task_transition(task.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=node, gpus=[0])
+    from scheduling.models import Task
+
+    assert _changed_by(lambda: Task.objects.filter(id=task.id).update(card_type="ascend")) == {node.id}
+
+
+def test_a_card_changing_its_type_logs_its_node(node, bystander):
+    assert _changed_by(lambda: GPU.objects.filter(node=node, index=3).update(type="ascend")) == {node.id}
+
+
 def test_a_task_moving_between_nodes_logs_both(node, bystander, tenant):
     task = make_task(tenant=tenant, gpu_required=1)
     assert task_transition(task.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=node, gpus=[0])

@@ -1,6 +1,6 @@
 import pytest
 
-from nodes.models import Node, NodeAuditEntry
+from nodes.models import GPU, Node, NodeAuditEntry
 from tests.factories import make_node, make_task
 from tests.web_clients import HTMX
 
@@ -99,3 +99,17 @@ def test_settings_form_cordons_and_dedicates(admin_web, tenant):
     node.refresh_from_db()
     assert node.schedulable is True and node.dedicated_tenant is None
     assert Node.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_mixed_node_shows_each_type_on_the_list_and_its_page(admin_web):
+    node = make_node(name="mixed-1", cards=2)
+    GPU.objects.bulk_create(GPU(node=node, index=i, uuid=f"npu-{i}", type="ascend", model="Ascend910B",
+                                memory_total_mb=65536, numa=i) for i in range(2))
+
+    listed = admin_web.get("/nodes/").content.decode()
+    assert "2 × ascend" in listed and "2 × nvidia" in listed
+    page = admin_web.get(f"/nodes/{node.id}/").content.decode()
+    assert "2 × ascend + 2 × nvidia" in page
+    # Both vendors have a card 0: the page names each by type and index.
+    assert "ascend 0" in page and "nvidia 0" in page

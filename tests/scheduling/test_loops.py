@@ -7,6 +7,7 @@ from nodes.models import Node
 from scheduling import immediate_queue
 from scheduling.loops import enforce_task_timeouts, final_status_after_stop, recover_backlog, wake_borrowed_training
 from scheduling.models import SchedulingAttempt, Task
+from scheduling.queue.services import activation_mark, queue_park
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
 
@@ -74,5 +75,7 @@ def test_waiting_training_is_requeued_once_cards_of_its_type_free_up(tenant):
 
     task_transition(holder.id, "scheduled", "stopping")
     task_transition(holder.id, "stopping", "stopped")
+    queue_park(task_ids=[waiting.id], mark=activation_mark())  # parked since, e.g. by a cycle that missed the room
     assert wake_borrowed_training() == 1
     assert immediate_queue.drain() == [waiting.id]
+    assert Task.objects.get(id=waiting.id).parked_until is None

@@ -1,7 +1,18 @@
+import re
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from scheduling.models import AttemptCodeCount
+from nodes.models import Node
+from scheduling import metrics
+from scheduling.cycle import run_cycle
+from scheduling.models import AttemptCodeCount, SchedulingAttempt
 from tests.factories import make_node, make_task
 
 
@@ -30,3 +41,110 @@ def test_metrics_need_staff_or_the_bearer_token(tenant_client, settings):
     assert tenant_user.get("/metrics").status_code == 403
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+
+
+@pytest.fixture
+def own_metrics_keys(monkeypatch):
+    # Test workers share one Redis: each test reads and writes keys of its own.
+    prefix = f"heteroflow:test-metrics:{uuid.uuid4().hex}:"
+    monkeypatch.setattr(metrics, "KEY_PREFIX", prefix)
+    return prefix
+
+
+def _missing(body: str, lines: list[str]) -> list[str]:
+    return [line for line in lines if line not in body.splitlines()]
+
+
+def _scrape(admin_user) -> str:
+    client = Client()
+    client.force_login(admin_user)
+    return client.get("/metrics").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_cycle_feeds_duration_binds_and_queue_latency(admin_user, tenant, own_metrics_keys):
+    make_node(cards=8)
+    make_task(tenant=tenant, gpu_required=1)
+    make_task(tenant=tenant, gpu_required=2)
+    result = run_cycle()
+    assert result.bound == 2
+
+    assert _missing(_scrape(admin_user), [
+        "heteroflow_cycle_duration_seconds_count 1.0", "heteroflow_binds_total 2.0",
+        "heteroflow_queue_latency_seconds_count 2.0", 'heteroflow_queue_latency_seconds_bucket{le="+Inf"} 2.0',
+    ]) == []
+
+
+@pytest.mark.django_db
+def test_events_recorded_by_another_process_show_in_this_ones_scrape(admin_user, own_metrics_keys):
+    script = (
+        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'heteroflow_site.settings');"
+        "django.setup(); from scheduling import metrics; import sys; metrics.KEY_PREFIX = sys.argv[1];"
+        "metrics.record_cycle(duration_seconds=0.2, bound=3, queue_latencies=[0.7, 1.5, 40.0]);"
+        "metrics.record_ledger_corrections('node_gpu_used', 2)"
+    )
+    subprocess.run([sys.executable, "-c", script, own_metrics_keys], check=True, timeout=60,
+                   cwd=Path(__file__).resolve().parents[2])
+
+    assert _missing(_scrape(admin_user), [
+        'heteroflow_cycle_duration_seconds_bucket{le="0.25"} 1.0',
+        'heteroflow_cycle_duration_seconds_bucket{le="0.1"} 0.0',
+        "heteroflow_binds_total 3.0",
+        'heteroflow_queue_latency_seconds_bucket{le="2.0"} 2.0',
+        'heteroflow_queue_latency_seconds_bucket{le="60.0"} 3.0',
+        "heteroflow_queue_latency_seconds_sum 42.2",
+        'heteroflow_ledger_corrections_total{ledger="node_gpu_used"} 2.0',
+    ]) == []
+
+
+@pytest.mark.django_db
+def test_backlog_by_tenant_and_band_parked_tasks_and_conflicts(admin_user, tenant, other_tenant, own_metrics_keys):
+    make_task(tenant=tenant, priority=90)
+    make_task(tenant=tenant, priority=50)
+    make_task(tenant=tenant, priority=55)
+    waiting = make_task(tenant=other_tenant, priority=10)
+    SchedulingAttempt.objects.create(task=waiting, code="InsufficientGPU")
+    AttemptCodeCount.objects.create(code="BindConflict", count=3)
+
+    assert _missing(_scrape(admin_user), [
+        'heteroflow_pending_tasks{priority_band="high",tenant="acme"} 1.0',
+        'heteroflow_pending_tasks{priority_band="normal",tenant="acme"} 2.0',
+        'heteroflow_pending_tasks{priority_band="low",tenant="globex"} 1.0',
+        "heteroflow_parked_tasks 1.0",
+        "heteroflow_cas_conflicts_total 3.0",
+    ]) == []
+
+
+@pytest.mark.django_db
+def test_heartbeat_age_per_node_and_ledger_corrections_of_the_recount(admin_user, tenant, own_metrics_keys):
+    from scheduling.services.node_ledger import node_gpu_used_recount
+
+    node = make_node(cards=8, gpu_used=5, name="drifted")
+    Node.objects.filter(id=node.id).update(last_heartbeat_at=timezone.now() - timedelta(seconds=42))
+    assert node_gpu_used_recount(node_id=node.id) == 0
+
+    body = _scrape(admin_user)
+    age = re.search(r'heteroflow_node_heartbeat_age_seconds\{node="drifted",status="online"\} ([0-9.]+)', body)
+    assert age and 42 <= float(age.group(1)) < 60
+    assert 'heteroflow_ledger_corrections_total{ledger="node_gpu_used"} 1.0' in body
+    assert 'heteroflow_nodes{status="online"} 1.0' in body
+
+
+@pytest.mark.django_db
+def test_every_metric_of_the_grafana_dashboard_is_exported(admin_user, tenant, own_metrics_keys):
+    import json
+
+    make_node(cards=8)
+    make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    make_task(tenant=tenant, gpu_required=1)
+    Node.objects.update(last_heartbeat_at=timezone.now())
+    metrics.record_ledger_corrections("node_gpu_used")
+    exported = {line.split("{")[0].split(" ")[0] for line in _scrape(admin_user).splitlines()
+                if line.startswith("heteroflow_")}
+
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"heteroflow_[a-z_]+", target["expr"])}
+    assert len(used) >= 12
+    assert sorted(used - exported) == []

@@ -30,7 +30,7 @@ _TABLE_COLUMNS = (
     "has_gpu_info", "type_bits", "region", "zone", "rack", "rdma_score", "rdma_false", "cards_by_position",
     "card_exists", "card_free", "card_no_whole", "card_ok", "card_occupied", "card_free_mb", "card_capacity_mb",
     "card_usable", "card_shardable", "card_open", "usable_cards", "cards_all_overloaded", "max_card_capacity_mb",
-    "known_usage", "usage_terms", "has_cards", "card_divisor",
+    "known_usage", "usage_terms", "has_cards", "card_divisor", "uniform_cards",
 )
 
 
@@ -74,6 +74,9 @@ def test_a_cache_that_missed_nothing_equals_a_fresh_build_after_every_kind_of_ch
     GPU.objects.filter(node=nodes[2], index=3).delete()
     Node.objects.filter(id=nodes[2].id).update(gpu_total=3)
     nodes[3].delete()
+    # A second vendor's card 0 beside the node's NVIDIA card 0: cards are known by (type, index) (SPEC §15.2).
+    GPU.objects.create(node=nodes[2], index=0, uuid="NPU-0", type="ascend", model="910B", memory_total_mb=65536)
+    Task.objects.filter(status=lifecycle.SCHEDULED, node=nodes[2]).update(card_type="nvidia")
     added = make_node(cards=8, region="cn-east")
     make_task(tenant=tenant, name="later", gpu_required=4)
     run_cycle()

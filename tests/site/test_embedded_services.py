@@ -13,9 +13,9 @@ from heteroflow_site.local_services import start_embedded_postgres, start_embedd
 
 @pytest.mark.embedded
 def test_embedded_postgresql_really_starts_and_answers(tmp_path):
-    import pgserver
-
     url = start_embedded_postgres(tmp_path / "pg")
+    import pgserver  # after the start, which imports it without the runtime-folder warning
+
     socket_dir = unquote(urlparse(url).hostname or "")
     try:
         with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres") as conn:

@@ -19,3 +19,11 @@ def test_openapi_schema_validates_and_lists_the_fixed_routes(tmp_path):
 def test_schema_is_served(admin_client):
     response = admin_client.get("/api/schema/")
     assert response.status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["/api/schema/docs/", "/api/schema/redoc/"])
+def test_api_docs_load_their_scripts_from_this_host(admin_client, page):
+    html = admin_client.get(page).content.decode()
+    assert "/static/drf_spectacular_sidecar/" in html
+    assert "cdn" not in html.lower() and "https://" not in html

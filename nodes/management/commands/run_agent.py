@@ -27,16 +27,19 @@ class Command(BaseCommand):
         parser.add_argument("--token", required=True, help="this node's agent token from /api/v1/agent/register")
         parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="docker")
         parser.add_argument("--interval", type=float, default=5.0, help="seconds between heartbeats")
+        parser.add_argument("--state-dir", help="simulated runtime: where it records its processes, so that a "
+                                                "restarted agent adopts them")
         parser.add_argument("--fake-cards", help="report fabricated cards instead of detecting them, "
                                                  "TYPE:MODEL:COUNT:MEMORY_MB")
 
     def handle(self, *args, server: str, token: str, runtime: str, interval: float, fake_cards: str | None,
-               **options):
+               state_dir: str | None, **options):
         extra = {}
         if fake_cards:
             cards = parse_fake_cards(fake_cards)
             extra = {"card_source": lambda: list(cards), "topology_source": lambda: None}
-        agent = Agent(AgentClient(server, token), RUNTIMES[runtime](), **extra)
+        chosen = SimulatedRuntime(state_dir) if runtime == "simulated" else DockerRuntime()
+        agent = Agent(AgentClient(server, token), chosen, **extra)
         stop = threading.Event()
         self.stdout.write(f"agent running against {server} with the {runtime} runtime; Ctrl-C stops it")
         try:

@@ -1,7 +1,9 @@
 import dataclasses
 import random
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import requests
 from django.conf import settings
@@ -26,7 +28,8 @@ SERVER_WAIT_SECONDS = 60.0
 class FastForwardRuntime(SimulatedRuntime):
     """Simulated tasks that last `speedup` times less than they say."""
 
-    def __init__(self, speedup: float) -> None:
+    def __init__(self, speedup: float, state_dir: Path | None = None) -> None:
+        super().__init__(state_dir)
         self.speedup = speedup
 
     def start(self, spec: TaskSpec):
@@ -65,6 +68,22 @@ class SimulatedNode:
         )
 
 
+def simulated_agent(server: str, token: str, member: SimulatedNode, speedup: float, state_dir: Path) -> Agent:
+    """The agent of one fleet member: its cards and labels, stand-in processes recorded under `state_dir`."""
+    topology = decode_label(member.labels.get(TOPOLOGY_LABEL))
+    memory_total_mb = member.memory_gb * 1024
+    return Agent(
+        AgentClient(server, token),
+        FastForwardRuntime(speedup, state_dir) if speedup != 1 else SimulatedRuntime(state_dir),
+        card_source=lambda: list(member.cards),
+        topology_source=lambda: topology,
+        extra_labels={key: value for key, value in member.labels.items() if key != TOPOLOGY_LABEL},
+        workers=2,
+        cpu_percent=lambda: round(random.uniform(5, 35), 1),
+        memory_used=lambda: int(memory_total_mb * random.uniform(0.1, 0.4)),
+    )
+
+
 class Command(BaseCommand):
     help = ("Run one simulated node agent per node in the database (threads), against the real HTTP API: each "
             "registers by node name, heartbeats the node's cards and runs its tasks as stand-in processes.")
@@ -74,8 +93,11 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=3.0, help="seconds between heartbeats")
         parser.add_argument("--speedup", type=float, nargs="?", const=10.0, default=1.0,
                             help="simulated tasks run this many times faster (10 when given without a value)")
+        parser.add_argument("--state-dir", type=Path, default=Path(tempfile.gettempdir()) / "heteroflow-fleet",
+                            help="where each simulated agent records its processes (one directory per node), so "
+                                 "that a restarted fleet adopts the tasks it left running")
 
-    def handle(self, *args, server: str, interval: float, speedup: float, **options):
+    def handle(self, *args, server: str, interval: float, speedup: float, state_dir: Path, **options):
         if speedup <= 0:
             raise CommandError("--speedup must be positive")
         members = [SimulatedNode.of(node) for node in Node.objects.prefetch_related("gpus")]
@@ -87,7 +109,7 @@ class Command(BaseCommand):
         threads = []
         for member in members:
             token = self._register(server, credential, member)
-            agent = self._agent(server, token, member, speedup)
+            agent = simulated_agent(server, token, member, speedup, state_dir / member.name)
             thread = threading.Thread(target=self._run, args=(agent, interval, stop), name=f"sim-{member.name}",
                                       daemon=True)
             thread.start()
@@ -132,20 +154,6 @@ class Command(BaseCommand):
         if response.status_code != 200:
             raise CommandError(f"registering {member.name} failed: {response.status_code} {response.text[:300]}")
         return response.json()["token"]
-
-    def _agent(self, server: str, token: str, member: SimulatedNode, speedup: float) -> Agent:
-        topology = decode_label(member.labels.get(TOPOLOGY_LABEL))
-        memory_total_mb = member.memory_gb * 1024
-        return Agent(
-            AgentClient(server, token),
-            FastForwardRuntime(speedup) if speedup != 1 else SimulatedRuntime(),
-            card_source=lambda: list(member.cards),
-            topology_source=lambda: topology,
-            extra_labels={key: value for key, value in member.labels.items() if key != TOPOLOGY_LABEL},
-            workers=2,
-            cpu_percent=lambda: round(random.uniform(5, 35), 1),
-            memory_used=lambda: int(memory_total_mb * random.uniform(0.1, 0.4)),
-        )
 
     @staticmethod
     def _run(agent: Agent, interval: float, stop: threading.Event) -> None:

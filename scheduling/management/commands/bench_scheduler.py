@@ -35,7 +35,8 @@ CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
 # The live pages' receiver (scheduling.web.live), which renders and publishes each task's row after its transition.
 LIVE_TASK_RECEIVER = "scheduling.web.live.task_status"
-OPENB_DIR = Path(__file__).resolve().parents[4] / "shared" / "traces" / "openb"
+# From the file, not the settings: the spawned scheduler processes import this module before they choose a database.
+OPENB_DIR = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
 OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
 
@@ -274,7 +275,7 @@ def _weighted(rng: random.Random, weights: dict):
 
 
 def _seed_openb(rng: random.Random, node_limit: int, pending: int) -> tuple[int, int]:
-    """Nodes and pods of the openb trace (README in shared/traces): pods become tasks in creation order."""
+    """Nodes and pods of the openb trace (README in data/traces/openb): pods become tasks in creation order."""
     from nodes.models import GPU, Node
     from scheduling.models import Task
     from tenants.models import Tenant

@@ -1,30 +1,23 @@
 """gpu-filter (always on): GPU type and model (SPEC §6).
 
 A task's `gpu_type` keeps nodes whose GPU type label or any card type equals it, case-insensitively. The task label
-`gpu-model: A100|H100` keeps nodes holding at least max(1, gpu_required) cards of ONE listed model (case-insensitive).
-A node that has not reported GPUs yet passes both: bind re-checks against live data.
+`gpu-model: A100|H100` keeps nodes holding at least max(1, gpu_required) cards of ONE model matching it, of the
+task's type (`scheduling.gpu_models`: `A100` matches `NVIDIA A100-SXM4-80GB`, SPEC §15.2; the card groups of
+`scheduling.framework.cards`, which card choice and bind use too). A node that has not reported GPUs yet passes
+both: bind re-checks against live data.
 """
-
-from collections import Counter
 
 import numpy as np
 
+from scheduling.framework.cards import card_groups, model_expression
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
-from scheduling.framework.snapshot import NodeInfo, TaskInfo
+from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "gpu-filter"
-MODEL_LABEL = "gpu-model"
 GPU_TYPE_MISMATCH = "GPU type mismatch"
 GPU_MODEL_MISMATCH = "GPU model mismatch"
-
-
-def _model_counts(node: NodeInfo) -> Counter:
-    counts = node.cache.get(MODEL_LABEL)
-    if counts is None:
-        counts = node.cache[MODEL_LABEL] = Counter(card.model.strip().lower() for card in node.cards if card.model)
-    return counts
 
 
 class GpuFilter(RowPlugin):
@@ -44,12 +37,10 @@ class GpuFilter(RowPlugin):
             else:
                 matches = np.array([wanted in table.nodes[row].gpu_types for row in rows], bool)
             codes[reported & ~matches] = 1
-        models = {model.strip().lower() for model in str(task.labels.get(MODEL_LABEL, "")).split("|") if model.strip()}
-        if models:
+        if model_expression(task):
             needed = max(1, task.gpu_required)
             for position in np.flatnonzero((codes == 0) & reported):
-                counts = _model_counts(table.nodes[rows[position]])
-                if not any(counts.get(model, 0) >= needed for model in models):
+                if not any(len(cards) >= needed for _, cards in card_groups(task, table.nodes[rows[position]])):
                     codes[position] = 2
         return codes
 

@@ -6,11 +6,15 @@ Fractional task: one card without a whole-card occupant, under the threshold, wi
 (`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb`, whose
 occupants ALL may share with the task's tenant. When such cards exist but the tenant rule rejects each of them, the
 reason is NO_TENANT_ELIGIBLE_CARD, which the framework turns into NoTenantEligibleGPU.
+Only cards of one of the task's card groups count (its type and gpu-model, never a mix; SPEC §15.3): on a node whose
+cards are all of one type and model that is every card (gpu-filter has checked them), otherwise each group is
+judged on its own and the node passes when one group can hold the task.
 """
 
 import numpy as np
 
 from scheduling.framework import reasons as r
+from scheduling.framework.cards import card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
@@ -34,33 +38,63 @@ class ResourceFilter(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
         if task.gpu_required > 0:
-            self._whole_cards(task, table, rows, codes)
+            self._whole_cards(task, codes, table.card_usable[rows], table.card_free_mb[rows],
+                              table.cards_all_overloaded[rows], usable_count=table.usable_cards[rows])
         elif task.is_fractional:
-            self._shard(state, task, table, rows, codes)
+            self._shard(state, task, table, rows, codes, table.card_shardable[rows], table.card_open[rows],
+                        table.cards_all_overloaded[rows])
+        else:
+            return codes
+        for position in np.flatnonzero(~table.uniform_cards[rows]):
+            codes[position] = self._grouped(state, task, table, rows[position])
         return codes
 
+    def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
+        """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""
+        node = table.nodes[row]
+        column_of = {id(card): column for column, card in enumerate(node.cards[: table.width])}
+        single = np.array([row])
+        best = 1
+        for _, cards in card_groups(task, node):
+            eligible = np.zeros((1, table.width), bool)
+            eligible[0, [column_of[id(card)] for card in cards if id(card) in column_of]] = True
+            overloaded = eligible.any(axis=1) & ~(eligible & table.card_ok[single]).any(axis=1)
+            code = np.zeros(1, np.int8)
+            if task.gpu_required > 0:
+                self._whole_cards(task, code, table.card_usable[single] & eligible, table.card_free_mb[single],
+                                  overloaded)
+            else:
+                self._shard(state, task, table, single, code, table.card_shardable[single] & eligible,
+                            table.card_open[single] & eligible, overloaded)
+            best = min(best, int(code[0]))
+            if best == 0:
+                break
+        return best
+
     @staticmethod
-    def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
-        usable = table.usable_cards[rows]
-        if task.gpu_memory_mb:
-            enough = (table.card_usable[rows] & (table.card_free_mb[rows] >= task.gpu_memory_mb)).sum(axis=1)
-        else:
-            enough = usable
+    def _whole_cards(task: TaskInfo, codes: np.ndarray, usable: np.ndarray, free_mb: np.ndarray,
+                     overloaded: np.ndarray, *, usable_count: np.ndarray | None = None) -> None:
+        """`usable`: the rows' cards a whole-card task may take (the table's `card_usable`, within one card group
+        on a mixed node); `usable_count` its row sums when the table has them."""
+        if usable_count is None:
+            usable_count = usable.sum(axis=1)
+        enough = (usable & (free_mb >= task.gpu_memory_mb)).sum(axis=1) if task.gpu_memory_mb else usable_count
         short = enough < task.gpu_required
         if not short.any():
             return
         codes[short] = 1
-        codes[short & (usable >= task.gpu_required)] = 2
-        codes[short & table.cards_all_overloaded[rows]] = 3
+        codes[short & (usable_count >= task.gpu_required)] = 2
+        codes[short & overloaded] = 3
 
     @staticmethod
-    def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray) -> None:
+    def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
+               shardable: np.ndarray, open_cards: np.ndarray, overloaded: np.ndarray) -> None:
         roomy = table.card_free_mb[rows] >= task.gpu_memory_mb
-        candidate = table.card_shardable[rows] & roomy
+        candidate = shardable & roomy
         has_candidate = candidate.any(axis=1)
-        open_card = (table.card_open[rows] & roomy).any(axis=1)
+        open_card = (open_cards & roomy).any(axis=1)
         codes[~has_candidate] = 2
-        codes[~has_candidate & table.cards_all_overloaded[rows]] = 3
+        codes[~has_candidate & overloaded] = 3
         # Only nodes whose every candidate card already has occupants need the per-occupant tenant check.
         for position in np.flatnonzero(has_candidate & ~open_card):
             cards = table.nodes[rows[position]].cards

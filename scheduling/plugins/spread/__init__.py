@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from scheduling.framework.cards import card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -15,7 +16,21 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     u_gpu = (gpu_used + gpu_required) / gpu_total; u_gpu is left out on a node without cards (and u_mem on a node
     that has not reported its memory size)."""
     gpu = (table.gpu_used[rows] + task.gpu_required) / table.card_divisor[rows]
-    return (table.known_usage[rows] + np.where(table.has_cards[rows], gpu, 0.0)) / table.usage_terms[rows]
+    gpu = np.where(table.has_cards[rows], gpu, 0.0)
+    for position in np.flatnonzero(table.has_cards[rows] & ~table.uniform_cards[rows]):
+        gpu[position] = _group_usage(task, table.nodes[rows[position]], gpu[position])
+    return (table.known_usage[rows] + gpu) / table.usage_terms[rows]
+
+
+def _group_usage(task: TaskInfo, node, fallback: float) -> float:
+    """u_gpu on a node with cards of several types or models: of the card group the task would take from (the
+    smallest that holds it, as Reserve chooses; SPEC §15.3), not of cards it cannot use."""
+    fitting = [(len(cards), sum(1 for card in cards if not card.is_free)) for _, cards in card_groups(task, node)
+               if sum(1 for card in cards if card.is_free) >= task.gpu_required]
+    if not fitting:
+        return fallback
+    size, held = min(fitting)
+    return (held + task.gpu_required) / size
 
 
 class Spread(RowPlugin):

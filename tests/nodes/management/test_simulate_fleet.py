@@ -3,7 +3,13 @@ from django.contrib.auth import get_user_model
 
 from nodes.agent.runtime import TaskSpec
 from nodes.agent.topology import TOPOLOGY_LABEL
-from nodes.management.commands.simulate_fleet import FLEET_USERNAME, Command, FastForwardRuntime, SimulatedNode
+from nodes.management.commands.simulate_fleet import (
+    FLEET_USERNAME,
+    Command,
+    FastForwardRuntime,
+    SimulatedNode,
+    simulated_agent,
+)
 from nodes.models import Node
 from tests.factories import make_node
 
@@ -11,7 +17,7 @@ LABEL = "nv=0-1,2-3;numa=0:0,1:0,2:1,3:1"
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_fleet_member_keeps_the_nodes_cards_and_topology(live_server, settings):
+def test_a_fleet_member_keeps_the_nodes_cards_and_topology(live_server, settings, tmp_path):
     settings.HETEROFLOW_JOIN_TOKEN = ""
     node = make_node(name="demo-ascend", gpu_type="ascend", cards=4, model="910B", memory_mb=65536,
                      numa=[0, 0, 1, 1], status="offline", internal_ip="10.2.0.9/24",
@@ -20,7 +26,7 @@ def test_a_fleet_member_keeps_the_nodes_cards_and_topology(live_server, settings
     command = Command()
     member = SimulatedNode.of(Node.objects.prefetch_related("gpus").get(id=node.id))
     token = command._register(live_server.url, command._admin_token(), member)
-    agent = command._agent(live_server.url, token, member, speedup=1.0)
+    agent = simulated_agent(live_server.url, token, member, 1.0, tmp_path)
     try:
         agent.run_once()
     finally:

@@ -51,9 +51,9 @@ class TestStatusReport:
         assert Task.objects.get(id=bound_task.id).status == "running"
 
     def test_illegal_pair_is_400_naming_both_states(self, agent, bound_task):
-        response = agent.post(_status_url(bound_task.id), {"from": "preempting", "to": "succeeded"}, format="json")
+        response = agent.post(_status_url(bound_task.id), {"from": "preempting", "to": "stopped"}, format="json")
         assert response.status_code == 400
-        assert "preempting → succeeded" in str(response.json())
+        assert "preempting → stopped" in str(response.json())
 
     def test_arcs_the_agent_does_not_own_are_403(self, agent, bound_task):
         response = agent.post(_status_url(bound_task.id), {"from": "scheduled", "to": "stopping"}, format="json")

@@ -23,6 +23,8 @@ def test_training_group_creates_ranked_pending_members(tenant_client):
     ({"parallelism": "magic"}, "parallelism"),
     ({"replicas": 2}, "replicas"),
     ({"elastic": True}, "elastic"),
+    ({"max_restarts": -1}, "max_restarts"),
+    ({"max_restarts": "often"}, "max_restarts"),
     ({"type": "inference", "window": {"start": "09:00", "end": "18:00", "action": "scale"}}, "window"),
 ])
 def test_bad_group_input_names_the_field_and_creates_nothing(tenant_client, body, field):
@@ -55,3 +57,14 @@ def test_inference_rebuild_creates_missing_replicas(tenant_client):
     assert rebuild_inference_groups() == 1
     assert group.members.filter(status="pending").count() == 3
     assert rebuild_inference_groups() == 0
+
+
+@pytest.mark.django_db
+def test_max_restarts_defaults_to_three_and_can_be_set(tenant_client):
+    base = {"type": "training", "world_size": 2, "gpus_per_worker": 1}
+    default = tenant_client.post("/api/v1/task-groups", {"name": "a", **base}, format="json").data
+    chosen = tenant_client.post("/api/v1/task-groups", {"name": "b", "max_restarts": 0, **base}, format="json").data
+
+    assert (default["max_restarts"], default["restarts"], default["status"]) == (3, 0, "pending")
+    assert chosen["max_restarts"] == 0
+    assert TaskGroup.objects.get(id=chosen["id"]).max_restarts == 0

@@ -1,5 +1,5 @@
 """The scheduling cycle of SPEC §4 end to end against PostgreSQL: placement policy, the walk-through of SPEC §5,
-the 200-task bound and the scan cursor."""
+the 200-entry bound and the queue order of SPEC §15.1."""
 
 import random
 from collections import Counter
@@ -11,10 +11,11 @@ from scheduling.models import PluginConfig
 from scheduling import immediate_queue, lifecycle
 from scheduling.cycle import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, ScanCursor, SchedulingAttempt, Task
+from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter, resource_filter
+from scheduling.queue import services as queue_services
 from scheduling.signals import cycle_completed
-from tests.factories import make_node, make_task
+from tests.factories import end_backoffs, make_node, make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +100,8 @@ def test_a_task_that_fits_nowhere_stays_pending_with_its_code_and_the_code_is_co
     assert attempt.code == reasons.INSUFFICIENT_RESOURCES
     assert attempt.message.startswith(f"0/1 nodes are available: 1 {reasons.INSUFFICIENT_GPU}.")
     assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 1
+    assert run_cycle().considered == 0  # parked
+    end_backoffs()
     run_cycle()
     assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 2
 
@@ -135,7 +138,7 @@ def test_a_cycle_records_itself_and_tells_listeners_after_commit(tenant, django_
                       "duration_ms": result.duration_ms}]
 
 
-def test_tasks_from_the_immediate_queue_go_before_the_queue_order(tenant):
+def test_the_immediate_queue_never_puts_a_new_task_ahead_of_older_higher_priority_work(tenant):
     make_node(name="one", cards=1)
     older_high = make_task(tenant=tenant, gpu_required=1, priority=90)
     fresh_low = make_task(tenant=tenant, gpu_required=1, priority=10)
@@ -143,44 +146,83 @@ def test_tasks_from_the_immediate_queue_go_before_the_queue_order(tenant):
 
     run_cycle()
 
-    assert Task.objects.get(id=fresh_low.id).status == lifecycle.SCHEDULED
-    assert Task.objects.get(id=older_high.id).status == lifecycle.PENDING
+    assert Task.objects.get(id=older_high.id).status == lifecycle.SCHEDULED
+    assert Task.objects.get(id=fresh_low.id).status == lifecycle.PENDING
     assert immediate_queue.length() == 0
+
+
+def test_one_free_card_goes_to_the_old_priority_90_task_not_to_twenty_new_priority_10_tasks(tenant):
+    make_node(name="one", cards=1)
+    old_high = make_task(tenant=tenant, gpu_required=1, priority=90)
+    new_low = [make_task(tenant=tenant, gpu_required=1, priority=10) for _ in range(20)]
+    for task in new_low:
+        immediate_queue.push(task.id)
+
+    run_cycle()
+
+    assert Task.objects.get(id=old_high.id).status == lifecycle.SCHEDULED
+    assert not Task.objects.filter(id__in=[task.id for task in new_low], status=lifecycle.SCHEDULED).exists()
 
 
 def _bulk_pending(tenant, count: int, **fields) -> list[Task]:
     return Task.objects.bulk_create(Task(tenant=tenant, name=f"t{i}", **fields) for i in range(count))
 
 
-def test_a_cycle_takes_at_most_200_tasks_and_the_cursor_reaches_the_tail_of_1000(tenant):
+@pytest.fixture
+def long_backoff(monkeypatch):
+    """Backoffs long enough that no parked task comes back by time alone while a test runs its cycles."""
+    monkeypatch.setattr(queue_services, "BACKOFF_INITIAL_SECONDS", 600)
+
+
+def test_a_cycle_takes_at_most_200_entries_and_parked_work_lets_the_next_cycles_reach_the_tail_of_1000(
+    tenant, long_backoff
+):
     make_node(name="tiny", cards=1)
     _bulk_pending(tenant, 999, gpu_required=2, priority=60)
     tail = make_task(tenant=tenant, gpu_required=2, priority=5)
 
-    considered = []
-    for _ in range(5):
-        considered.append(run_cycle().considered)
-        if SchedulingAttempt.objects.filter(task=tail).exists():
-            break
+    considered = [run_cycle().considered for _ in range(5)]
 
     assert considered == [CYCLE_LIMIT] * 5
     assert SchedulingAttempt.objects.filter(task=tail).exists()
     assert SchedulingAttempt.objects.count() == 1000
+    assert run_cycle().considered == 0
 
 
-def test_the_cursor_wraps_to_the_head_after_the_tail(tenant):
-    make_node(name="tiny", cards=1)
-    head, *_ = _bulk_pending(tenant, 300, gpu_required=2)
+def test_a_placeable_one_card_task_behind_300_unplaceable_eight_card_tasks_binds_in_one_cycle(
+    tenant, long_backoff
+):
+    make_node(name="small", cards=4)
+    _bulk_pending(tenant, 300, gpu_required=8, priority=90)
+    run_cycle()
+    run_cycle()  # every 8-card task has been tried and is parked
+    one_card = make_task(tenant=tenant, gpu_required=1, priority=10)
 
-    run_cycle()  # tasks 1–200
-    second = run_cycle()  # tasks 201–300, then 1–100 again
+    result = run_cycle()
 
-    assert second.considered == CYCLE_LIMIT
-    cursor = ScanCursor.objects.get()
-    ordered = list(Task.objects.order_by("-priority", "created_at", "id").values_list("id", flat=True))
-    assert cursor.task_id == ordered[99]
-    first_attempt_at = SchedulingAttempt.objects.get(task_id=head.id).at
-    assert first_attempt_at > SchedulingAttempt.objects.get(task_id=ordered[150]).at
+    assert Task.objects.get(id=one_card.id).status == lifecycle.SCHEDULED
+    assert (result.considered, result.bound) == (1, 1)
+
+
+def test_a_parked_task_binds_in_the_next_cycle_after_a_node_frees_cards_without_waiting_for_its_backoff(
+    tenant, long_backoff
+):
+    from scheduling.services.task_transition import task_transition
+
+    make_node(name="one", cards=1)
+    running = make_task(tenant=tenant, gpu_required=1, priority=90)
+    run_cycle()
+    waiting = make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    waiting.refresh_from_db()
+    assert waiting.status == lifecycle.PENDING and waiting.parked_until is not None
+    assert run_cycle().considered == 0  # parked: the next cycle leaves it alone
+
+    task_transition(running.id, lifecycle.SCHEDULED, lifecycle.STOPPING)
+    task_transition(running.id, lifecycle.STOPPING, lifecycle.STOPPED)
+    run_cycle()
+
+    assert Task.objects.get(id=waiting.id).status == lifecycle.SCHEDULED
 
 
 def test_the_plugin_set_is_read_from_the_database_at_every_cycle(tenant):
@@ -194,3 +236,34 @@ def test_the_plugin_set_is_read_from_the_database_at_every_cycle(tenant):
     second = [make_task(tenant=tenant, gpu_required=1) for _ in range(4)]
     run_cycle(rng=random.Random(1))
     assert sorted(_placements(second).values()) == [4]
+
+
+def test_an_inactive_tenants_pending_tasks_are_held_its_running_ones_go_on_and_activation_releases_them(
+    tenant, other_tenant
+):
+    from scheduling.services.task_transition import task_transition
+    from tenants.services import tenant_update
+    from tests.scheduling.groups.test_gang import training_group
+
+    make_node(name="a", cards=8)
+    running = make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    assert task_transition(running.id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+    tenant_update(tenant_id=tenant.id, status="inactive")
+    held = make_task(tenant=tenant, gpu_required=1)
+    gang = training_group(tenant, world_size=2)
+    others = make_task(tenant=other_tenant, gpu_required=1)
+
+    result = run_cycle()
+
+    assert result.bound == 1 and Task.objects.get(id=others.id).status == lifecycle.SCHEDULED
+    assert Task.objects.get(id=running.id).status == lifecycle.RUNNING
+    held_ids = [held.id, *gang.members.values_list("id", flat=True)]
+    assert set(Task.objects.filter(id__in=held_ids).values_list("status", flat=True)) == {lifecycle.PENDING}
+    assert set(SchedulingAttempt.objects.filter(task_id__in=held_ids).values_list("code", flat=True)) == {
+        reasons.TENANT_INACTIVE}
+
+    tenant_update(tenant_id=tenant.id, status="active")
+    run_cycle()
+
+    assert set(Task.objects.filter(id__in=held_ids).values_list("status", flat=True)) == {lifecycle.SCHEDULED}

@@ -23,3 +23,15 @@ def test_cpu_usage_does_not_depend_on_cores():
     small = make_node(cpu_cores=8, cpu_percent=50)
     large = make_node(cpu_cores=128, cpu_percent=50)
     assert Spread().score(make_state(), task, small) == Spread().score(make_state(), task, large)
+
+
+def test_on_a_mixed_vendor_node_the_gpu_term_counts_the_cards_of_the_tasks_type_only():
+    from tests.scheduling.framework.builders import make_cards
+
+    ascend = make_cards(4, gpu_type="ascend", model="Ascend 910B")
+    for card in ascend:
+        card.whole_card_tasks = 1
+    mixed = make_node(card_list=make_cards(4) + ascend, gpu_used=4)  # every Ascend card held, NVIDIA all free
+    task = make_task(gpu_type="nvidia", gpu_required=1)
+    # u_gpu = (0 + 1) / 4 NVIDIA cards, not (4 + 1) / 8 cards of both vendors.
+    assert Binpack().score(make_state(), task, mixed) == pytest.approx(100 * 0.25 / 3)

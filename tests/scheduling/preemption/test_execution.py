@@ -7,7 +7,6 @@ from django.test.utils import CaptureQueriesContext
 from nodes.models import Node
 from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
-from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.preemption.candidates import CandidatePool, preemption_candidates
 from scheduling.preemption.execute import execute_plan
@@ -15,7 +14,7 @@ from scheduling.preemption.planner import PreemptionPlan
 from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
-from tests.factories import make_node, make_task
+from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, statuses
 
 
@@ -68,6 +67,7 @@ def test_a_third_task_cannot_take_the_cards_before_the_victim_is_confirmed_stopp
 
 def test_the_preemptor_waits_for_its_victims_instead_of_evicting_more(preempted_cluster):
     _, low, mid, top, urgent = preempted_cluster
+    end_backoffs()
 
     cycle = run_cycle()
 
@@ -130,11 +130,13 @@ def test_only_a_preempting_task_can_be_settled(tenant):
     assert (running.status, running.node_id, running.preempt_count) == ("running", node.id, 0)
 
 
-def test_preempting_to_succeeded_is_refused(preempted_cluster):
-    _, low, *_ = preempted_cluster
-    with pytest.raises(IllegalTransition, match="preempting → succeeded"):
-        task_transition(low.id, "preempting", "succeeded")
-    assert statuses(low) == ["preempting"]
+def test_a_victim_that_ends_by_itself_succeeds_and_frees_its_cards(preempted_cluster):
+    node, low, *_ = preempted_cluster
+    held = gpu_used(node)
+    assert task_transition(low.id, "preempting", "succeeded")
+    assert statuses(low) == ["succeeded"]
+    assert gpu_used(node) == held - low.gpu_required
+    assert not settle_preempted(low.id, forced=True)
 
 
 def test_settlement_wakes_the_preemptor(preempted_cluster, django_capture_on_commit_callbacks):

@@ -56,12 +56,27 @@ def test_the_agents_report_settles_through_the_status_route(tenant):
     victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
     agent = node_client(token)
 
-    assert status_report(agent, victim.id, "succeeded").status_code == 400
+    assert status_report(agent, victim.id, "stopped").status_code == 400
     assert statuses(victim) == ["preempting"]
     assert status_report(agent, victim.id, "pending").status_code == 200
     victim.refresh_from_db()
     assert (victim.status, victim.preempt_count, victim.preemptible) == ("pending", 1, False)
     assert status_report(agent, victim.id, "pending").status_code == 409
+
+
+def test_a_victim_that_exits_by_itself_during_its_preemption_ends_with_its_own_outcome(tenant):
+    """The agent reports the exit it saw (`running → succeeded`); the task was preempting: it succeeded (§15.4)."""
+    node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
+    agent = node_client(token)
+
+    exit_report = {"from": "running", "to": "succeeded"}
+    assert agent.post(f"/api/v1/agent/tasks/{victim.id}/status", exit_report, format="json").status_code == 200
+    victim.refresh_from_db()
+    assert (victim.status, victim.preempt_count) == ("succeeded", 0)
+    assert Node.objects.get(id=node.id).gpu_used == 0
+    assert status_report(agent, victim.id, "pending").status_code == 409
+    assert preemption_watchdog(now=timezone.now() + timedelta(seconds=61)) == 0
 
 
 def test_a_late_report_after_the_watchdog_settles_nothing(tenant):

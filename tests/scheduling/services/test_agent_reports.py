@@ -34,8 +34,8 @@ class TestAgentReport:
     def test_illegal_pair_names_both_states(self, db, tenant):
         node = make_node()
         task = self._running_task(tenant, node)
-        with pytest.raises(IllegalTransition, match="preempting → succeeded"):
-            agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="succeeded")
+        with pytest.raises(IllegalTransition, match="preempting → stopped"):
+            agent_report_status(node=node, task_id=task.id, from_status="preempting", to_status="stopped")
 
     def test_control_plane_arcs_are_refused(self, db, tenant):
         node = make_node()

@@ -42,10 +42,11 @@ def test_every_illegal_transition_is_refused_naming_both_states(tenant, from_sta
     assert task.status == from_status
 
 
-def test_preempting_to_succeeded_is_illegal():
-    assert (lifecycle.PREEMPTING, lifecycle.SUCCEEDED) not in TRANSITIONS
+def test_a_preempting_victim_may_end_by_itself():
+    """SPEC §15.4 makes `preempting → succeeded | failed` legal: the victim finished before its stop took effect."""
+    assert {(lifecycle.PREEMPTING, lifecycle.SUCCEEDED), (lifecycle.PREEMPTING, lifecycle.FAILED)} <= TRANSITIONS
     with pytest.raises(IllegalTransition):
-        lifecycle.check_transition(lifecycle.PREEMPTING, lifecycle.SUCCEEDED)
+        lifecycle.check_transition(lifecycle.PREEMPTING, lifecycle.STOPPED)
 
 
 def test_active_states_are_the_four_of_the_spec():

@@ -74,3 +74,26 @@ def test_run_a_cycle_now_runs_one_and_returns_the_cycles_fragment(admin_web, ten
 def test_run_a_cycle_without_htmx_redirects_back(admin_web):
     response = admin_web.post("/diagnostics/")
     assert response.status_code == 302 and response["Location"] == "/diagnostics/"
+
+
+@pytest.mark.django_db
+def test_diagnostics_and_the_task_page_show_a_parked_task_with_its_reason_and_when_it_is_retried(
+    admin_web, tenant_web, tenant
+):
+    from scheduling.cycle import run_cycle
+
+    make_node(cards=1)
+    task = make_task(tenant=tenant, gpu_required=4)
+    waiting = make_task(tenant=tenant, gpu_required=8, priority=10)
+    run_cycle()
+    make_task(tenant=tenant, gpu_required=8, name="never-tried")
+
+    page = admin_web.get("/diagnostics/").content.decode()
+    row = page[page.index(f'id="pending-{task.id}"'):].split("</tr>", 1)[0]
+    assert "<code>InsufficientResources</code>" in row and "parked" in row and "retried at" in row
+    fresh = page[page.index("never-tried"):].split("</tr>", 1)[0]
+    assert "active" in fresh and "parked" not in fresh
+
+    detail = tenant_web.get(f"/tasks/{waiting.id}/").content.decode()
+    state = detail[detail.index('id="queue-state"'):].split("</div>", 1)[0]
+    assert "parked" in state and "retried at" in state and "cards free" in state

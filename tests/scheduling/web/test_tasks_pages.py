@@ -154,3 +154,11 @@ def test_stop_needs_the_csrf_token(tenant_client, tenant):
     assert client.post(f"/tasks/{task.id}/", {"action": "stop"}).status_code == 403
     task.refresh_from_db()
     assert task.status == "pending"
+
+
+@pytest.mark.django_db
+def test_job_form_refuses_a_gpu_model_label_that_names_no_model_beside_the_labels(tenant_web):
+    response = tenant_web.post("/tasks/new/", {**VALID_JOB, "label_key": ["gpu-model"], "label_value": [" | "]})
+    assert response.status_code == 400
+    assert '<div class="field-error" data-field="labels">' in response.content.decode()
+    assert not Task.objects.exists()

@@ -1,0 +1,121 @@
+"""The ledger audit behind `manage.py audit_ledgers`: recount what the tasks say, compare with what is stored and
+with what the agents last reported. Reads only; `scheduling.services.node_ledger.node_ledgers_correct` corrects.
+
+Stored ledgers: each node's `gpu_used` (SPEC §7). Tenant usage has no stored ledger (quotas sum the active tasks
+when a cycle starts), so tenants are recounted and compared with their quotas only. What agents report: the tasks
+they confirmed running (`scheduled -> running` comes only from the agent) and each card's memory in use in the last
+heartbeat. Agent disagreements are reported, never "fixed": the agent's next report or the liveness check settles
+them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Sum
+
+from nodes.models import GPU, Node
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task, TaskStatus
+from tenants.models import Tenant
+
+
+@dataclass(frozen=True)
+class NodeLedger:
+    node_id: int
+    name: str
+    stored_gpu_used: int
+    recounted_gpu_used: int
+    # Card indexes held by more than one whole-card active task.
+    double_booked: tuple[int, ...] = ()
+    # Cards with memory in use per the last heartbeat that no active task holds.
+    busy_without_task: tuple[int, ...] = ()
+    # Running tasks (confirmed by the agent) whose cards all showed no memory in use in the last heartbeat.
+    idle_running_tasks: tuple[int, ...] = ()
+
+    @property
+    def gpu_used_wrong(self) -> bool:
+        return self.stored_gpu_used != self.recounted_gpu_used
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.findings())
+
+    def findings(self) -> list[str]:
+        """One sentence per difference, for people."""
+        found = []
+        if self.gpu_used_wrong:
+            found.append(f"gpu_used stored {self.stored_gpu_used}, active tasks hold {self.recounted_gpu_used}")
+        for indexes, sentence in (
+            (self.double_booked, "cards {} held by several whole-card tasks"),
+            (self.busy_without_task, "agent reports memory in use on cards {}, no active task holds them"),
+            (self.idle_running_tasks, "running tasks {} show no memory in use on their cards in the last heartbeat"),
+        ):
+            if indexes:
+                found.append(sentence.format(", ".join(map(str, indexes))))
+        return found
+
+
+@dataclass(frozen=True)
+class TenantLedger:
+    name: str
+    gpus_in_use: int
+    quota: int | None
+
+    @property
+    def over_quota(self) -> int:
+        return max(0, self.gpus_in_use - self.quota) if self.quota is not None else 0
+
+
+@dataclass
+class LedgerAudit:
+    nodes: list[NodeLedger] = field(default_factory=list)
+    tenants: list[TenantLedger] = field(default_factory=list)
+
+    @property
+    def differences(self) -> list[NodeLedger]:
+        return [node for node in self.nodes if node.differs]
+
+
+def ledger_audit() -> LedgerAudit:
+    """Read every ledger and its recount. Reads only."""
+    active = list(Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False)
+                  .values_list("id", "node_id", "status", "gpu_required", "gpus", "shard"))
+    recount: dict[int, int] = defaultdict(int)
+    holders: dict[tuple[int, int], list[int]] = defaultdict(list)
+    held: dict[int, set[int]] = defaultdict(set)
+    running: dict[int, list[tuple[int, set[int]]]] = defaultdict(list)
+    for task_id, node_id, status, gpu_required, gpus, shard in active:
+        recount[node_id] += gpu_required
+        cards = {int(index) for index in gpus or ()}
+        if shard and shard.get("card") is not None:
+            cards.add(int(shard["card"]))
+        else:
+            for index in cards:
+                holders[(node_id, index)].append(task_id)
+        held[node_id] |= cards
+        if status == TaskStatus.RUNNING and cards:
+            running[node_id].append((task_id, cards))
+    double_booked: dict[int, set[int]] = defaultdict(set)
+    for (node_id, index), tasks in holders.items():
+        if len(tasks) > 1:
+            double_booked[node_id].add(index)
+    busy_cards: dict[int, set[int]] = defaultdict(set)
+    for node_id, index in GPU.objects.filter(memory_used_mb__gt=0).values_list("node_id", "index"):
+        busy_cards[node_id].add(index)
+
+    audit = LedgerAudit()
+    for node_id, name, stored in Node.objects.order_by("name").values_list("id", "name", "gpu_used"):
+        audit.nodes.append(NodeLedger(
+            node_id=node_id, name=name, stored_gpu_used=stored, recounted_gpu_used=recount.get(node_id, 0),
+            double_booked=tuple(sorted(double_booked[node_id])),
+            busy_without_task=tuple(sorted(busy_cards[node_id] - held[node_id])),
+            idle_running_tasks=tuple(sorted(task_id for task_id, cards in running[node_id]
+                                            if not cards & busy_cards[node_id])),
+        ))
+    usage = dict(Task.objects.filter(status__in=ACTIVE_STATES).order_by().values("tenant_id")
+                 .annotate(used=Sum("gpu_required")).values_list("tenant_id", "used"))
+    for tenant_id, name, quota in Tenant.objects.order_by("name").values_list("id", "name", "gpu_quota"):
+        audit.tenants.append(TenantLedger(name=name, gpus_in_use=usage.get(tenant_id) or 0, quota=quota))
+    return audit

@@ -1,0 +1,85 @@
+"""Nomination (SPEC §15.1): a task that started a preemption is nominated on its node, and the cards there are held
+for it — not given to lower-priority work — until its next attempt.
+
+`Task.nominated_node` is written when the preemption starts (`nominate`) and cleared once the nominee's attempt ends
+in anything but PreemptionPending (`settle`). Each cycle holds, on every nominated node, up to the nominee's card
+count of the free cards of its type (`hold_nominated_cards`): the victims' cards are still counted as theirs while
+they stop, so what is held grows as they free. Only the nominee sees its held cards again (`HeldCards.release_for`).
+Fractional nominees hold nothing: a shard's room is memory on a card, not a card.
+"""
+
+from dataclasses import dataclass, field
+
+from scheduling import lifecycle
+from scheduling.framework import reasons
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.models import Task
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+
+
+@dataclass
+class _Hold:
+    node: NodeInfo
+    cards: list[CardInfo]
+
+
+@dataclass
+class HeldCards:
+    """The cards held this cycle, by nominee task id."""
+
+    holds: dict[int, _Hold] = field(default_factory=dict)
+
+    def hold(self, task: TaskInfo, node_id: int, snapshot: ClusterSnapshot) -> None:
+        """Hold up to `task.gpu_required` free cards of its type on the node for it (after its own attempt too)."""
+        node = snapshot.node(node_id)
+        if node is None or task.gpu_required <= 0 or task.id in self.holds:
+            return
+        wanted = task.gpu_type.strip().lower()
+        free = [card for card in node.cards if card.is_free and (not wanted or card.type.lower() == wanted)]
+        cards = sorted(free, key=lambda card: card.index)[: task.gpu_required]
+        if cards:
+            self.holds[task.id] = _Hold(node, cards)
+            _occupy(snapshot, node, cards, +1)
+
+    def release_for(self, task: TaskInfo, snapshot: ClusterSnapshot) -> None:
+        """The nominee is about to be placed: its held cards are free for it."""
+        held = self.holds.pop(task.id, None)
+        if held is not None:
+            _occupy(snapshot, held.node, held.cards, -1)
+
+    @property
+    def nominee_ids(self) -> set[int]:
+        return set(self.holds)
+
+
+def _occupy(snapshot: ClusterSnapshot, node: NodeInfo, cards: list[CardInfo], step: int) -> None:
+    for card in cards:
+        card.whole_card_tasks += step
+    node.gpu_used += step * len(cards)
+    node.cache.clear()
+    table = snapshot.table
+    if table is not None and node.id in table.row_of:
+        table.refresh_row(table.row_of[node.id])
+
+
+def hold_nominated_cards(snapshot: ClusterSnapshot) -> HeldCards:
+    """Hold the nominated nodes' cards for their pending nominees, in the snapshot."""
+    held = HeldCards()
+    rows = (Task.objects.filter(status=lifecycle.PENDING, nominated_node__isnull=False)
+            .order_by("-priority", "created_at", "id").values_list("nominated_node_id", *TASK_INFO_FIELDS))
+    for node_id, *fields in rows:
+        held.hold(task_info_from_row(tuple(fields)), node_id, snapshot)
+    return held
+
+
+def nominate(*, task_id: int, node_id: int) -> bool:
+    """The pending task's preemption is freeing cards on the node for it."""
+    return bool(Task.objects.filter(id=task_id, status=lifecycle.PENDING).update(nominated_node_id=node_id))
+
+
+def settle(outcomes: dict[int, str]) -> int:
+    """Nominations end with the nominee's next attempt, unless it is still waiting for its victims."""
+    done = [task_id for task_id, code in outcomes.items() if code != reasons.PREEMPTION_PENDING]
+    if not done:
+        return 0
+    return Task.objects.filter(id__in=done, nominated_node__isnull=False).update(nominated_node=None)

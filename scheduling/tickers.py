@@ -1,0 +1,71 @@
+"""Every ticker of SPEC §4, §11 and §15 by its operator-facing name, each returning one line on what it did.
+
+Celery beat runs them on their periods (heteroflow_site.settings.CELERY_BEAT_SCHEDULE); `manage.py run_loops
+--once` runs them in-process, for cron, operators and tests.
+"""
+
+from collections.abc import Callable
+
+from nodes.services import nodes_mark_silent_offline
+from scheduling.cycle import run_cycle
+from scheduling.groups.replicas import rebuild_inference_groups
+from scheduling.groups.restart import reconcile_gangs
+from scheduling.groups.windows import apply_scheduling_windows
+from scheduling.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
+from scheduling.node_lost import release_lost_nodes
+from scheduling.preemption.watchdog import preemption_watchdog
+
+
+def cycle() -> str:
+    return " ".join(f"{key}={value}" for key, value in run_cycle(instance="run_loops").as_dict().items())
+
+
+def liveness() -> str:
+    return f"{nodes_mark_silent_offline()} silent node(s) marked offline"
+
+
+def node_lost() -> str:
+    return release_lost_nodes().summary()
+
+
+def watchdog() -> str:
+    return f"{preemption_watchdog()} unconfirmed preemption(s) settled"
+
+
+def backlog_recovery() -> str:
+    """Scheduled tasks nobody will start go back to the queue, and gangs a crash left half-run are made whole."""
+    recovered = recover_backlog()
+    return f"{recovered} stuck scheduled task(s) back to pending, {reconcile_gangs()} gang(s) made whole"
+
+
+def timeouts() -> str:
+    return f"{enforce_task_timeouts()} overdue task(s) stopping"
+
+
+def inference_rebuild() -> str:
+    return f"{rebuild_inference_groups()} inference replica(s) created"
+
+
+def training_wakeup() -> str:
+    return f"{wake_borrowed_training()} waiting training task(s) re-queued"
+
+
+def windows() -> str:
+    run = apply_scheduling_windows()
+    if not run.leader:
+        return "another instance holds the windows lock: nothing done"
+    return f"{len(run.changed_groups)} group(s) changed by their window"
+
+
+# Housekeeping first, the cycle last, so that one pass places what the others freed.
+TICKERS: dict[str, Callable[[], str]] = {
+    "liveness": liveness,
+    "node-lost": node_lost,
+    "watchdog": watchdog,
+    "timeouts": timeouts,
+    "backlog": backlog_recovery,
+    "windows": windows,
+    "inference-rebuild": inference_rebuild,
+    "training-wakeup": training_wakeup,
+    "cycle": cycle,
+}

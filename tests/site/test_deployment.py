@@ -1,0 +1,47 @@
+"""The production shape: one image from requirements.txt, and a compose file that the compose tool accepts."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+APP_SERVICES = {"migrate", "web", "worker", "beat", "fleet"}
+
+
+def _compose_command() -> list[str] | None:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+def test_compose_file_validates_with_the_compose_tool():
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    check = subprocess.run([*command, "-f", "docker-compose.yml", "config", "-q"], cwd=REPOSITORY,
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+
+
+def test_every_process_runs_from_the_one_image_against_the_compose_services():
+    services = yaml.safe_load((REPOSITORY / "docker-compose.yml").read_text())["services"]
+    assert set(services) == APP_SERVICES | {"postgres", "redis"}
+    for name in APP_SERVICES:
+        assert services[name]["build"] == "." and services[name]["image"] == "heteroflow:latest", name
+        environment = services[name]["environment"]
+        assert environment["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in environment["DATABASE_URL"]
+        assert environment["REDIS_URL"] == "redis://redis:6379/0"
+    assert "web" in services["fleet"]["depends_on"]
+    assert services["web"]["healthcheck"]["test"][-1].count("/healthz") == 1
+
+
+def test_the_image_installs_the_same_pinned_requirements():
+    dockerfile = (REPOSITORY / "Dockerfile").read_text()
+    assert "COPY requirements.txt ." in dockerfile and "pip install -r requirements.txt" in dockerfile
+    assert all("==" in line for line in (REPOSITORY / "requirements.txt").read_text().splitlines() if line.strip())
+    assert ".env" in (REPOSITORY / ".dockerignore").read_text().split()
