@@ -11,9 +11,8 @@ from plugins_admin.notifications.delivery import TASK_EVENTS
 from plugins_admin.notifications.selectors import notification_channels
 from plugins_admin.notifications.services import notification_channel_test, notification_channel_update
 from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
-from plugins_admin.services import MAX_WEIGHT, MIN_WEIGHT, UnknownPlugin, plugin_set_enabled, plugin_update
-
-PLUGIN_ACTIONS = {"enable": True, "disable": False}
+from plugins_admin.change_input import PLUGIN_ACTIONS, PluginSettingsInput
+from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
 
 
 class PluginOutput(serializers.Serializer):
@@ -48,9 +47,7 @@ class PluginListApi(APIView):
 class PluginDetailApi(APIView):
     permission_classes = [IsAdmin]
 
-    class InputSerializer(StrictSerializer):
-        weight = serializers.IntegerField(required=False, min_value=MIN_WEIGHT, max_value=MAX_WEIGHT)
-        extra = serializers.DictField(required=False)
+    InputSerializer = PluginSettingsInput
 
     @extend_schema(
         request=None,

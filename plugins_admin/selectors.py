@@ -30,7 +30,7 @@ def plugin_listing() -> list[dict[str, Any]]:
             "extra": setting.extra,
             "locked": spec.always_on,
             "locked_reason": ALWAYS_ON_REASON if spec.always_on else "",
-            "exclusive_with": [spec.exclusive_with] if spec.exclusive_with else [],
+            "exclusive_with": list(spec.exclusive_with),
             "kinds": sorted(spec.kinds),
             "scores": spec.is_scorer,
             "description": plugin_description(spec),

@@ -4,42 +4,40 @@ Each service locks the rows it touches, applies the plugin rules (docs/schedulin
 changed row in the same transaction. Nothing caches the set: each scheduling cycle reads it afresh.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError
 from plugins_admin.models import PluginChange
-from scheduling.framework.registry import PluginSpec, Registry, validate_extra
+from plugins_admin.rules import (
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    PluginChangeRequest,
+    UnknownPlugin,
+    check_update,
+    plugin_spec,
+    switch_changes,
+    switched_off_by,
+    update_changes,
+)
+from scheduling.framework.registry import Registry
 from scheduling.models import PluginConfig
 from scheduling.queue.services import queue_activate
 from scheduling.selectors import default_setting, plugin_specs
 
-MIN_WEIGHT = 0
-MAX_WEIGHT = 100
-
-
-class UnknownPlugin(LookupError):
-    """No registered plugin or notification channel has this name (an API 404)."""
+__all__ = ["MAX_WEIGHT", "MIN_WEIGHT", "UnknownPlugin", "plugin_changes_apply", "plugin_set_enabled", "plugin_update"]
 
 
 def plugin_set_enabled(*, name: str, enabled: bool, actor: AbstractBaseUser | None) -> PluginConfig:
-    """Switch a plugin on or off. Enabling spread disables binpack and vice versa, in the same transaction."""
+    """Switch a plugin on or off. Enabling one layout scorer (spread, binpack, fgd) disables the others, in the
+    same transaction."""
     specs = plugin_specs()
-    spec = _spec(specs, name)
-    if not enabled and spec.always_on:
-        raise DomainError(f"{name} is always on and cannot be disabled", field="enabled")
-    exclusive = [spec.exclusive_with] if enabled and spec.exclusive_with else []
+    spec = plugin_spec(specs, name)
     with transaction.atomic():
-        rows = _lock_rows([name, *exclusive], specs)
-        changes: dict[str, dict[str, Any]] = {name: {"enabled": enabled}}
-        if enabled and spec.is_scorer and rows[name].weight == 0:
-            # An enabled scorer with weight 0 would be a switch that does nothing.
-            changes[name]["weight"] = 1
-        for other in exclusive:
-            changes[other] = {"enabled": False}
-        _apply(rows, changes, actor=actor)
+        rows = _lock_rows([name, *switched_off_by(spec, enabled=enabled)], specs)
+        _apply(rows, switch_changes(spec, enabled=enabled, weight=rows[name].weight), actor=actor)
     return rows[name]
 
 
@@ -47,30 +45,22 @@ def plugin_update(*, name: str, weight: int | None = None, extra: dict[str, Any]
                   actor: AbstractBaseUser | None) -> PluginConfig:
     """Set a scorer's weight (0–100) and/or replace a plugin's settings (`extra`, checked by the plugin)."""
     specs = plugin_specs()
-    spec = _spec(specs, name)
-    if weight is not None:
-        _check_weight(spec, weight)
-    if extra is not None:
-        _check_extra(specs, name, extra)
+    spec = plugin_spec(specs, name)
+    check_update(specs, spec, weight=weight, extra=extra)
     with transaction.atomic():
         rows = _lock_rows([name], specs)
-        changes: dict[str, Any] = {}
-        if weight is not None:
-            if weight == 0 and rows[name].enabled:
-                raise DomainError(f"{name} is enabled, so its weight must be at least 1; disable it instead",
-                                  field="weight")
-            changes["weight"] = weight
-        if extra is not None:
-            changes["extra"] = dict(extra)
-        _apply(rows, {name: changes}, actor=actor)
+        _apply(rows, update_changes(spec, enabled=rows[name].enabled, weight=weight, extra=extra), actor=actor)
     return rows[name]
 
 
-def _spec(specs: Registry, name: str) -> PluginSpec:
-    try:
-        return specs[name]
-    except KeyError:
-        raise UnknownPlugin(name) from None
+def plugin_changes_apply(*, requests: Sequence[PluginChangeRequest], actor: AbstractBaseUser | None) -> None:
+    """Save several changes (the what-if preview's list) in one transaction: all of them or, refused, none."""
+    with transaction.atomic():
+        for request in requests:
+            if request.enabled is not None:
+                plugin_set_enabled(name=request.name, enabled=request.enabled, actor=actor)
+            if request.weight is not None or request.extra is not None:
+                plugin_update(name=request.name, weight=request.weight, extra=request.extra, actor=actor)
 
 
 def _lock_rows(names: list[str], specs: Registry) -> dict[str, PluginConfig]:
@@ -100,17 +90,3 @@ def _apply(rows: dict[str, PluginConfig], changes: dict[str, dict[str, Any]], *,
 
 def _plugin_state(row: PluginConfig) -> dict[str, Any]:
     return {"enabled": row.enabled, "weight": row.weight, "extra": dict(row.extra)}
-
-
-def _check_weight(spec: PluginSpec, weight: Any) -> None:
-    if isinstance(weight, bool) or not isinstance(weight, int) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
-        raise DomainError(f"weight must be a whole number from {MIN_WEIGHT} to {MAX_WEIGHT}", field="weight")
-    if not spec.is_scorer:
-        raise DomainError(f"{spec.name} does not score nodes, so it has no weight", field="weight")
-
-
-def _check_extra(specs: Registry, name: str, extra: Any) -> None:
-    try:
-        validate_extra(name, extra, specs)
-    except ValueError as exc:
-        raise DomainError(str(exc), field="extra") from None

@@ -20,10 +20,13 @@ from plugins_admin.notifications.services import (
     notification_channel_update,
 )
 from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
-from plugins_admin.services import UnknownPlugin, plugin_set_enabled, plugin_update
+from plugins_admin.services import UnknownPlugin, plugin_changes_apply, plugin_set_enabled, plugin_update
+from plugins_admin.what_if import plugin_change_preview
+from plugins_admin.what_if_form import PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
 from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 
 TEMPLATE = "plugins_admin/plugins.html"
+WHAT_IF_TEMPLATE = "plugins_admin/_what_if.html"
 HISTORY_LENGTH = 20
 # Parts of the page a browser may re-fetch alone; the scheduler panel polls so that API changes show up too.
 REFRESHABLE_FRAGMENTS = {"plugin-table", "scheduler-panel", "history"}
@@ -143,6 +146,43 @@ def _channel_test(request: HttpRequest) -> HttpResponse:
     return render_page(request, TEMPLATE, {"kind": kind, "test": outcome}, fragment="test-result")
 
 
+def _what_if_preview(request: HttpRequest) -> HttpResponse:
+    names = [plugin["name"] for plugin in plugin_listing()]
+    submitted, _ = submitted_changes(request.POST, names)
+    try:
+        preview = with_changes(request.POST, names, lambda requests: plugin_change_preview(requests=requests))
+    except PreviewFormError as refused:
+        return _what_if_card(request, errors=refused.errors, submitted=submitted, status=400)
+    return _what_if_card(request, preview=preview_view(preview), submitted=submitted)
+
+
+def _what_if_save(request: HttpRequest) -> HttpResponse:
+    names = [plugin["name"] for plugin in plugin_listing()]
+    submitted, entries = submitted_changes(request.POST, names)
+    try:
+        with_changes(request.POST, names,
+                     lambda requests: plugin_changes_apply(requests=requests, actor=request.user))
+    except PreviewFormError as refused:
+        return _what_if_card(request, errors=refused.errors, submitted=submitted, status=400)
+    saved = ", ".join(entry["name"] for entry in entries) or "nothing"
+    if not request.htmx:
+        messages.success(request, f"Saved {saved}.")
+        return redirect(request.path)
+    return render_page(request, WHAT_IF_TEMPLATE, {**_plugin_context(), "saved": saved}, fragment="what-if-saved")
+
+
+def _what_if_card(request: HttpRequest, *, submitted: dict, errors: dict | None = None, preview: dict | None = None,
+                  status: int = 200) -> HttpResponse:
+    errors = errors or {}
+    context = {**(_page_context() if not request.htmx else _plugin_context()), "preview": preview,
+               "what_if_errors": errors}
+    context["what_if_rows"] = form_rows(context["plugins"], submitted=submitted, errors=errors)
+    if not request.htmx:
+        return render_page(request, TEMPLATE, context, status=status)
+    # htmx swaps only successful answers: the refusals come back as the card with its errors beside the fields.
+    return render_page(request, WHAT_IF_TEMPLATE, context, fragment="what-if-card")
+
+
 FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
@@ -150,6 +190,8 @@ FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "extra": _extra,
     "channel": _channel_save,
     "channel-test": _channel_test,
+    "what-if": _what_if_preview,
+    "what-if-save": _what_if_save,
 }
 
 

@@ -13,7 +13,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from scheduling.framework.snapshot import ClusterSnapshot
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
 
@@ -134,12 +134,29 @@ def _server_has_lz4(cursor) -> bool:
 
 def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
     """Free cards on available nodes vs the cards a k-card task could use: Σ over nodes of ⌊free/k⌋·k."""
-    free_per_node = [_free_cards(node) for node in snapshot.nodes
-                     if node.status in AVAILABLE_STATUSES and node.schedulable]
+    available = [node for node in snapshot.nodes if node.status in AVAILABLE_STATUSES and node.schedulable]
+    free_per_node = [_free_cards(node) for node in available]
     return {
         "free_cards": sum(free_per_node),
         "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},
+        "fgd": fgd_fragmentation(available),
     }
+
+
+def fgd_fragmentation(nodes: list[NodeInfo]) -> dict[str, Any]:
+    """fgd's measure (SPEC §15.9) over the available `nodes`: the idle card capacity the recent tasks' shapes could
+    not use, against all idle capacity, in cards."""
+    from scheduling.framework.snapshot import SchedulerConfig
+    from scheduling.framework.table import NodeTable
+    from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
+    from scheduling.plugins.fgd.recent import recent_workload
+
+    workload = recent_workload()
+    if not workload or not nodes:
+        return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
+    fragmented, idle = cluster_fragmentation(NodeTable(nodes, SchedulerConfig.from_settings()), workload)
+    return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
+            "tasks": workload.counted}
 
 
 def attempt_counts() -> dict[str, int]:

@@ -1,14 +1,16 @@
 """Reads: the tasks and groups a user may see, which tasks hold a node's cards, what a node's agent must do, and
 the plugin set the scheduler runs with."""
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
-from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskType
 from scheduling.plugins import default_registry
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tenants.selectors import tenant_of
 
 RECENT_CYCLES = 10
@@ -47,6 +49,16 @@ def pending_queue(*, limit: int) -> QuerySet[Task]:
     """The head of the pending queue in queue order (SPEC §15.1; parked tasks included, `queue_state` tells)."""
     return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt", "nominated_node")
             .order_by("-priority", "created_at", "id")[:limit])
+
+
+def queue_head(*, limit: int) -> list[TaskInfo]:
+    """The first `limit` pending tasks that are placed one by one, in queue order (priority descending, then
+    creation time, then id), as the scheduler sees them. Members of training gangs are left out: a gang is placed
+    whole, by its own path."""
+    gang_members = Q(group__type=TaskType.TRAINING, group__world_size__gt=1)
+    rows = (Task.objects.filter(status=lifecycle.PENDING).exclude(gang_members)
+            .order_by("-priority", "created_at", "id").values_list(*TASK_INFO_FIELDS)[:limit])
+    return [task_info_from_row(row) for row in rows]
 
 
 def pending_by_code(tasks: QuerySet[Task]) -> list[dict]:

@@ -30,6 +30,21 @@ def _empty_immediate_queue(request):
 
 
 @pytest.fixture
+def fgd_window(monkeypatch):
+    """fgd's recent-task window under a key of this test's own (tests of one worker share its database's key);
+    yields a function recording a task's shape into it."""
+    import random
+
+    from scheduling.plugins.fgd import recent
+
+    key = f"{recent.window_key()}:test:{random.randrange(1 << 30)}"
+    monkeypatch.setattr(recent, "window_key", lambda: key)
+    recent.forget_cached()
+    yield recent.record_shape
+    recent.clear_window()
+
+
+@pytest.fixture
 def admin_user(db):
     return get_user_model().objects.create_user(username="admin", password="admin-password", is_staff=True,
                                                 is_superuser=True)

@@ -43,7 +43,8 @@ class PluginSpec:
     name: str
     factory: Callable[[PluginSetting], Any]
     always_on: bool = False
-    exclusive_with: str | None = None
+    # Names of the plugins that may not be enabled together with this one (a single name is accepted too).
+    exclusive_with: tuple[str, ...] = ()
     default: PluginSetting | None = None
     kinds: frozenset[str] = frozenset()
     # Raises ValueError for a bad `extra`; None accepts any JSON object.
@@ -56,6 +57,8 @@ class PluginSpec:
             raise ValueError(f"plugin {self.name!r}: kinds must be a non-empty subset of {sorted(KINDS)}")
         if self.default is None:
             object.__setattr__(self, "default", PluginSetting(self.name))
+        if isinstance(self.exclusive_with, str) or self.exclusive_with is None:
+            object.__setattr__(self, "exclusive_with", (self.exclusive_with,) if self.exclusive_with else ())
 
     @classmethod
     def from_factory(cls, factory: Any) -> PluginSpec:
@@ -72,7 +75,7 @@ class PluginSpec:
         return cls(
             name=name, factory=factory, kinds=kinds,
             always_on=getattr(factory, "always_on", False),
-            exclusive_with=getattr(factory, "exclusive_with", None),
+            exclusive_with=getattr(factory, "exclusive_with", ()),
             default=getattr(factory, "default", None),
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
@@ -159,7 +162,7 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
         setting = given.get(name, spec.default)
         if spec.always_on:
             setting = PluginSetting(name, True, setting.weight, setting.extra)
-        if not setting.enabled or spec.exclusive_with in chosen:
+        if not setting.enabled or any(other in chosen for other in spec.exclusive_with):
             continue
         chosen.add(name)
         plugin = spec.factory(setting)

@@ -1,21 +1,21 @@
-"""The eight built-in scheduling plugins (SPEC §6), one package each, kube-scheduler style: each exports its
+"""The built-in scheduling plugins (SPEC §6's eight and §15.9's fgd), one package each, kube-scheduler style: each exports its
 `NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds, description included)."""
 
 from collections.abc import Iterable
 
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, import_dotted
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
-from scheduling.plugins import binpack, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
+from scheduling.plugins import binpack, fgd, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
 
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
-    gpu_filter.SPEC, resource_filter.SPEC, spread.SPEC, binpack.SPEC, nvlink.SPEC, topology.SPEC, rdma.SPEC,
-    preempt.SPEC,
+    gpu_filter.SPEC, resource_filter.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
+    rdma.SPEC, preempt.SPEC,
 )
 
 
 def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
-    """The built-ins with their SPEC §6 defaults, then the custom plugins named by dotted path
+    """The built-ins with their SPEC §6 / §15.9 defaults, then the custom plugins named by dotted path
     (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
     registry = Registry()
     for spec in BUILTIN_SPECS:

@@ -11,7 +11,7 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
-from scheduling.preemption.planner import VICTIM_STATES, FitCheck, may_preempt, plan_preemption
+from scheduling.preemption.planner import VICTIM_STATES, FitCheck, PreemptionPlan, may_preempt, plan_preemption
 from scheduling.queue.nomination import nominate
 
 
@@ -34,6 +34,24 @@ class PreemptionHandle:
         victims keeps the failure's code and says in its message why no node could be freed. Either way the
         caller records `outcome.code`, `outcome.message` and `outcome.diagnostics` as the task's attempt.
         """
+        found = self.plan(task, result, snapshot, preempt_stage=preempt_stage)
+        if not isinstance(found, PreemptionPlan):
+            if found is not None and found.preempting:
+                self.nominated[task.id] = found.node_id
+            return found
+        outcome = execute_plan(found, task)
+        self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
+        if outcome.preempting:
+            nominate(task_id=task.id, node_id=found.node_id)
+            self.nominated[task.id] = found.node_id
+        code = outcome.code if outcome.preempting else result.code
+        return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+
+    def plan(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
+             preempt_stage: str) -> PreemptionPlan | PreemptionOutcome | None:
+        """What `preempt` would do, evicting nobody: the plan it would carry out; or the outcome it would end
+        with — waiting for victims already stopping for `task`, or no node that evicting could free; or None
+        when preemption does not apply to the task."""
         victim_states = VICTIM_STATES.get(preempt_stage, frozenset())
         if not victim_states or not may_preempt(task):
             return None
@@ -41,12 +59,12 @@ class PreemptionHandle:
         # Victims already evicted for this task are still stopping: wait for them rather than evict more.
         unsettled = [c for c in candidates if c.status == lifecycle.PREEMPTING and c.preempted_by == task.id]
         if unsettled:
-            self.nominated[task.id] = unsettled[0].node_id
             node_name = _node_name(snapshot, unsettled[0].node_id)
             return PreemptionOutcome(
                 code=PREEMPTION_PENDING,
                 message=f"{result.message} {pending_message(node_name=node_name, victims=unsettled)}",
                 node_name=node_name,
+                node_id=unsettled[0].node_id,
                 victims=tuple(victim.id for victim in unsettled),
             )
         fit_check = framework_fit_check(self.framework, snapshot)
@@ -54,13 +72,7 @@ class PreemptionHandle:
         if search.plan is None:
             return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
                                      node_reasons=search.node_reasons)
-        outcome = execute_plan(search.plan, task)
-        self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
-        if outcome.preempting:
-            nominate(task_id=task.id, node_id=search.plan.node_id)
-            self.nominated[task.id] = search.plan.node_id
-        code = outcome.code if outcome.preempting else result.code
-        return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+        return search.plan
 
 
 def framework_fit_check(framework: Framework, snapshot: ClusterSnapshot) -> FitCheck:

@@ -25,6 +25,7 @@ class PreemptionOutcome:
     code: str
     message: str
     node_name: str | None = None
+    node_id: int | None = None
     victims: tuple[int, ...] = ()
     lost: tuple[int, ...] = ()
     # Node name → why evicting could not make room there; set when no node could be freed.
@@ -62,6 +63,7 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
         code=PREEMPTION_PENDING,
         message=pending_message(node_name=plan.node_name, victims=won, lost=lost),
         node_name=plan.node_name,
+        node_id=plan.node_id,
         victims=tuple(victim.id for victim in won),
         lost=tuple(victim.id for victim in lost),
     )

@@ -4,6 +4,7 @@ from django.db import transaction
 
 from heteroflow_site.errors import DomainError
 from scheduling import immediate_queue
+from scheduling.plugins.fgd import recent
 from scheduling.models import Task, TaskGroup, TaskType
 from tenants.models import Tenant
 
@@ -67,7 +68,16 @@ def task_create(
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))
+        transaction.on_commit(lambda: _record_shape(task))
     return task
+
+
+def _record_shape(task: Task) -> None:
+    # fgd's target workload only drifts a little without this task; creating it must not fail for it.
+    try:
+        recent.record_shape(task)
+    except Exception:
+        logger.warning("fgd's recent-task window unavailable; task %s not counted", task.id, exc_info=True)
 
 
 def _offer_to_immediate_queue(task_id: int) -> None:

@@ -21,6 +21,7 @@ from scheduling.models import TaskStatus, TaskType
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
+from scheduling.web import preemption_plan
 from tenants.models import Tenant
 
 TASK_PAGE_SIZE = 200
@@ -50,7 +51,8 @@ def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92,
 
 
 def fragmentation_panel() -> dict:
-    """Free cards vs cards usable by a k-card task, with bar geometry."""
+    """Free cards vs cards usable by a k-card task and fgd's fragment of the idle capacity against the recent
+    tasks' shapes, with bar geometry."""
     from scheduling.diagnostics import fragmentation
     from scheduling.snapshot_builder import build_snapshot
 
@@ -58,12 +60,19 @@ def fragmentation_panel() -> dict:
     free = figures["free_cards"]
     bars = [{"label": "Free cards", "value": free, "free": True}]
     bars += [{"label": f"{k}-card task", "value": figures["usable"][k]} for k in FRAGMENTATION_SIZES]
-    top = max(bar["value"] for bar in bars) or 1
-    for position, bar in enumerate(bars):
-        bar["y"] = 8 + position * 30
+    fgd = figures["fgd"]
+    # fgd's measure in the same units (cards): idle capacity (shards' free share included) and the part of it the
+    # recent tasks' shapes could not use.
+    fgd_bars = [{"label": "Idle capacity", "value": fgd["idle"], "free": True},
+                {"label": "FGD fragment", "value": fgd["fragmented"], "fgd": True}]
+    top = max(max(bar["value"] for bar in bars + fgd_bars), 1)
+    for position, bar in enumerate(bars + fgd_bars):
+        bar["y"] = 8 + position * 30 + (12 if position >= len(bars) else 0)
         bar["w"] = 210 * bar["value"] / top
         bar["end_x"] = 96 + bar["w"] + 6
-    return {"free": free, "bars": bars, "height": 16 + len(bars) * 30}
+    fgd_percent = 100 * fgd["fragmented"] / fgd["idle"] if fgd["idle"] else 0.0
+    return {"free": free, "bars": bars, "fgd_bars": fgd_bars, "fgd": {**fgd, "percent": fgd_percent},
+            "divider_y": 8 + len(bars) * 30, "height": 28 + (len(bars) + len(fgd_bars)) * 30}
 
 
 @login_required
@@ -226,8 +235,14 @@ def task_detail(request, task_id: int):
         else:
             messages.success(request, f"Stop requested for “{task.name}”.")
         return redirect("task-detail", task_id=task.id)
+    pending = task.status == lifecycle.PENDING
+    if request.htmx and request.htmx.target == preemption_plan.FRAGMENT:
+        panel = preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None
+        return render_page(request, preemption_plan.TEMPLATE, {"task": task, "preemption": panel},
+                           fragment=preemption_plan.FRAGMENT)
     context = {
         "task": task,
+        "preemption": preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None,
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None)),
         "queue": queue_state(task),
@@ -260,5 +275,16 @@ def diagnostics(request):
         "pending": [{"task": task, "queue": queue_state(task, now=now)}
                     for task in pending_queue(limit=PENDING_SHOWN)],
         "fragmentation": fragmentation_panel(),
+        "target_workload": target_workload_rows(),
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
+
+
+def target_workload_rows() -> dict:
+    """fgd's target workload as the scheduler sees it: the recent-task window's most common shapes."""
+    from scheduling.plugins.fgd.recent import WINDOW, recent_workload
+
+    workload = recent_workload()
+    return {"window": WINDOW, "counted": workload.counted,
+            "shapes": [{"label": shape.label(), "percent": 100 * share}
+                       for shape, share in zip(workload.shapes, workload.popularity)]}

@@ -193,3 +193,33 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         leaving = [url for url in network if urlsplit(url).netloc != own_host
                    and blocked.get(url) != "csp"]
         assert leaving == [], blocked
+
+
+    def test_admin_previews_enabling_binpack_sees_the_moved_tasks_then_saves(self):
+        from scheduling.models import PluginConfig
+
+        PluginConfig.objects.update_or_create(name="spread", defaults={"enabled": True, "weight": 1})
+        PluginConfig.objects.update_or_create(name="binpack", defaults={"enabled": False, "weight": 0})
+        for name in ("node-a", "node-b"):
+            make_node(cards=8, name=name)
+        for index in range(6):
+            make_task(tenant=self.tenant, gpu_required=1, name=f"job-{index}")
+        self.sign_in("admin", "admin-password")
+        self.page.goto(f"{self.live_server_url}/plugins/")
+        self.page.evaluate("window.__notReloaded = true")
+
+        self.page.select_option("select[name=action-binpack]", "enable")
+        self.page.click("#what-if-card button[value=what-if]")
+        moved = self.page.locator("#moved-tasks tbody tr")
+        expect(moved).to_have_count(3)
+        expect(self.page.locator("#what-if-result")).to_contain_text("3 would move")
+        self.shot("plugins-what-if-preview")
+        assert PluginConfig.objects.get(name="binpack").enabled is False
+
+        self.page.click("#what-if-card button[value=what-if-save]")
+        expect(self.page.locator("#what-if-card .saved-note")).to_contain_text("Saved binpack")
+        expect(self.page.locator("#plugin-binpack .switch-state")).to_have_text("On")
+        expect(self.page.locator("#plugin-spread .switch-state")).to_have_text("Off")
+        assert self.page.evaluate("window.__notReloaded") is True
+        assert PluginConfig.objects.get(name="binpack").enabled is True
+        assert PluginConfig.objects.get(name="spread").enabled is False

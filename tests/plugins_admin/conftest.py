@@ -77,20 +77,25 @@ def tenant_page_client(tenant_client):
     return client
 
 
-DEFAULT_ROWS_MIGRATION = ("plugins_admin", "0002_default_plugin_set")
+# The data migrations that store the default plugin rows, and the function each runs.
+DEFAULT_ROWS_MIGRATIONS = ((("plugins_admin", "0002_default_plugin_set"), "create_defaults"),
+                           (("plugins_admin", "0003_fgd_plugin"), "create_fgd_row"))
 
 
 @functools.cache
-def _models_at_default_rows_migration():
+def _models_at(migration: tuple[str, str]):
     """The models as that migration saw them (PluginConfig lived in plugins_admin then; the table is the same)."""
-    return MigrationLoader(connection).project_state(DEFAULT_ROWS_MIGRATION).apps
+    return MigrationLoader(connection).project_state(migration).apps
 
 
 @pytest.fixture
 def create_default_rows():
-    """The data migration's own function (transactional tests elsewhere flush the rows it created)."""
-    migration = import_module("plugins_admin.migrations." + DEFAULT_ROWS_MIGRATION[1])
-    return lambda: migration.create_defaults(_models_at_default_rows_migration(), None)
+    """The data migrations' own functions (transactional tests elsewhere flush the rows they created)."""
+    def create() -> None:
+        for (app, name), function in DEFAULT_ROWS_MIGRATIONS:
+            getattr(import_module(f"{app}.migrations.{name}"), function)(_models_at((app, name)), None)
+
+    return create
 
 
 @pytest.fixture(autouse=True)

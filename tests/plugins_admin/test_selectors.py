@@ -21,10 +21,11 @@ DEFAULT_PLUGIN_SET = {
     "preempt": (True, 0, {"preempt_stage": "running"}),
     "resource-filter": (True, 1, {}),
     "gpu-filter": (True, 1, {}),
+    "fgd": (False, 0, {}),     # SPEC §15.9, its own migration
 }
 
 
-def test_the_data_migration_stores_the_spec_defaults(create_default_rows):
+def test_the_data_migrations_store_the_spec_defaults(create_default_rows):
     PluginConfig.objects.all().delete()
     NotificationChannel.objects.all().delete()
 
@@ -83,8 +84,9 @@ def test_listing_says_what_the_page_needs():
     assert listing["resource-filter"]["locked"] is True
     assert listing["resource-filter"]["locked_reason"]
     assert listing["spread"]["locked"] is False and listing["spread"]["locked_reason"] == ""
-    assert listing["spread"]["exclusive_with"] == ["binpack"]
-    assert listing["binpack"]["exclusive_with"] == ["spread"]
+    assert listing["spread"]["exclusive_with"] == ["binpack", "fgd"]
+    assert listing["binpack"]["exclusive_with"] == ["spread", "fgd"]
+    assert listing["fgd"]["exclusive_with"] == ["spread", "binpack"]
     assert listing["spread"]["scores"] is True and listing["gpu-filter"]["scores"] is False
     assert listing["preempt"]["extra"] == {"preempt_stage": "running"}
     assert all(plugin["description"] for plugin in listing.values())

@@ -75,6 +75,17 @@ def test_enabling_binpack_returns_the_table_with_spread_off_and_the_new_schedule
     assert "<html" not in html
 
 
+def test_fgd_is_on_the_page_off_by_default_and_enabling_it_turns_spread_off(staff_page_client):
+    html = staff_page_client.get("/plugins/").content.decode()
+    assert not _switch_is_on(html, "fgd") and "Fragmentation Gradient Descent" in _row(html, "fgd")
+
+    html = _toggle(staff_page_client, "fgd", True, **HTMX).content.decode()
+
+    assert _switch_is_on(html, "fgd") and not _switch_is_on(html, "spread") and not _switch_is_on(html, "binpack")
+    panel = re.search(r'<section id="scheduler-panel".*?</section>', html, re.DOTALL).group(0)
+    assert "<code>fgd</code>" in panel and "<code>spread</code>" not in panel
+
+
 def test_disabling_a_plugin_from_the_page(staff_page_client):
     html = _toggle(staff_page_client, "rdma", False, **HTMX).content.decode()
 

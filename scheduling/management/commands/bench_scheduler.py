@@ -54,11 +54,13 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
+        parser.add_argument("--layout", default="spread", choices=["spread", "binpack", "fgd", "fgd-cpu"],
+                            help="layout scorer (the replay_trace policies); fgd measures against the seeded tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
-               trace: str | None, keep: bool, without_live_updates: bool, **options):
+               trace: str | None, keep: bool, without_live_updates: bool, layout: str, **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
@@ -70,11 +72,15 @@ class Command(BaseCommand):
                     nodes_made, tasks_made = _seed_openb(rng, nodes, pending)
                 else:
                     nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
-                self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks "
-                                  f"(migrated and seeded in {time.perf_counter() - started:.1f} s)")
+                _use_layout(layout)
+                self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
+                                  f"{layout} (migrated and seeded in {time.perf_counter() - started:.1f} s)")
                 connections.close_all()
-                report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
-                                        concurrent_cycles=concurrent_cycles)
+                try:
+                    report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
+                                            concurrent_cycles=concurrent_cycles)
+                finally:
+                    _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
                 throughput[count] = self._print(report, tasks_made, ceiling.per_second)
@@ -112,6 +118,28 @@ def _instance_counts(text: str) -> list[int]:
     if min(counts) < 1:
         raise argparse.ArgumentTypeError(f"instance counts must be at least 1: {text!r}")
     return counts
+
+
+def _use_layout(layout: str) -> None:
+    """Store the layout policy's plugin settings; fgd gets the seeded tasks as its recent-task window."""
+    from scheduling.models import PluginConfig, Task
+    from scheduling.plugins.fgd import NAME as FGD
+    from scheduling.plugins.fgd import recent
+    from scheduling.replay.simulate import POLICIES
+    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+
+    for setting in POLICIES[layout]:
+        PluginConfig.objects.update_or_create(name=setting.name, defaults={
+            "enabled": setting.enabled, "weight": setting.weight, "extra": dict(setting.extra)})
+    if any(setting.name == FGD and setting.enabled for setting in POLICIES[layout]):
+        rows = Task.objects.order_by("created_at", "id").values_list(*TASK_INFO_FIELDS)[:recent.WINDOW]
+        recent.record_shapes(task_info_from_row(row) for row in rows)
+
+
+def _forget_window() -> None:
+    from scheduling.plugins.fgd import recent
+
+    recent.clear_window()
 
 
 # --- running the scheduler processes -------------------------------------------------------------------------

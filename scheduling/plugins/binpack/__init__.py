@@ -22,6 +22,6 @@ def factory(setting: PluginSetting) -> Binpack:
     return Binpack()
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with="spread", default=PluginSetting(NAME, False, 0),
+SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "fgd"), default=PluginSetting(NAME, False, 0),
                   kinds=frozenset({SCORE}),
                   description="Prefers the most used nodes, packing tasks to keep whole nodes free.")

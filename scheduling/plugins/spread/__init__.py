@@ -1,4 +1,4 @@
-"""spread: prefer the least used node (SPEC §6 node usage). Mutually exclusive with binpack."""
+"""spread: prefer the least used node (SPEC §6 node usage). Mutually exclusive with binpack and fgd."""
 
 import numpy as np
 
@@ -44,6 +44,6 @@ def factory(setting: PluginSetting) -> Spread:
     return Spread()
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with="binpack", default=PluginSetting(NAME, True, 1),
+SPEC = PluginSpec(NAME, factory, exclusive_with=("binpack", "fgd"), default=PluginSetting(NAME, True, 1),
                   kinds=frozenset({SCORE}),
                   description="Prefers the least used nodes, spreading load across the cluster.")

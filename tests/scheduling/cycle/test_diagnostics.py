@@ -37,12 +37,30 @@ def test_a_batch_writes_many_attempts_at_once_and_skips_tasks_deleted_meanwhile(
     assert dict(AttemptCodeCount.objects.values_list("code", "count")) == {"NoSchedulableNodes": 2, "BindConflict": 1}
 
 
+def node_with_card_0_busy(tenant, cards: int):
+    node = make_node(cards=cards)
+    make_task(tenant=tenant, status="running", node=node, gpus=[0], gpu_required=1)
+    node.gpu_used = 1
+    node.save()
+    return node
+
+
 def test_fragmentation_counts_the_cards_a_k_card_task_could_use(tenant):
-    three_free = make_node(cards=4)
-    make_task(tenant=tenant, status="running", node=three_free, gpus=[0], gpu_required=1)
-    three_free.gpu_used = 1
-    three_free.save()
+    node_with_card_0_busy(tenant, 4)
     make_node(cards=8)
     make_node(cards=2, status="offline")
 
-    assert fragmentation(build_snapshot()) == {"free_cards": 11, "usable": {1: 11, 2: 10, 4: 8, 8: 8}}
+    figures = fragmentation(build_snapshot())
+    assert (figures["free_cards"], figures["usable"]) == (11, {1: 11, 2: 10, 4: 8, 8: 8})
+
+
+def test_fgd_fragment_is_the_idle_capacity_the_recent_shapes_cannot_use(tenant, fgd_window):
+    # Recent tasks: three 2-card tasks and one 1-card task. A node with 1 free card can host only the 1-card shape:
+    # F = 3/4 · 1 card. A node with 3 free cards hosts both: F = 0. The offline node does not count.
+    node_with_card_0_busy(tenant, 2)
+    make_node(cards=3)
+    make_node(cards=2, status="offline")
+    for cards in (2, 2, 2, 1):
+        fgd_window(make_task(tenant=tenant, gpu_required=cards))
+
+    assert fragmentation(build_snapshot())["fgd"] == {"fragmented": 0.75, "idle": 4.0, "shapes": 2, "tasks": 4}

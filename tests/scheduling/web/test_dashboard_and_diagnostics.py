@@ -20,7 +20,7 @@ def test_dashboard_fragmentation_counts_cards_usable_by_k_card_tasks(tenant_web)
     make_node(cards=2)
     page = tenant_web.get("/").content.decode()
     panel = page[page.index("Fragmentation"):]
-    assert 'aria-label="Fragmentation: 5 free cards"' in panel
+    assert 'aria-label="Fragmentation: 5 free cards, ' in panel
     values = [chunk.split("<", 1)[0] for chunk in panel.split('font-weight="600" fill="#0f172a">')[1:6]]
     assert values == ["5", "5", "4", "0", "0"]
 
@@ -97,3 +97,27 @@ def test_diagnostics_and_the_task_page_show_a_parked_task_with_its_reason_and_wh
     detail = tenant_web.get(f"/tasks/{waiting.id}/").content.decode()
     state = detail[detail.index('id="queue-state"'):].split("</div>", 1)[0]
     assert "parked" in state and "retried at" in state and "cards free" in state
+
+
+@pytest.mark.django_db
+def test_dashboard_fragmentation_shows_the_fgd_fragment_beside_the_k_card_bars(tenant_web, tenant, fgd_window):
+    make_node(cards=1)
+    make_node(cards=4)
+    for _ in range(3):
+        fgd_window(make_task(tenant=tenant, gpu_required=2))
+    page = tenant_web.get("/").content.decode()
+    panel = page[page.index("Fragmentation"):]
+    # A 2-card task cannot use the 1-card node: 1 of the 5 idle cards is a fragment.
+    assert 'aria-label="Fragmentation: 5 free cards, 1.0 of 5.0 idle cards fragmented' in panel
+    assert "<title>FGD fragment: 1.0 cards</title>" in panel and "20.0 %" in panel
+
+
+@pytest.mark.django_db
+def test_diagnostics_page_lists_the_target_workload(admin_web, tenant, fgd_window):
+    for cards in (1, 1, 4):
+        fgd_window(make_task(tenant=tenant, gpu_required=cards, cpu_cores=2))
+    page = admin_web.get("/diagnostics/").content.decode()
+    workload = page[page.index('id="target-workload"'):]
+    assert "last 3 of up to" in workload
+    assert "<td>1×card, 2 CPU</td><td class=\"num\">66.7 %</td>" in workload
+    assert "<td>4×card, 2 CPU</td><td class=\"num\">33.3 %</td>" in workload

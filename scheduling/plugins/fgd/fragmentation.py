@@ -1,0 +1,154 @@
+"""Node GPU fragmentation against a target workload (Weng et al., "Beware of Fragmentation", USENIX ATC'23 §4).
+
+For a node n and one task shape m, the fragment F_n(m) is the idle GPU capacity of n that m cannot use:
+all of it when m cannot be placed on n at all (too few usable cards, too little CPU, wrong type or model, or m asks
+for no GPU), otherwise the idle capacity of the cards m cannot use (a card holds less than m asks of one card).
+The node's fragmentation is the expectation over the workload, F_n = Σ_m p_m F_n(m). Capacity is counted in cards:
+an idle card is 1, a card holding shards counts its free memory over its capacity, a card held whole counts 0.
+
+With `cpu_weight` w > 0 (HeteroFlow's extension, the `fgd` setting of that name) F_n also counts, w times, the idle
+cards the node's free CPU cannot feed at the workload's mean CPU per card: w · max(0, idle − free CPU / (CPU per
+card)). The paper's F_n sees a node's CPU only once a shape no longer fits; this sees it running out while it
+still fits, so CPU-hungry tasks go where CPU is plentiful before the GPUs it would strand are the last ones left.
+
+Everything is evaluated for many node states at once: a `CardState` holds, per state, the cards' figures
+(states × cards) and the free CPU cores; the masks say which cards each shape may use (type and model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduling.framework.table import NodeTable
+from scheduling.gpu_models import model_matches
+from scheduling.plugins.fgd.workload import TargetWorkload
+
+CPU_TOLERANCE = 1e-6
+
+
+@dataclass
+class CardState:
+    idle: np.ndarray          # states × cards: idle share of each card (1 idle card, 0 held whole or unusable)
+    free_mb: np.ndarray       # memory a shard may still take
+    whole_ok: np.ndarray      # a whole-card task may take the card (no occupant, under the memory threshold)
+    share_ok: np.ndarray      # a shard may go there (no whole-card occupant, under the threshold)
+    cpu_free: np.ndarray      # per state: free cores
+
+    def take(self, index: np.ndarray) -> CardState:
+        return CardState(self.idle[index], self.free_mb[index], self.whole_ok[index], self.share_ok[index],
+                         self.cpu_free[index])
+
+
+def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardState:
+    """The current state of `rows`, read from the framework's table (`cores`: per table row)."""
+    exists, ok = table.card_exists[rows], table.card_ok[rows]
+    whole_ok = exists & ok & table.card_free[rows]
+    share_ok = exists & ok & table.card_no_whole[rows]
+    capacity = table.card_capacity_mb[rows]
+    free_mb = np.where(share_ok, np.maximum(table.card_free_mb[rows], 0.0), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(capacity > 0, free_mb / np.where(capacity > 0, capacity, 1), 0.0)
+    idle = np.where(whole_ok, 1.0, np.where(share_ok, np.clip(share, 0.0, 1.0), 0.0))
+    cpu_free = cores[rows] * (1 - table.cpu_usage[rows])
+    return CardState(idle, free_mb, whole_ok, share_ok, cpu_free)
+
+
+class ShapeArrays:
+    """The workload's shapes as arrays, with the card masks of one table (which cards each shape may use)."""
+
+    def __init__(self, workload: TargetWorkload, table: NodeTable, *, cpu_weight: float = 0.0) -> None:
+        shapes = workload.shapes
+        self.weights = workload.weights()
+        self.cards = np.array([shape.cards for shape in shapes], np.int64)
+        self.shard_mb = np.array([shape.shard_mb for shape in shapes], float)
+        self.cpu = np.array([shape.cpu for shape in shapes], float)
+        self.uses_gpu = np.array([shape.uses_gpu for shape in shapes], bool)
+        self.needed = np.where(self.cards > 0, self.cards, 1)
+        self.whole = self.cards > 0
+        keys = sorted({(shape.gpu_type, shape.models) for shape in shapes})
+        self.key_index = np.array([keys.index((shape.gpu_type, shape.models)) for shape in shapes], np.int64)
+        self.masks = np.stack([card_mask(table, gpu_type, models) for gpu_type, models in keys]) if keys \
+            else np.zeros((0, table.size, table.width), bool)
+        self.any_card = all(not gpu_type and not models for gpu_type, models in keys)
+        self.cpu_weight = cpu_weight
+        # The GPU shapes' mean CPU per card of GPU asked (a shard asks its share of a typical card).
+        capacities = table.card_capacity_mb[table.card_exists]
+        typical_mb = float(np.median(capacities)) if len(capacities) else 1.0
+        cards = np.where(self.whole, self.cards, self.shard_mb / max(typical_mb, 1.0))[self.uses_gpu]
+        self.cpu_per_card = max(float(self.weights[self.uses_gpu] @ self.cpu[self.uses_gpu]), CPU_TOLERANCE) / max(
+            float(self.weights[self.uses_gpu] @ cards), CPU_TOLERANCE)
+
+    def __len__(self) -> int:
+        return len(self.weights)
+
+
+def card_mask(table: NodeTable, gpu_type: str, models: str) -> np.ndarray:
+    """table rows × card columns: the card exists and is of `gpu_type` and a `models` model (blank = any)."""
+    mask = table.card_exists.copy()
+    if not gpu_type and not models:
+        return mask
+    for row, node in enumerate(table.nodes):
+        for column, card in enumerate(node.cards[: table.width]):
+            if gpu_type and card.type.lower() != gpu_type and node.gpu_type.lower() != gpu_type:
+                mask[row, column] = False
+            elif models and not model_matches(models, card.model):
+                mask[row, column] = False
+    return mask
+
+
+def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np.ndarray:
+    """F_n for each state (`rows[i]` is the table row state i belongs to, for the card masks)."""
+    total = state.idle.sum(axis=1)
+    if not len(shapes):
+        return np.zeros(len(total))
+    fits_shard = state.share_ok[:, None, :] & (state.free_mb[:, None, :] >= shapes.shard_mb[None, :, None])
+    usable = np.where(shapes.whole[None, :, None], state.whole_ok[:, None, :], fits_shard)  # states × shapes × cards
+    if not shapes.any_card:
+        usable &= np.moveaxis(shapes.masks[shapes.key_index][:, rows, :], 0, 1)
+    fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2) >= shapes.needed[None, :])
+            & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
+    used = np.einsum("bsw,bw->bs", usable, state.idle)
+    value = total - (fits * used) @ shapes.weights
+    if shapes.cpu_weight:
+        value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)
+    return value
+
+
+def cards_for_whole(state: CardState, task_mask: np.ndarray, needed: int, memory_mb: float) -> np.ndarray:
+    """Per state, the cards the production card choice gives a whole-card task: the lowest-indexed free cards
+    (all idle cards look alike to it; see `default_cards`)."""
+    usable = state.whole_ok & task_mask
+    if memory_mb:
+        usable &= state.free_mb >= memory_mb
+    return usable & (np.cumsum(usable, axis=1) <= needed)
+
+
+def after_whole(state: CardState, taken: np.ndarray, cpu: float) -> CardState:
+    return CardState(np.where(taken, 0.0, state.idle), np.where(taken, 0.0, state.free_mb), state.whole_ok & ~taken,
+                     state.share_ok & ~taken, state.cpu_free - cpu)
+
+
+def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: float) -> CardState:
+    """states × cards new states, flattened (state i, card w → i × cards + w): the shard on card w."""
+    count, width = state.idle.shape
+    eye = np.eye(width, dtype=bool)[None, :, :]                                     # 1 × placed card × cards
+    free_mb = np.where(eye, state.free_mb[:, None, :] - memory_mb, state.free_mb[:, None, :])
+    capacity = capacity[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip(np.where(capacity > 0, free_mb / np.where(capacity > 0, capacity, 1), 0.0), 0.0, 1.0)
+    idle = np.where(eye, share, state.idle[:, None, :])
+    whole_ok = state.whole_ok[:, None, :] & ~eye
+    share_ok = np.broadcast_to(state.share_ok[:, None, :], (count, width, width))
+    cpu_free = np.repeat(state.cpu_free - cpu, width)
+    return CardState(idle.reshape(-1, width), free_mb.reshape(-1, width), whole_ok.reshape(-1, width),
+                     share_ok.reshape(-1, width), cpu_free)
+
+
+def cluster_fragmentation(table: NodeTable, workload: TargetWorkload) -> tuple[float, float]:
+    """(Σ F_n over the table's nodes, their idle cards), both in cards."""
+    rows = np.arange(table.size)
+    cores = np.array([float(node.cpu_cores) for node in table.nodes])
+    state = table_state(table, rows, cores)
+    return float(fragmentation(state, rows, ShapeArrays(workload, table)).sum()), float(state.idle.sum())

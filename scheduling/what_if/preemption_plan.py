@@ -1,0 +1,107 @@
+"""Preview of a preemption: what the `preempt` PostFilter would do for one pending task now, evicting nobody.
+
+The task is attempted on the cluster as it is now, by the plugin set the scheduler runs with; when no node takes
+it, the real PostFilter runs with a preemption handle that plans and stops there (`PreemptionHandle.plan`), so the
+preview is the decision a cycle taking this task first would carry out. A tenant sees its own victims by id; of
+other tenants' victims only how many there are and their priorities (SPEC §15.6).
+"""
+
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from scheduling import lifecycle
+from scheduling.framework.framework import Framework, ScheduleResult
+from scheduling.framework.registry import PluginSet
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.models import Task
+from scheduling.plugins.preempt import TRIGGER_CODES
+from scheduling.preemption.attempt import PreemptionHandle
+from scheduling.preemption.candidates import ActiveTask, CandidatePool
+from scheduling.preemption.execute import PreemptionOutcome
+from scheduling.preemption.planner import VICTIM_STATES, PreemptionPlan, may_preempt
+from scheduling.quotas import load_tenant_quotas
+from scheduling.selectors import current_plugin_set
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.what_if.read_only import read_only_transaction
+
+NOT_PENDING = "NotPending"
+FITS_NOW = "FitsWithoutPreemption"
+
+
+class _PlanOnly(PreemptionHandle):
+    """The handle the preview lends the preempt plugin: it plans as the cycle's handle does and evicts nobody."""
+
+    def preempt(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
+                preempt_stage: str) -> PreemptionPlan | PreemptionOutcome | None:
+        return self.plan(task, result, snapshot, preempt_stage=preempt_stage)
+
+
+def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, Any]:
+    """`{"node", "victims": [{"task", "priority"}], "frees": {...}}` when evicting would make room for the task
+    (`"stopping": true` when its victims were evicted already and are stopping), else `{"code", "message"}`.
+    `viewer_tenant_id` is the tenant asking (None for staff): other tenants' victims are shown to it without id."""
+    with read_only_transaction():
+        row = Task.objects.filter(id=task_id).values_list("status", *TASK_INFO_FIELDS).first()
+        if row is None:
+            raise Task.DoesNotExist(task_id)
+        status, task = row[0], task_info_from_row(row[1:])
+        if status != lifecycle.PENDING:
+            return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
+        plugin_set = current_plugin_set()
+        framework = Framework(plugin_set, SchedulerConfig.from_settings())
+        snapshot = build_snapshot()
+        snapshot.quotas = load_tenant_quotas()
+        result = framework.schedule(task, snapshot, random.Random(task.id))
+        if result.node is not None:
+            return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "
+                                                 "nothing needs evicting."}
+        handle = _PlanOnly(framework, CandidatePool())
+        found = framework.post_filter(task, result, snapshot, handle=handle)
+        if isinstance(found, PreemptionPlan):
+            return _plan_body(found.node_name, found.victims, viewer_tenant_id)
+        if isinstance(found, PreemptionOutcome) and found.preempting:
+            stopping = _stopping_victims(handle.pool, task, found.victims, plugin_set.preempt_stage)
+            return {**_plan_body(found.node_name, stopping, viewer_tenant_id), "stopping": True}
+        if isinstance(found, PreemptionOutcome):
+            return {"code": found.code, "message": found.message, "node_reasons": found.node_reasons}
+        return {"code": result.code, "message": f"{result.message} {_not_applicable(task, result, plugin_set)}"}
+
+
+def _plan_body(node_name: str, victims: Iterable[ActiveTask], viewer_tenant_id: int | None) -> dict[str, Any]:
+    victims = list(victims)
+    shown = [{"task": victim.id if viewer_tenant_id in (None, victim.tenant_id) else None,
+              "priority": victim.priority} for victim in victims]
+    return {
+        "node": node_name,
+        "victims": shown,
+        "other_tenants_victims": sum(entry["task"] is None for entry in shown),
+        "frees": {
+            "gpus": sum(victim.gpu_required for victim in victims),
+            "cards": sorted({index for victim in victims for index in victim.cards}),
+            "gpu_memory_mb": sum(victim.shard_memory_mb for victim in victims),
+            "cpu_cores": sum(victim.cpu_cores for victim in victims),
+            "memory_mb": sum(victim.memory_mb for victim in victims),
+        },
+    }
+
+
+def _stopping_victims(pool: CandidatePool, task: TaskInfo, victim_ids: Iterable[int],
+                      preempt_stage: str) -> list[ActiveTask]:
+    wanted = set(victim_ids)
+    candidates = pool.candidates(preemptor_id=task.id, priority=task.priority,
+                                 victim_states=VICTIM_STATES[preempt_stage])
+    return sorted((victim for victim in candidates if victim.id in wanted), key=lambda victim: victim.id)
+
+
+def _not_applicable(task: TaskInfo, result: ScheduleResult, plugin_set: PluginSet) -> str:
+    """Why the PostFilter left the task alone, in the words of the task page."""
+    if result.pre_filtered:
+        return "Evicting other work would not help."
+    if plugin_set.preempt_stage == "disabled":
+        return "Preemption is disabled."
+    if not may_preempt(task):
+        return f"{task.type.capitalize()} tasks never preempt."
+    if result.code not in TRIGGER_CODES:
+        return f"Evicting other work cannot cure {result.code}."
+    return "No plugin would evict for it."

@@ -1,0 +1,114 @@
+"""Placing the head of the queue on a copy of the cluster, as a cycle would but binding nothing. Pure: no ORM.
+
+Each task goes through the framework's extension points in the cycle's order (PreFilter → Filter → Score → Reserve
+→ Permit) and a placement is applied to the copy at once, so the next task sees it. What only the live cluster can
+answer is left out: PostFilter (an eviction is previewed by `preemption_plan`), the Bind plugins and the bind's live
+re-check of node load.
+"""
+
+import copy
+import random
+from dataclasses import dataclass, replace
+from typing import Any
+
+from scheduling.diagnostics import fragmentation
+from scheduling.framework import reasons
+from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
+from scheduling.framework.table import AVAILABLE_STATUSES
+
+# Ties between equal nodes are broken by this seed on both sides, so an unchanged plugin set places every task
+# exactly as before.
+TIE_SEED = 0
+
+
+@dataclass(frozen=True)
+class Placement:
+    task_id: int
+    node: str | None
+    cards: tuple[int, ...]
+    code: str
+
+    @property
+    def placed(self) -> bool:
+        return self.node is not None
+
+
+@dataclass(frozen=True)
+class Side:
+    """One plugin set's outcome: every task's placement in queue order and the cluster after them."""
+
+    plugins: dict[str, Any]
+    placements: list[Placement]
+    snapshot: ClusterSnapshot
+
+    def by_task(self) -> dict[int, Placement]:
+        return {placement.task_id: placement for placement in self.placements}
+
+
+def copy_snapshot(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """A copy the simulation may change freely; derived data (the framework's table, node caches) is rebuilt."""
+    nodes = copy.deepcopy(snapshot.nodes)
+    for node in nodes:
+        node.cache.clear()
+    return replace(snapshot, nodes=nodes, quotas=copy.deepcopy(snapshot.quotas), table=None, _by_id=None)
+
+
+def simulate(framework: Framework, snapshot: ClusterSnapshot, tasks: list[TaskInfo]) -> Side:
+    """Place `tasks` in order on `snapshot` (changed in place: pass a copy)."""
+    rng = random.Random(TIE_SEED)
+    placements = []
+    for task in tasks:
+        result = framework.schedule(task, snapshot, rng)
+        if result.node is None:
+            placements.append(Placement(task.id, None, (), result.code))
+            continue
+        cards = framework.reserve(task, result.node, snapshot.tenancy)
+        permit = framework.permit([(task, result.node, cards)], tenancy=snapshot.tenancy)
+        if not permit.is_success:
+            placements.append(Placement(task.id, None, (), permit.attempt_code or reasons.NO_SCHEDULABLE_NODES))
+            continue
+        apply_bind(snapshot, task, result.node, cards)
+        placements.append(Placement(task.id, result.node.name, tuple(cards), reasons.SCHEDULED))
+    return Side(plugins=framework.describe(), placements=placements, snapshot=snapshot)
+
+
+def compare(current: Side, proposed: Side) -> dict[str, Any]:
+    """The two sides and what differs: tasks placed on another node, placed only under the proposal, placed only
+    under the current set; each side's allocation over the nodes either side placed a task on, and fragmentation."""
+    before, after = current.by_task(), proposed.by_task()
+    touched = {placement.node for side in (current, proposed) for placement in side.placements if placement.placed}
+    return {
+        "current": _side(current, touched),
+        "proposed": _side(proposed, touched),
+        "moved": [{"task": task_id, "from_node": was.node, "to_node": after[task_id].node}
+                  for task_id, was in before.items()
+                  if was.placed and after[task_id].placed and was.node != after[task_id].node],
+        "newly_placed": [task_id for task_id, was in before.items() if not was.placed and after[task_id].placed],
+        "newly_unplaced": [task_id for task_id, was in before.items() if was.placed and not after[task_id].placed],
+        "fragmentation": {"current": fragmentation(current.snapshot), "proposed": fragmentation(proposed.snapshot)},
+    }
+
+
+def _side(side: Side, touched: set[str]) -> dict[str, Any]:
+    return {
+        "plugins": side.plugins,
+        "placements": [{"task": placement.task_id, "node": placement.node, "cards": list(placement.cards),
+                        "code": placement.code} for placement in side.placements],
+        "placed": sum(placement.placed for placement in side.placements),
+        "allocation": allocation(side.snapshot, nodes=touched),
+    }
+
+
+def allocation(snapshot: ClusterSnapshot, *, nodes: set[str]) -> dict[str, Any]:
+    """Cards in use of the cluster's available nodes, in total and on each of `nodes` (by name, in node order)."""
+    available = [node for node in snapshot.nodes if node.status in AVAILABLE_STATUSES and node.schedulable]
+    total = sum(node.gpu_total for node in available)
+    used = sum(min(node.gpu_used, node.gpu_total) for node in available)
+    return {
+        "gpu_total": total,
+        "gpu_used": used,
+        "percent": round(100 * used / total, 1) if total else 0.0,
+        "nodes": [{"node": node.name, "gpu_total": node.gpu_total, "gpu_used": node.gpu_used}
+                  for node in snapshot.nodes if node.name in nodes],
+    }

@@ -1,0 +1,117 @@
+"""The plugin-change preview (issue 17): the head of the queue under the current and the proposed plugin set."""
+
+import pytest
+
+from heteroflow_site.errors import DomainError
+from plugins_admin.rules import PluginChangeRequest
+from plugins_admin.what_if import plugin_change_preview
+from scheduling.models import PluginConfig, Task, TaskGroup
+from scheduling.what_if.plugin_sets import plugin_set_preview
+from tests.factories import make_node, make_task
+
+ENABLE_BINPACK = [PluginChangeRequest("binpack", enabled=True)]
+
+
+def _two_empty_nodes_and_six_one_card_tasks(tenant):
+    nodes = [make_node(cards=8, name=name) for name in ("node-a", "node-b")]
+    tasks = [make_task(tenant=tenant, gpu_required=1) for _ in range(6)]
+    return nodes, tasks
+
+
+def _used(side: dict) -> dict[str, int]:
+    return {entry["node"]: entry["gpu_used"] for entry in side["allocation"]["nodes"]}
+
+
+def _layout(side: dict) -> set[str]:
+    return {scorer["name"] for scorer in side["plugins"]["scorers"]} & {"spread", "binpack"}
+
+
+def test_an_unchanged_plugin_set_moves_nothing(tenant):
+    _two_empty_nodes_and_six_one_card_tasks(tenant)
+
+    preview = plugin_change_preview(requests=[])
+
+    assert preview["considered"] == 6
+    assert preview["moved"] == [] and preview["newly_placed"] == [] and preview["newly_unplaced"] == []
+    assert preview["current"]["placements"] == preview["proposed"]["placements"]
+    assert preview["current"]["placed"] == 6
+
+
+def test_spread_to_binpack_packs_three_plus_three_onto_one_node(tenant):
+    _two_empty_nodes_and_six_one_card_tasks(tenant)
+
+    preview = plugin_change_preview(requests=ENABLE_BINPACK)
+
+    assert _layout(preview["current"]) == {"spread"}
+    assert _layout(preview["proposed"]) == {"binpack"}
+    assert sorted(_used(preview["current"]).values()) == [3, 3]
+    assert sorted(_used(preview["proposed"]).values()) == [0, 6]
+    full = next(name for name, used in _used(preview["proposed"]).items() if used == 6)
+    assert len(preview["moved"]) == 3
+    assert all(move["to_node"] == full and move["from_node"] != full for move in preview["moved"])
+    assert preview["current"]["allocation"]["gpu_used"] == preview["proposed"]["allocation"]["gpu_used"] == 6
+    # Packed, one node stays whole for an 8-card task; spread, neither does.
+    assert preview["fragmentation"]["current"]["usable"][8] == 0
+    assert preview["fragmentation"]["proposed"]["usable"][8] == 8
+
+
+def test_a_task_only_the_proposal_can_place_is_newly_placed(tenant):
+    make_node(cards=8, name="node-a")
+    make_node(cards=8, name="node-b")
+    small = [make_task(tenant=tenant, gpu_required=4, priority=90) for _ in range(2)]
+    big = make_task(tenant=tenant, gpu_required=8, priority=10)
+
+    preview = plugin_change_preview(requests=ENABLE_BINPACK)
+
+    # Spread puts one 4-card task on each node, leaving no room for the 8-card task; binpack keeps a node whole.
+    assert preview["newly_placed"] == [big.id]
+    assert preview["newly_unplaced"] == []
+    assert {entry["task"] for entry in preview["current"]["placements"]} == {task.id for task in [*small, big]}
+
+
+def test_the_preview_keeps_to_the_queue_order_and_the_cycle_limit(tenant):
+    make_node(cards=8)
+    late = make_task(tenant=tenant, gpu_required=1, priority=1)
+    first = make_task(tenant=tenant, gpu_required=1, priority=99)
+
+    preview = plugin_set_preview(change=lambda current: current, limit=1)
+
+    assert [entry["task"] for entry in preview["current"]["placements"]] == [first.id]
+    assert late.id not in {entry["task"] for entry in preview["proposed"]["placements"]}
+
+
+def test_gang_members_are_left_to_their_own_path(tenant):
+    make_node(cards=8)
+    gang = TaskGroup.objects.create(tenant=tenant, name="ddp", type="training", world_size=2, gpus_per_worker=1)
+    for rank in range(2):
+        make_task(tenant=tenant, type="training", gpu_required=1, group=gang, rank=rank)
+    alone = make_task(tenant=tenant, gpu_required=1)
+
+    preview = plugin_change_preview(requests=ENABLE_BINPACK)
+
+    assert [entry["task"] for entry in preview["current"]["placements"]] == [alone.id]
+
+
+@pytest.mark.parametrize(("requests", "field"), [
+    ([PluginChangeRequest("no-such-plugin", enabled=True)], "[0].name"),
+    ([PluginChangeRequest("binpack", enabled=True), PluginChangeRequest("gpu-filter", enabled=False)],
+     "[1].enabled"),
+    ([PluginChangeRequest("preempt", weight=3)], "[0].weight"),
+    ([PluginChangeRequest("spread", weight=0)], "[0].weight"),
+    ([PluginChangeRequest("preempt", extra={"preempt_stage": "sometimes"})], "[0].extra"),
+])
+def test_a_change_saving_would_refuse_is_refused_naming_the_field(tenant, requests, field):
+    with pytest.raises(DomainError) as refused:
+        plugin_change_preview(requests=requests)
+
+    assert refused.value.field == field
+
+
+def test_the_preview_saves_nothing(tenant):
+    _two_empty_nodes_and_six_one_card_tasks(tenant)
+    before = list(PluginConfig.objects.order_by("name").values_list("name", "enabled", "weight", "extra"))
+
+    plugin_change_preview(requests=ENABLE_BINPACK)
+
+    assert list(PluginConfig.objects.order_by("name").values_list("name", "enabled", "weight", "extra")) == before
+    assert set(Task.objects.values_list("status", flat=True)) == {"pending"}

@@ -1,0 +1,171 @@
+"""fgd against the paper's definition (Weng et al., ATC'23 §4), on nodes small enough to work out by hand.
+
+Cards hold 1000 MB and the config has no reserve, so a card's idle share is (1000 − booked shard MB) / 1000.
+The workload of the examples: A = one whole card and 1 CPU (p = 0.5), B = a 500 MB shard and 1 CPU (p = 0.5).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from scheduling.framework.interfaces import CycleState
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.table import NodeTable
+from scheduling.plugins.fgd import Fgd
+from scheduling.plugins.fgd import fragmentation as frag
+from scheduling.plugins.fgd.workload import Shape, TargetWorkload
+
+CONFIG = SchedulerConfig(gpu_reserve_fixed_mb=0, gpu_reserve_percent=0)
+WHOLE = Shape(cards=1, cpu=1)
+SHARD = Shape(shard_mb=500, cpu=1)
+WORKLOAD = TargetWorkload((WHOLE, SHARD), (0.5, 0.5))
+
+
+def node(node_id: int, shards: list[int], *, whole: tuple[int, ...] = (), cpu: int = 8, model: str = "T4") -> NodeInfo:
+    cards = [CardInfo(index=index, type="nvidia", model=model, memory_total_mb=1000) for index in range(len(shards))]
+    for card, booked in zip(cards, shards):
+        if booked:
+            card.shard_tasks, card.shard_memory_mb = 1, booked
+    for index in whole:
+        cards[index].whole_card_tasks = 1
+    return NodeInfo(id=node_id, name=f"n{node_id}", gpu_type="nvidia", gpu_total=len(cards), cpu_cores=cpu,
+                    cards=cards)
+
+
+def fragmentation_of(*nodes: NodeInfo, workload: TargetWorkload = WORKLOAD) -> list[float]:
+    table = NodeTable(list(nodes), CONFIG)
+    rows = np.arange(table.size)
+    cores = np.array([float(n.cpu_cores) for n in nodes])
+    return frag.fragmentation(frag.table_state(table, rows, cores), rows, frag.ShapeArrays(workload, table)).tolist()
+
+
+def test_fragmentation_of_hand_worked_nodes():
+    # Example 1: cards idle [0.4, 1.0]. A fits (card 1); card 0 is too small for it: F(A) = 0.4.
+    # B fits (card 1 has 1000 MB ≥ 500); card 0's 400 MB is too little: F(B) = 0.4. F = 0.5·0.4 + 0.5·0.4 = 0.4.
+    # Example 2: cards idle [0.4, 0.8]. No idle card, A cannot be placed: F(A) = all idle = 1.2.
+    # B fits on card 1 (800 MB); card 0 stays a fragment: F(B) = 0.4. F = 0.5·1.2 + 0.5·0.4 = 0.8.
+    # An empty node has no fragment; one with 0.5 CPU left cannot host either shape: F = its 2 idle cards.
+    values = fragmentation_of(node(1, [600, 0]), node(2, [600, 200]), node(3, [0, 0]), node(4, [0, 0], cpu=0))
+    assert values == pytest.approx([0.4, 0.8, 0.0, 2.0])
+
+
+def test_a_task_without_gpu_sees_every_idle_card_as_fragment_and_a_card_held_whole_counts_nothing():
+    cpu_only = TargetWorkload((Shape(cpu=1),), (1.0,))
+    assert fragmentation_of(node(1, [600, 0], whole=()), node(2, [0, 0], whole=(0,)), workload=cpu_only) \
+        == pytest.approx([1.4, 1.0])
+
+
+def test_shard_score_is_the_sigmoid_of_the_best_cards_growth_and_the_card_choice_follows_it():
+    # A 300 MB shard on example 1 ([0.4, 1.0]):
+    #   on card 0 → [0.1, 1.0]: F(A) = 0.1, F(B) = 0.1, F = 0.1, growth −0.3;
+    #   on card 1 → [0.4, 0.7]: A has no idle card, F(A) = 1.1; B fits on card 1, F(B) = 0.4; F = 0.75, growth +0.35.
+    # On the empty node ([1, 1]): either card → [0.7, 1.0]: A fits on the idle card, F(A) = 0.7; B fits on both,
+    # F(B) = 0; F = 0.35, growth +0.35.
+    plugin = Fgd(lambda: WORKLOAD)
+    one, empty = node(1, [600, 0]), node(2, [0, 0])
+    table = NodeTable([one, empty], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1)
+    assert plugin.growth(table, task, np.arange(2)).tolist() == pytest.approx([-0.3, 0.35])
+    scores = plugin.score_rows(None, task, table, np.arange(2))
+    assert scores.tolist() == pytest.approx([100 / (1 + math.exp(-0.3)), 100 / (1 + math.exp(0.35))])
+    assert plugin.reserve(CycleState(CONFIG), task, one) == [0]
+
+
+def test_whole_card_growth_takes_idle_cards_only():
+    # One whole card on example 1 takes card 1 → [0.4, 0]: A cannot be placed, F(A) = 0.4; B neither (no card with
+    # 500 MB), F(B) = 0.4; F = 0.4, growth 0. On the empty node → [0, 1]: nothing is a fragment, growth 0 too;
+    # with 1 CPU left after the task, neither shape fits the empty node any more: F = 1, growth +1.
+    plugin = Fgd(lambda: WORKLOAD)
+    table = NodeTable([node(1, [600, 0]), node(2, [0, 0]), node(3, [0, 0], cpu=2)], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_required=1, cpu_cores=1.5)
+    assert plugin.growth(table, task, np.arange(3)).tolist() == pytest.approx([0.0, 0.0, 1.0])
+
+
+def test_model_constrained_shapes_count_other_models_cards_as_fragment():
+    t4_only = TargetWorkload((Shape(cards=1, models="T4"),), (1.0,))
+    assert fragmentation_of(node(1, [0, 0], model="T4"), node(2, [0, 0], model="P100"), workload=t4_only) \
+        == pytest.approx([0.0, 2.0])
+
+
+def test_growth_is_recomputed_only_for_rows_a_bind_changed():
+    from scheduling.framework.framework import apply_bind
+
+    plugin = Fgd(lambda: WORKLOAD)
+    nodes = [node(1, [600, 0]), node(2, [0, 0])]
+    snapshot = ClusterSnapshot(nodes=nodes)
+    from scheduling.framework.table import table_for
+
+    table = table_for(snapshot, CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1)
+    before = plugin.growth(table, task, np.arange(2)).tolist()
+    apply_bind(snapshot, task, nodes[0], [0])        # card 0 → 100 MB idle
+    after = plugin.growth(table, task, np.arange(2)).tolist()
+    # Node 1 now has [0.1, 1.0]: the shard can only go on card 1 → [0.1, 0.7]: F(A) = 0.8, F(B) = 0.1, F = 0.45;
+    # before it F = 0.1, so +0.35. Node 2 did not move.
+    assert before == pytest.approx([-0.3, 0.35])
+    assert after == pytest.approx([0.35, 0.35])
+
+
+def test_without_a_target_workload_every_node_scores_alike():
+    plugin = Fgd(lambda: TargetWorkload((), ()))
+    table = NodeTable([node(1, [600, 0]), node(2, [0, 0])], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300)
+    assert plugin.score_rows(None, task, table, np.arange(2)).tolist() == [50.0, 50.0]
+    assert plugin.reserve(CycleState(CONFIG), task, table.nodes[0]) is None
+
+
+def test_popularity_keeps_the_most_popular_shapes_covering_the_coverage():
+    shapes = [WHOLE] * 6 + [SHARD] * 3 + [Shape(cpu=4)]
+    workload = TargetWorkload.from_shapes(shapes, coverage=0.9)
+    assert workload.shapes == (WHOLE, SHARD)
+    assert workload.popularity == pytest.approx((6 / 9, 3 / 9))
+    assert workload.counted == 10
+
+
+def test_cpu_weight_counts_the_idle_cards_the_free_cpu_cannot_feed():
+    # One shape: 1 card with 12 CPU, so 12 CPU per card. 8 idle cards with 72 free CPU feed only 6 of them:
+    # with cpu_weight 1, F = 0 (the shape fits and can use every card) + 1 · (8 − 72 / 12) = 2.
+    # With 96 CPU the node feeds all 8: F = 0; the paper's F (cpu_weight 0) is 0 for both.
+    workload = TargetWorkload((Shape(cards=1, cpu=12),), (1.0,))
+    starved, fed = node(1, [0] * 8, cpu=72), node(2, [0] * 8, cpu=96)
+    table = NodeTable([starved, fed], CONFIG)
+    rows = np.arange(2)
+    state = frag.table_state(table, rows, np.array([72.0, 96.0]))
+    assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table, cpu_weight=1.0)).tolist() \
+        == pytest.approx([2.0, 0.0])
+    assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table)).tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_best_fit_breaks_score_ties_towards_the_fuller_node():
+    # Both nodes see growth 0 for a whole card (every shape still fits after it); the node already holding a card
+    # keeps less idle capacity afterwards, so best fit prefers it. Without the tie-break they score alike.
+    workload = TargetWorkload((Shape(cards=1),), (1.0,))
+    table = NodeTable([node(1, [0, 0, 0, 0], whole=(0,)), node(2, [0, 0, 0, 0])], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_required=1)
+    plain = Fgd(lambda: workload).score_rows(None, task, table, np.arange(2))
+    fitted = Fgd(lambda: workload, tie_break="best-fit").score_rows(None, task, table, np.arange(2))
+    assert plain[0] == plain[1]
+    assert fitted[0] > fitted[1] and np.floor(fitted[0]) == np.floor(plain[0])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"tie_break": "worst-fit"}, "tie_break must be one of none|best-fit"),
+    ({"cpu_weight": -1}, "cpu_weight must be a number from 0 to 10"),
+    ({"cpu_weight": "1"}, "cpu_weight must be a number from 0 to 10"),
+    ({"lookahead": 2}, "unknown fgd setting(s): lookahead"),
+])
+def test_bad_settings_are_refused_with_their_reason(extra, message):
+    from scheduling.framework.registry import validate_extra
+    from scheduling.plugins import default_registry
+
+    with pytest.raises(ValueError, match=message.replace("|", r"\|").replace("(", r"\(").replace(")", r"\)")):
+        validate_extra("fgd", extra, default_registry(extra_plugins=()))
+
+
+def test_the_setting_reaches_the_plugin():
+    from scheduling.framework.registry import PluginSetting
+    from scheduling.plugins.fgd import IMPROVED, factory
+
+    plugin = factory(PluginSetting("fgd", True, 1, IMPROVED))
+    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 1.0)

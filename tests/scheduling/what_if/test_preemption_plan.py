@@ -1,0 +1,115 @@
+"""The preemption plan (issue 17): what the preempt PostFilter would do now, evicting nobody."""
+
+import pytest
+
+from scheduling.cycle import run_cycle
+from scheduling.models import PluginConfig, Task
+from scheduling.what_if.preemption_plan import FITS_NOW, NOT_PENDING, preemption_plan
+from tests.factories import make_node, make_task
+from tests.scheduling.preemption.conftest import placed_task, set_preempt_stage, statuses
+
+
+@pytest.fixture(autouse=True)
+def _running_stage(db):
+    set_preempt_stage("running")
+
+
+def _attempt(task):
+    return Task.objects.select_related("attempt").get(id=task.id).attempt
+
+
+def _full_nodes(tenant, other_tenant):
+    """Two full nodes, the only room for an 8-card task node-b's two low-priority tasks (node-a's task is not
+    preemptible)."""
+    node_a = make_node(cards=8, name="node-a")
+    dear = placed_task(tenant=tenant, node=node_a, gpus=list(range(8)), priority=5, preemptible=False)
+    node_b = make_node(cards=8, name="node-b")
+    own = placed_task(tenant=tenant, node=node_b, gpus=[0, 1, 2, 3], priority=10, name="own-batch")
+    others = placed_task(tenant=other_tenant, node=node_b, gpus=[4, 5, 6, 7], priority=20, name="secret-batch")
+    return dear, own, others
+
+
+def test_the_plan_is_what_the_cycle_then_does(tenant, other_tenant):
+    dear, own, others = _full_nodes(tenant, other_tenant)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+
+    assert statuses(dear, own, others, urgent) == ["running", "running", "running", "pending"]
+    assert plan["node"] == "node-b"
+    assert plan["victims"] == [{"task": own.id, "priority": 10}, {"task": others.id, "priority": 20}]
+    assert plan["frees"]["gpus"] == 8 and plan["frees"]["cards"] == list(range(8))
+
+    run_cycle()
+
+    done = _attempt(urgent).extra["preemption"]
+    assert done["node"] == plan["node"]
+    assert sorted(done["victims"]) == sorted(victim["task"] for victim in plan["victims"])
+    assert statuses(own, others) == ["preempting", "preempting"]
+
+
+def test_a_tenant_sees_only_the_count_and_priorities_of_other_tenants_victims(tenant, other_tenant):
+    _, own, _ = _full_nodes(tenant, other_tenant)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+
+    assert plan["victims"] == [{"task": own.id, "priority": 10}, {"task": None, "priority": 20}]
+    assert plan["other_tenants_victims"] == 1
+    assert "secret-batch" not in str(plan)
+
+
+def test_victims_already_stopping_for_the_task_are_shown_as_stopping(tenant, other_tenant):
+    _, own, others = _full_nodes(tenant, other_tenant)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+    run_cycle()
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+
+    assert plan["stopping"] is True and plan["node"] == "node-b"
+    assert sorted(victim["task"] for victim in plan["victims"]) == sorted([own.id, others.id])
+
+
+def test_no_eviction_would_help_says_why_per_node(tenant):
+    node = make_node(cards=8)
+    placed_task(tenant=tenant, node=node, gpus=list(range(8)), priority=95)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+
+    assert plan["code"] == "InsufficientResources"
+    assert "no preemption victims found" in plan["message"]
+    assert plan["node_reasons"] == {node.name: "no eligible victims"}
+
+
+@pytest.mark.parametrize(("setup", "expected"), [
+    ("training", "Training tasks never preempt."),
+    ("disabled", "Preemption is disabled."),
+])
+def test_when_preemption_does_not_apply_the_plan_says_so(tenant, setup, expected):
+    node = make_node(cards=8)
+    placed_task(tenant=tenant, node=node, gpus=list(range(8)), priority=10)
+    if setup == "disabled":
+        PluginConfig.objects.filter(name="preempt").update(extra={"preempt_stage": "disabled"})
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8, type="training" if setup == "training" else "batch")
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+
+    assert plan["code"] == "InsufficientResources"
+    assert plan["message"].endswith(expected)
+
+
+def test_a_task_that_fits_needs_no_eviction(tenant):
+    make_node(cards=8, name="roomy")
+    task = make_task(tenant=tenant, priority=90, gpu_required=2)
+
+    plan = preemption_plan(task_id=task.id, viewer_tenant_id=None)
+
+    assert plan["code"] == FITS_NOW and "roomy" in plan["message"]
+
+
+def test_only_a_pending_task_has_a_plan(tenant):
+    node = make_node(cards=8)
+    running = placed_task(tenant=tenant, node=node, gpus=[0], priority=90)
+
+    assert preemption_plan(task_id=running.id, viewer_tenant_id=None)["code"] == NOT_PENDING
