@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from nodes.models import GPU, Node, NodeAuditEntry
+from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
 
 
 class GPUInline(admin.TabularInline):
@@ -32,3 +32,17 @@ class NodeAuditEntryAdmin(admin.ModelAdmin):
     list_filter = ["action"]
     search_fields = ["node__name", "actor__username"]
     readonly_fields = ["node", "actor", "action", "before", "after", "at"]
+
+
+@admin.register(NodeChange)
+class NodeChangeAdmin(admin.ModelAdmin):
+    """Written by database triggers only: read-only here."""
+
+    list_display = ["at", "node_id", "xid"]
+    search_fields = ["node_id"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 
 GPU_TYPES = ("nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun")
 GPU_TYPE_CHOICES = [(gpu_type, gpu_type) for gpu_type in GPU_TYPES]
@@ -86,3 +87,21 @@ class NodeAuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.node.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class NodeChange(models.Model):
+    """One node whose row, cards, placements or labels a transaction changed: written by database triggers in that
+    same transaction (migrations `nodes.0003`, `scheduling.0005`), so no write path can forget it. The scheduler
+    cache asks which nodes changed since its last look (`nodes.selectors.nodes_changed_since`).
+
+    `xid` is the writing transaction's id, not a sequence: transactions commit out of order, and a reader that
+    remembers its snapshot's xmin finds every change committed after its last look, even one whose transaction
+    began before it. No foreign key: a deleted node's change is recorded too.
+    """
+
+    node_id = models.BigIntegerField()
+    xid = models.BigIntegerField(db_index=True)
+    at = models.DateTimeField(db_default=Now(), db_index=True)
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} changed by transaction {self.xid}"

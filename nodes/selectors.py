@@ -1,13 +1,15 @@
 """Reads on nodes for the API and the pages."""
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import django_filters
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU, GPU_TYPE_CHOICES, Node
+from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeChange
 
 
 # Which tasks hold a node's cards is known to the scheduling app, which plugs its reader in at start-up: the node page
@@ -194,3 +196,44 @@ def capacity_by_architecture() -> list[dict]:
 def nodes_by_status() -> list[dict]:
     counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
     return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]
+
+
+@dataclass(frozen=True)
+class NodeChanges:
+    node_ids: frozenset[int]
+    # The look's snapshot (`pg_snapshot` text): pass it back as `since` next time.
+    watermark: str
+
+
+# Not visible to the earlier snapshot = in progress then or begun since. The xmin bound lets the index skip the
+# log's older part; the visibility test keeps changes that snapshot already saw out, long transactions or not.
+# The reader's own transaction counts as visible to its snapshots, but it may go on changing nodes after a look:
+# its changes are always returned.
+_CHANGED_SINCE = f"""
+SELECT pg_current_snapshot()::text,
+       ARRAY(SELECT DISTINCT node_id FROM {NodeChange._meta.db_table}
+              WHERE %(since)s::pg_snapshot IS NULL
+                 OR (xid >= pg_snapshot_xmin(%(since)s::pg_snapshot)::text::bigint
+                     AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot))
+                 OR xid = pg_current_xact_id_if_assigned()::text::bigint)
+"""
+
+
+def change_watermark() -> str:
+    """A watermark for `nodes_changed_since` without asking what changed: taken before reading every node."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_snapshot()::text")
+        return cursor.fetchone()[0]
+
+
+def nodes_changed_since(*, since: str | None) -> NodeChanges:
+    """The nodes whose row, cards, placements or labels changed in transactions that the look which returned
+    `since` as its watermark did not see (None: every change still in the log).
+
+    The watermark is the look's snapshot, not a counter: transactions commit out of order, and a change whose
+    transaction began before the look but committed after it is exactly one the snapshot did not see.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_CHANGED_SINCE, {"since": since})
+        watermark, node_ids = cursor.fetchone()
+    return NodeChanges(node_ids=frozenset(node_ids), watermark=watermark)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
-from nodes.models import GPU, Node, NodeAuditEntry
+from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
 from nodes.signals import heartbeat_recorded, node_changed
 from tenants.models import Tenant
 
@@ -201,3 +201,10 @@ def _node_admin_change(*, node: Node, action: str, changes: dict, actor, labels:
             )
     node.refresh_from_db()
     return node
+
+
+def node_changes_prune(*, older_than: timedelta) -> int:
+    """Forget node changes logged more than `older_than` ago; how many. A reader whose last look is older than that
+    must build afresh instead of asking what changed."""
+    deleted, _ = NodeChange.objects.filter(at__lt=timezone.now() - older_than).delete()
+    return deleted

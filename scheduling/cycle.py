@@ -43,7 +43,9 @@ from scheduling.queue.services import activation_mark, queue_park
 from scheduling.quotas import inactive_tenant_ids, load_tenant_quotas
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, refresh_node, task_info_from_row
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
+from scheduling.cycle_turns import cycle_turn
+from scheduling.snapshot_cache import snapshot_cache
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ CYCLE_LIMIT = 200
 BIND_TRIES = 4
 # Placements committed per bind transaction: one transaction's three round trips instead of three per task.
 BIND_BATCH = 200
+# How long a cycle waits for another instance's cycle to end before it skips (the next tick comes soon).
+TURN_WAIT_SECONDS = 5.0
 # Attempts that end with these leave the task where it is; any other parks it (SPEC §15.1).
 _NOT_PARKED = frozenset({reasons.SCHEDULED, reasons.BIND_CONFLICT})
 
@@ -64,6 +68,7 @@ class CycleResult:
     preempting: int
     duration_ms: float
     cycle_id: int | None = None
+    skipped: bool = False
 
     def as_dict(self) -> dict:
         return {"considered": self.considered, "bound": self.bound, "failed": self.failed,
@@ -72,7 +77,17 @@ class CycleResult:
 
 def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit: int = CYCLE_LIMIT,
               plugin_settings: list[PluginSetting] | None = None) -> CycleResult:
-    """Run one cycle. `plugin_settings` overrides the stored plugin configuration (tests, benchmarks)."""
+    """Run one cycle, in turn with the other scheduler instances (`scheduling.cycle_turns`); an empty result
+    with `skipped` when another instance kept its turn too long. `plugin_settings` overrides the stored plugin
+    configuration (tests, benchmarks)."""
+    with cycle_turn(wait=TURN_WAIT_SECONDS) as turn:
+        if not turn:
+            return CycleResult(considered=0, bound=0, failed=0, preempting=0, duration_ms=0.0, skipped=True)
+        return _run_cycle(instance=instance, rng=rng, limit=limit, plugin_settings=plugin_settings)
+
+
+def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
+               plugin_settings: list[PluginSetting] | None) -> CycleResult:
     started_at = timezone.now()
     clock = time.perf_counter()
     rng = rng or random.Random()
@@ -83,42 +98,43 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
         mark = activation_mark()
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
-        snapshot = build_snapshot()
-        snapshot.quotas = load_tenant_quotas()
-        snapshot.inactive_tenant_ids = inactive_tenant_ids()
-        held = nomination.hold_nominated_cards(snapshot)
-        # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
-        # full collections walking the snapshot cost more than scheduling itself on a large cluster.
-        gc.freeze()
-        try:
-            attempts = AttemptBatch()
-            placer = _Placer(framework, snapshot, attempts, rng, held)
-            unplaced_tasks, unplaced_gangs = [], []
-            for kind, run in _runs(entries):
-                if kind == GANG:
-                    for gang in _schedule_gangs(run, snapshot, framework, rng, attempts):
-                        considered += 1
-                        bound += len(gang.bound_task_ids)
-                        bound_ids.extend(gang.bound_task_ids)
-                        failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-                        if gang.code not in _NOT_PARKED:
-                            unplaced_gangs.append(gang.group_id)
-                    continue
-                tasks = _task_infos([entry.id for entry in run])
-                considered += len(tasks)
-                for task_id, outcome in placer.place(tasks).items():
-                    if outcome == reasons.SCHEDULED:
-                        bound += 1
-                        bound_ids.append(task_id)
-                    preempting += outcome == reasons.PREEMPTION_PENDING
-                    failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
-                    if outcome not in _NOT_PARKED:
-                        unplaced_tasks.append(task_id)
-            attempts.flush()
-            nomination.settle(placer.outcomes)
-            queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
-        finally:
-            gc.unfreeze()
+        with snapshot_cache.snapshot(framework.config) as snapshot:
+            snapshot.quotas = load_tenant_quotas()
+            snapshot.inactive_tenant_ids = inactive_tenant_ids()
+            held = nomination.hold_nominated_cards(snapshot)
+            # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
+            # full collections walking the snapshot cost more than scheduling itself on a large cluster.
+            gc.freeze()
+            try:
+                attempts = AttemptBatch()
+                placer = _Placer(framework, snapshot, attempts, rng, held)
+                unplaced_tasks, unplaced_gangs = [], []
+                for kind, run in _runs(entries):
+                    if kind == GANG:
+                        for gang in _schedule_gangs(run, snapshot, framework, rng, attempts):
+                            considered += 1
+                            bound += len(gang.bound_task_ids)
+                            bound_ids.extend(gang.bound_task_ids)
+                            failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
+                            if gang.code not in _NOT_PARKED:
+                                unplaced_gangs.append(gang.group_id)
+                        continue
+                    tasks = _task_infos([entry.id for entry in run])
+                    considered += len(tasks)
+                    for task_id, outcome in placer.place(tasks).items():
+                        if outcome == reasons.SCHEDULED:
+                            bound += 1
+                            bound_ids.append(task_id)
+                        preempting += outcome == reasons.PREEMPTION_PENDING
+                        failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING,
+                                                  reasons.BIND_CONFLICT)
+                        if outcome not in _NOT_PARKED:
+                            unplaced_tasks.append(task_id)
+                attempts.flush()
+                nomination.settle(placer.outcomes)
+                queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
+            finally:
+                gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
     result = CycleResult(considered=considered, bound=bound, failed=failed, preempting=preempting,
                          duration_ms=duration_ms)
@@ -288,8 +304,7 @@ class _Placer:
                 entry.attempt.refused_on.add(node.id)
                 retries.append(entry.attempt)
         # Re-read after the commit: the node then holds exactly what this batch and everyone else bound there.
-        for node_id in sorted(stale):
-            refresh_node(self.snapshot, node_id)
+        refresh_nodes(self.snapshot, stale)
         return retries
 
     def _bind(self, placements: list[Placement]) -> list[BindOutcome]:

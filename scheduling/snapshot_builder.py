@@ -41,38 +41,46 @@ _check_positional(CardInfo, _CARD_FIELDS[1:])
 
 
 def build_snapshot() -> ClusterSnapshot:
-    """Every node (whatever its state, so diagnostics can name why it was passed over) with cards and occupancy."""
-    node_rows = Node.objects.order_by("id").values_list(*_NODE_FIELDS)
-    card_rows = GPU.objects.order_by("node_id", "index").values_list(*_CARD_FIELDS)
-    placement_rows = _active_placements().values_list(*_PLACEMENT_FIELDS)
-    nodes = _assemble_nodes(node_rows, card_rows, placement_rows)
+    """Every node (whatever its state, so diagnostics can name why it was passed over) with cards and occupancy.
+    A scheduling cycle takes its snapshot from the process's cache instead (`scheduling.snapshot_cache`)."""
+    nodes = read_nodes()
     return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
 
 
-def build_node(node_id: int) -> NodeInfo | None:
-    """One node as `build_snapshot` would see it now; used to refresh a node the live data proved stale."""
-    node_rows = Node.objects.filter(id=node_id).values_list(*_NODE_FIELDS)
-    card_rows = GPU.objects.filter(node_id=node_id).order_by("index").values_list(*_CARD_FIELDS)
-    placement_rows = _active_placements().filter(node_id=node_id).values_list(*_PLACEMENT_FIELDS)
-    nodes = _assemble_nodes(node_rows, card_rows, placement_rows)
-    return nodes[0] if nodes else None
+def read_nodes(*, node_ids: list[int] | None = None) -> list[NodeInfo]:
+    """The nodes (all, or those of `node_ids` that exist) in id order, with cards and occupancy: three queries."""
+    node_rows = Node.objects.order_by("id")
+    card_rows = GPU.objects.order_by("node_id", "index")
+    placement_rows = _active_placements()
+    if node_ids is not None:
+        node_rows = node_rows.filter(id__in=node_ids)
+        card_rows = card_rows.filter(node_id__in=node_ids)
+        placement_rows = placement_rows.filter(node_id__in=node_ids)
+    return _assemble_nodes(node_rows.values_list(*_NODE_FIELDS), card_rows.values_list(*_CARD_FIELDS),
+                           placement_rows.values_list(*_PLACEMENT_FIELDS))
 
 
-def refresh_node(snapshot: ClusterSnapshot, node_id: int) -> None:
-    """Bring one node of the snapshot back in line with the database after live data proved it stale (a bind
-    refused because another instance took its cards, a heartbeat crossed a threshold), so the rest of the cycle
-    stops choosing it on stale figures. Updated in place: the framework's table row is refreshed, not rebuilt."""
-    node = snapshot.node(node_id)
-    fresh = build_node(node_id)
-    if node is None or fresh is None:
+def refresh_nodes(snapshot: ClusterSnapshot, node_ids: Iterable[int]) -> None:
+    """Bring nodes of the snapshot back in line with the database after live data proved them stale (binds
+    refused because another instance took their cards, a heartbeat crossed a threshold), so the rest of the cycle
+    stops choosing them on stale figures. Updated in place, their table rows refreshed, in three queries."""
+    wanted = sorted({node_id for node_id in node_ids if snapshot.node(node_id) is not None})
+    if not wanted:
         return
+    table = snapshot.table
+    for fresh in read_nodes(node_ids=wanted):
+        node = snapshot.node(fresh.id)
+        update_in_place(node, fresh)
+        if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
+            table.refresh_row(table.row_of[node.id])
+
+
+def update_in_place(node: NodeInfo, fresh: NodeInfo) -> None:
+    """Make `node` what `fresh` (the same node read again) says, keeping the object others hold."""
     for name, value in vars(fresh).items():
         if name != "cache":
             setattr(node, name, value)
     node.cache.clear()
-    table = snapshot.table
-    if table is not None and node_id in table.row_of:
-        table.refresh_row(table.row_of[node_id])
 
 
 def build_tenancy(nodes: Iterable[NodeInfo]) -> TenancyView:

@@ -47,8 +47,7 @@ class ResourcePreFilter(RowPlugin):
         if task.gpu_required > 0:
             codes[table.gpu_total[rows] - table.gpu_used[rows] < task.gpu_required] = 1
         elif task.is_fractional:
-            fits = (table.card_exists[rows] & (table.card_capacity_mb[rows] >= task.gpu_memory_mb)).any(axis=1)
-            codes[~fits] = 2
+            codes[table.max_card_capacity_mb[rows] < task.gpu_memory_mb] = 2
         if task.type == INFERENCE:
             codes[(codes == 0) & (table.inference_tasks[rows] >= state.config.inference_max_per_node)] = 3
         return codes

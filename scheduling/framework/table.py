@@ -79,6 +79,9 @@ class NodeTable:
         for (name, dtype), values in zip(_NODE_COLUMNS, columns):
             setattr(self, name, np.array(values, dtype=dtype).reshape(count))
         self.row_version = np.zeros(count, np.int64)
+        # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
+        # scheduler cache re-reads before the next cycle (`scheduling.snapshot_cache`).
+        self.touched_ids: set[int] = set()
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
         # cluster, every cycle), by the same formulas as `_card_values`, which `refresh_row` uses for one node.
@@ -93,6 +96,39 @@ class NodeTable:
             flat[positions] = self._card_columns(np.array(raw, dtype=float))
         for index, (name, dtype) in enumerate(_CARD_COLUMNS):
             setattr(self, name, flat[:, index].reshape(count, width).astype(dtype))
+        self._derive(slice(None))
+
+    def _derive(self, rows: slice | int) -> None:
+        """Task-independent combinations of the columns that filters and scorers use, so an attempt is a few NumPy
+        operations over `rows` of them instead of a dozen over the card matrix: cards free for a whole-card task,
+        cards a shard may join, per node their count, whether every card is over the memory threshold, the largest
+        card capacity, and the usage terms of node usage."""
+        exists, ok = self.card_exists[rows], self.card_ok[rows]
+        usable = exists & self.card_free[rows] & ok
+        shardable = exists & self.card_no_whole[rows] & ok
+        memory = self.memory_usage[rows]
+        has_memory = ~np.isnan(memory)
+        has_cards = self.gpu_total[rows] > 0
+        # The node-usage terms of SPEC §6 that do not depend on the task (`spread.mean_usage` adds the GPU one).
+        known_usage = self.cpu_usage[rows] + np.where(has_memory, memory, 0.0)
+        usage_terms = 1 + has_memory.astype(np.int64) + has_cards
+        card_divisor = np.where(has_cards, self.gpu_total[rows], 1)
+        if isinstance(rows, slice):
+            self.known_usage, self.usage_terms, self.has_cards, self.card_divisor = (
+                known_usage, usage_terms, has_cards, card_divisor)
+            self.card_usable, self.card_shardable = usable, shardable
+            self.card_open = shardable & ~self.card_occupied
+            self.usable_cards = usable.sum(axis=1)
+            self.cards_all_overloaded = exists.any(axis=1) & ~(exists & ok).any(axis=1)
+            self.max_card_capacity_mb = np.where(exists, self.card_capacity_mb, -np.inf).max(axis=1)
+            return
+        self.known_usage[rows], self.usage_terms[rows], self.has_cards[rows], self.card_divisor[rows] = (
+            known_usage, usage_terms, has_cards, card_divisor)
+        self.card_usable[rows], self.card_shardable[rows] = usable, shardable
+        self.card_open[rows] = shardable & ~self.card_occupied[rows]
+        self.usable_cards[rows] = usable.sum()
+        self.cards_all_overloaded[rows] = exists.any() and not (exists & ok).any()
+        self.max_card_capacity_mb[rows] = np.where(exists, self.card_capacity_mb[rows], -np.inf).max()
 
     def refresh_row(self, row: int) -> None:
         node = self.nodes[row]
@@ -103,7 +139,9 @@ class NodeTable:
         for column, values in enumerate(self._card_values(node)):
             for (name, _), value in zip(_CARD_COLUMNS, values):
                 getattr(self, name)[row, column] = value
+        self._derive(row)
         self.row_version[row] += 1
+        self.touched_ids.add(node.id)
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""
@@ -178,7 +216,7 @@ def _rdma(labels: dict[str, str]) -> tuple[float, bool]:
 def table_for(snapshot: ClusterSnapshot, config: SchedulerConfig) -> NodeTable:
     """The snapshot's table, built on first use (and again if the node list or the config changed)."""
     table = snapshot.table
-    if table is None or table.config is not config or table.nodes is not snapshot.nodes \
+    if table is None or table.config != config or table.nodes is not snapshot.nodes \
             or table.size != len(snapshot.nodes):
         table = snapshot.table = NodeTable(snapshot.nodes, config)
     return table

@@ -27,7 +27,7 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerCo
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup, TaskType
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_node, task_info_from_row
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +183,7 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
     bound = bind_gang(outcome, framework=framework)
     if not bound:
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.
-        for node_id in outcome.node_ids:
-            refresh_node(snapshot, node_id)
+        refresh_nodes(snapshot, outcome.node_ids)
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
         apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())

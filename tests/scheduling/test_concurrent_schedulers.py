@@ -48,8 +48,9 @@ def test_concurrent_scheduler_processes_never_bind_a_task_twice_nor_overfill_a_n
         Task(tenant=tenant, name=f"t{index}", gpu_required=shapes[index % len(shapes)], priority=index % 100)
         for index in range(PENDING)
     )
+    # Cycles at once, not in turns (scheduling.cycle_turns): the compare-and-swap alone must keep them correct.
     env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "heteroflow_site.settings",
-           "PYTHONPATH": str(settings.BASE_DIR)}
+           "PYTHONPATH": str(settings.BASE_DIR), "HETEROFLOW_CONCURRENT_CYCLES": "true"}
 
     workers = [
         subprocess.Popen([sys.executable, "-c", WORKER], env={**env, "WORKER_NAME": f"w{index}"},

@@ -1,28 +1,31 @@
 """End-to-end scheduler benchmark in a throwaway database (`hf_bench_<pid>` on the default database's server).
 
-Seeds a heterogeneous cluster and a pending queue, then runs scheduling cycles in K scheduler processes at once
-until nothing more binds, and prints cycle time p50/p99, wall time, peak memory and `tasks_per_second=<float>`
-(tasks bound per second of wall time, commits included).
+Seeds a heterogeneous cluster and a pending queue, then runs scheduling cycles in K scheduler processes (taking
+turns, or at once with --concurrent-cycles) until nothing more binds, and prints cycle time p50/p99, wall time,
+peak memory and `tasks_per_second=<float>` (tasks bound per second until the last bind, commits included; the
+passes that then find nothing more to bind are in `wall_s`, not in the rate) beside
+`bind_ceiling_per_s` (`scheduling.bench.bind_ceiling`, measured right after on the same database) and their
+`ratio=`. `--instances 1,2,4` runs each count on a fresh database and prints the scaling against the first.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
 """
 
+import argparse
 import csv
 import math
 import multiprocessing
 import os
 import random
-import resource
 import time
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connections
+
+from scheduling.bench.database import database_url, throwaway_database
+from scheduling.bench.figures import max_rss_mb, percentile
 
 GPU_TYPE_WEIGHTS = {
     "nvidia": 40, "ascend": 10, "musa": 6, "hygon": 8, "metax": 6, "enflame": 6, "iluvatar": 6, "biren": 6,
@@ -44,7 +47,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--nodes", type=int, default=300)
         parser.add_argument("--pending", type=int, default=2000)
-        parser.add_argument("--instances", type=int, default=1, help="scheduler processes running cycles at once")
+        parser.add_argument("--instances", type=_instance_counts, default=[1],
+                            help="scheduler processes, or a list (1,2,4): each count runs on a fresh database")
+        parser.add_argument("--concurrent-cycles", action="store_true",
+                            help="instances run cycles at once instead of in turns (HETEROFLOW_CONCURRENT_CYCLES)")
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
@@ -53,34 +59,38 @@ class Command(BaseCommand):
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
 
-    def handle(self, *args, nodes: int, pending: int, instances: int, seed: int, trace: str | None, keep: bool,
-               without_live_updates: bool, layout: str, **options):
-        original = settings.DATABASES["default"]["NAME"]
-        bench = f"hf_bench_{os.getpid()}"
-        _execute_autocommit(f'CREATE DATABASE "{bench}"')
-        try:
-            _use_database(bench)
-            started = time.perf_counter()
-            call_command("migrate", verbosity=0, interactive=False)
-            rng = random.Random(seed)
-            if trace == "openb":
-                nodes_made, tasks_made = _seed_openb(rng, nodes, pending)
-            else:
-                nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
-            _use_layout(layout)
-            self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout {layout} "
-                              f"(migrated and seeded in {time.perf_counter() - started:.1f} s)")
-            connections.close_all()
-            report = _run_instances(bench, instances, seed, live_updates=not without_live_updates)
-            self._print(report, tasks_made)
-        finally:
-            _forget_window()
-            connections.close_all()
-            _use_database(original)
-            if not keep:
-                _execute_autocommit(f'DROP DATABASE IF EXISTS "{bench}" WITH (FORCE)')
+    def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
+               trace: str | None, keep: bool, without_live_updates: bool, layout: str, **options):
+        from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
-    def _print(self, report: dict, pending: int) -> None:
+        throughput = {}
+        for count in instances:
+            with throwaway_database(keep=keep) as bench:
+                started = time.perf_counter()
+                rng = random.Random(seed)
+                if trace == "openb":
+                    nodes_made, tasks_made = _seed_openb(rng, nodes, pending)
+                else:
+                    nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
+                _use_layout(layout)
+                self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
+                                  f"{layout} (migrated and seeded in {time.perf_counter() - started:.1f} s)")
+                connections.close_all()
+                try:
+                    report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
+                                            concurrent_cycles=concurrent_cycles)
+                finally:
+                    _forget_window()
+                # Right after the cycles, on the same database and machine load: the reference to divide by.
+                ceiling = measure_bind_ceiling()
+                throughput[count] = self._print(report, tasks_made, ceiling.per_second)
+        if len(instances) > 1:
+            first = throughput[instances[0]] or 1.0
+            self.stdout.write("scaling " + " ".join(f"instances={count}:{throughput[count] / first:.2f}x"
+                                                    for count in instances))
+
+    def _print(self, report: dict, pending: int, ceiling: float) -> float:
+        """Print one run's figures; its tasks per second."""
         durations = sorted(report["durations_ms"])
         wall = report["wall_s"]
         self.stdout.write(
@@ -88,12 +98,26 @@ class Command(BaseCommand):
             f"bound={report['bound']} of {pending} pending, still pending={report['pending_left']}"
         )
         if durations:
-            self.stdout.write(f"cycle_ms p50={_percentile(durations, 50):.1f} p99={_percentile(durations, 99):.1f} "
+            self.stdout.write(f"cycle_ms p50={percentile(durations, 50):.1f} p99={percentile(durations, 99):.1f} "
                               f"max={durations[-1]:.1f}")
-        self.stdout.write(f"wall_s={wall:.2f}")
+        binding = report["binding_s"]
+        self.stdout.write(f"wall_s={wall:.2f} binding_s={binding:.2f}")
         self.stdout.write(f"peak_rss_mb={report['rss_mb']:.0f} (scheduler processes summed; "
-                          f"seeding process {_max_rss_mb():.0f})")
-        self.stdout.write(f"tasks_per_second={report['bound'] / wall if wall else 0.0:.1f}")
+                          f"seeding process {max_rss_mb():.0f})")
+        tasks_per_second = report["bound"] / binding if binding else 0.0
+        self.stdout.write(f"tasks_per_second={tasks_per_second:.1f} bind_ceiling_per_s={ceiling:.1f} "
+                          f"ratio={tasks_per_second / ceiling if ceiling else 0.0:.3f}")
+        return tasks_per_second
+
+
+def _instance_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of instance counts: {text!r}") from None
+    if min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"instance counts must be at least 1: {text!r}")
+    return counts
 
 
 def _use_layout(layout: str) -> None:
@@ -118,55 +142,34 @@ def _forget_window() -> None:
     recent.clear_window()
 
 
-def _percentile(ordered: list[float], percent: float) -> float:
-    position = max(math.ceil(len(ordered) * percent / 100) - 1, 0)
-    return ordered[position]
-
-
-def _max_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _execute_autocommit(sql: str) -> None:
-    with connections["default"].cursor() as cursor:
-        cursor.execute(sql)
-
-
-def _use_database(name: str) -> None:
-    connections["default"].close()
-    settings.DATABASES["default"]["NAME"] = name
-    connections["default"].settings_dict["NAME"] = name
-
-
-def _database_url(name: str) -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
 # --- running the scheduler processes -------------------------------------------------------------------------
 
 
-def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool) -> dict:
+def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool,
+                   concurrent_cycles: bool) -> dict:
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(instances + 1)
     results = context.Queue()
-    url = _database_url(database)
+    url = database_url(database)
     processes = [
         context.Process(target=_scheduler_process,
-                        args=(url, f"bench-{index}", seed + index, live_updates, ready, results))
+                        args=(url, f"bench-{index}", seed + index, live_updates, concurrent_cycles, ready, results))
         for index in range(instances)
     ]
     for process in processes:
         process.start()
     ready.wait()
-    started = time.perf_counter()
+    started = time.monotonic()
     reports = [results.get() for _ in processes]
-    wall = time.perf_counter() - started
+    wall = time.monotonic() - started
     for process in processes:
         process.join()
     return {
         "instances": instances,
         "wall_s": wall,
+        # Until the end of the last cycle that bound a task: what follows is the instances finding nothing more.
+        "binding_s": max((report["last_bind_at"] for report in reports if report["last_bind_at"]),
+                         default=started) - started,
         "durations_ms": [duration for report in reports for duration in report["durations_ms"]],
         "considered": sum(report["considered"] for report in reports),
         "bound": sum(report["bound"] for report in reports),
@@ -175,8 +178,10 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
     }
 
 
-def _scheduler_process(database_url: str, instance: str, seed: int, live_updates: bool, ready, results) -> None:
-    os.environ["DATABASE_URL"] = database_url
+def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, concurrent_cycles: bool, ready,
+                       results) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ["HETEROFLOW_CONCURRENT_CYCLES"] = "true" if concurrent_cycles else "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
     import django
 
@@ -190,19 +195,24 @@ def _scheduler_process(database_url: str, instance: str, seed: int, live_updates
         task_transitioned.disconnect(dispatch_uid=LIVE_TASK_RECEIVER)
     rng = random.Random(seed)
     ready.wait()
-    durations, considered, bound, idle = [], 0, 0, 0
+    durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
     while True:
         result = run_cycle(instance=instance, rng=rng)
+        if result.skipped:
+            continue
         durations.append(result.duration_ms)
         considered += result.considered
         bound += result.bound
+        if result.bound:
+            last_bind_at = time.monotonic()
         idle = idle + 1 if result.bound == 0 else 0
         pending = Task.objects.filter(status=lifecycle.PENDING).count()
         # Done when nothing is pending, or when this instance went a whole pass over the queue binding nothing.
         if pending == 0 or idle >= math.ceil(pending / CYCLE_LIMIT):
             break
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
-                 "rss_mb": _max_rss_mb()})
+                 "last_bind_at": last_bind_at,
+                 "rss_mb": max_rss_mb()})
 
 
 # --- synthetic cluster ---------------------------------------------------------------------------------------

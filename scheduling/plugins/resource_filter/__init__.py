@@ -37,56 +37,64 @@ class ResourceFilter(RowPlugin):
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
-        if not (task.gpu_required > 0 or task.is_fractional):
+        if task.gpu_required > 0:
+            self._whole_cards(task, codes, table.card_usable[rows], table.card_free_mb[rows],
+                              table.cards_all_overloaded[rows], usable_count=table.usable_cards[rows])
+        elif task.is_fractional:
+            self._shard(state, task, table, rows, codes, table.card_shardable[rows], table.card_open[rows],
+                        table.cards_all_overloaded[rows])
+        else:
             return codes
-        self._judge(state, task, table, rows, codes, table.card_exists[rows])
         for position in np.flatnonzero(~table.uniform_cards[rows]):
             codes[position] = self._grouped(state, task, table, rows[position])
         return codes
-
-    def _judge(self, state, task, table, rows, codes, exists) -> None:
-        if task.gpu_required > 0:
-            self._whole_cards(task, table, rows, codes, exists)
-        else:
-            self._shard(state, task, table, rows, codes, exists)
 
     def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
         """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""
         node = table.nodes[row]
         column_of = {id(card): column for column, card in enumerate(node.cards[: table.width])}
+        single = np.array([row])
         best = 1
         for _, cards in card_groups(task, node):
             eligible = np.zeros((1, table.width), bool)
             eligible[0, [column_of[id(card)] for card in cards if id(card) in column_of]] = True
+            overloaded = eligible.any(axis=1) & ~(eligible & table.card_ok[single]).any(axis=1)
             code = np.zeros(1, np.int8)
-            self._judge(state, task, table, np.array([row]), code, eligible)
+            if task.gpu_required > 0:
+                self._whole_cards(task, code, table.card_usable[single] & eligible, table.card_free_mb[single],
+                                  overloaded)
+            else:
+                self._shard(state, task, table, single, code, table.card_shardable[single] & eligible,
+                            table.card_open[single] & eligible, overloaded)
             best = min(best, int(code[0]))
             if best == 0:
                 break
         return best
 
     @staticmethod
-    def _whole_cards(task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
-                     exists: np.ndarray) -> None:
-        ok = table.card_ok[rows]
-        usable = exists & table.card_free[rows] & ok
-        enough_memory = usable & (table.card_free_mb[rows] >= task.gpu_memory_mb) if task.gpu_memory_mb else usable
-        short = enough_memory.sum(axis=1) < task.gpu_required
+    def _whole_cards(task: TaskInfo, codes: np.ndarray, usable: np.ndarray, free_mb: np.ndarray,
+                     overloaded: np.ndarray, *, usable_count: np.ndarray | None = None) -> None:
+        """`usable`: the rows' cards a whole-card task may take (the table's `card_usable`, within one card group
+        on a mixed node); `usable_count` its row sums when the table has them."""
+        if usable_count is None:
+            usable_count = usable.sum(axis=1)
+        enough = (usable & (free_mb >= task.gpu_memory_mb)).sum(axis=1) if task.gpu_memory_mb else usable_count
+        short = enough < task.gpu_required
         if not short.any():
             return
         codes[short] = 1
-        codes[short & (usable.sum(axis=1) >= task.gpu_required)] = 2
-        codes[short & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+        codes[short & (usable_count >= task.gpu_required)] = 2
+        codes[short & overloaded] = 3
 
     @staticmethod
     def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
-               exists: np.ndarray) -> None:
-        ok = table.card_ok[rows]
-        candidate = exists & table.card_no_whole[rows] & ok & (table.card_free_mb[rows] >= task.gpu_memory_mb)
+               shardable: np.ndarray, open_cards: np.ndarray, overloaded: np.ndarray) -> None:
+        roomy = table.card_free_mb[rows] >= task.gpu_memory_mb
+        candidate = shardable & roomy
         has_candidate = candidate.any(axis=1)
-        open_card = (candidate & ~table.card_occupied[rows]).any(axis=1)
+        open_card = (open_cards & roomy).any(axis=1)
         codes[~has_candidate] = 2
-        codes[~has_candidate & exists.any(axis=1) & ~(exists & ok).any(axis=1)] = 3
+        codes[~has_candidate & overloaded] = 3
         # Only nodes whose every candidate card already has occupants need the per-occupant tenant check.
         for position in np.flatnonzero(has_candidate & ~open_card):
             cards = table.nodes[rows[position]].cards

@@ -15,21 +15,11 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     """mean(u_cpu, u_mem, u_gpu) with u_cpu = CPU % / 100, u_mem = used MB / (GB × 1024) and
     u_gpu = (gpu_used + gpu_required) / gpu_total; u_gpu is left out on a node without cards (and u_mem on a node
     that has not reported its memory size)."""
-    total = table.cpu_usage[rows].copy()
-    terms = np.ones(len(rows))
-    memory = table.memory_usage[rows]
-    has_memory = ~np.isnan(memory)
-    total[has_memory] += memory[has_memory]
-    terms += has_memory
-    gpu_total = table.gpu_total[rows]
-    has_cards = gpu_total > 0
-    gpu_usage = np.zeros(len(rows))
-    gpu_usage[has_cards] = (table.gpu_used[rows][has_cards] + task.gpu_required) / gpu_total[has_cards]
-    for position in np.flatnonzero(has_cards & ~table.uniform_cards[rows]):
-        gpu_usage[position] = _group_usage(task, table.nodes[rows[position]], gpu_usage[position])
-    total += gpu_usage
-    terms += has_cards
-    return total / terms
+    gpu = (table.gpu_used[rows] + task.gpu_required) / table.card_divisor[rows]
+    gpu = np.where(table.has_cards[rows], gpu, 0.0)
+    for position in np.flatnonzero(table.has_cards[rows] & ~table.uniform_cards[rows]):
+        gpu[position] = _group_usage(task, table.nodes[rows[position]], gpu[position])
+    return (table.known_usage[rows] + gpu) / table.usage_terms[rows]
 
 
 def _group_usage(task: TaskInfo, node, fallback: float) -> float:

@@ -1,0 +1,45 @@
+"""A throwaway database for a benchmark: `hf_bench_<pid>` on the default database's server, dropped afterwards."""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connections
+
+
+@contextmanager
+def throwaway_database(*, keep: bool = False) -> Iterator[str]:
+    """Create and migrate a fresh database, make it Django's default for the block, yield its name; dropped on
+    exit unless `keep` (for profiling)."""
+    original = settings.DATABASES["default"]["NAME"]
+    name = f"hf_bench_{os.getpid()}"
+    _execute_autocommit(f'CREATE DATABASE "{name}"')
+    try:
+        _use_database(name)
+        call_command("migrate", verbosity=0, interactive=False)
+        yield name
+    finally:
+        connections.close_all()
+        _use_database(original)
+        if not keep:
+            _execute_autocommit(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_url(name: str) -> str:
+    """DATABASE_URL with the database `name`: what a benchmark passes to the processes it starts."""
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _execute_autocommit(sql: str) -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute(sql)
+
+
+def _use_database(name: str) -> None:
+    connections["default"].close()
+    settings.DATABASES["default"]["NAME"] = name
+    connections["default"].settings_dict["NAME"] = name

@@ -1,0 +1,76 @@
+"""Scheduler instances take turns: one cycle at a time, the others hot standbys (scheduling.cycle_turns)."""
+
+import os
+import signal
+import subprocess
+import sys
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from scheduling import cycle, lifecycle
+from scheduling.cycle import run_cycle
+from scheduling.cycle_turns import CYCLE_LOCK_KEY
+from tests.factories import make_node, make_task
+
+# An instance in the middle of its cycle: it holds the turn until it is killed.
+HOLDER = """
+import time, django
+django.setup()
+from scheduling.cycle_turns import cycle_turn
+with cycle_turn(wait=0) as turn:
+    print(turn, flush=True)
+    time.sleep(300)
+"""
+
+
+def _database_url() -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{connection.settings_dict['NAME']}"))
+
+
+@pytest.fixture
+def pending_task(tenant):
+    make_node(cards=2)
+    return make_task(tenant=tenant, gpu_required=1)
+
+
+def test_a_cycle_waits_while_another_instance_has_its_turn_then_skips(pending_task, monkeypatch):
+    monkeypatch.setattr(cycle, "TURN_WAIT_SECONDS", 0.2)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [CYCLE_LOCK_KEY])
+        result = run_cycle()
+    assert result.skipped
+    pending_task.refresh_from_db()
+    assert pending_task.status == lifecycle.PENDING
+    assert run_cycle().bound == 1
+
+
+def test_when_the_instance_holding_the_turn_is_killed_the_next_cycle_elsewhere_runs(pending_task, monkeypatch):
+    monkeypatch.setattr(cycle, "TURN_WAIT_SECONDS", 0.2)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], cwd=settings.BASE_DIR, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "heteroflow_site.settings",
+             "PYTHONPATH": str(settings.BASE_DIR)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        assert run_cycle().skipped
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    # The killed instance's connection closes and PostgreSQL releases its turn: the standby's next cycle runs.
+    monkeypatch.setattr(cycle, "TURN_WAIT_SECONDS", 30)
+    result = run_cycle()
+    assert not result.skipped
+    assert result.bound == 1
+
+
+def test_concurrent_cycles_may_be_switched_back_on(pending_task, monkeypatch):
+    monkeypatch.setitem(settings.SCHEDULER, "concurrent_cycles", True)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [CYCLE_LOCK_KEY])
+        assert run_cycle().bound == 1
