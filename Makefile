@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m heteroflow_site.local_services run --
 PYTEST_ARGS ?=
 
-.PHONY: run serve test install bench stop clean-data
+.PHONY: run serve test fuzz install bench stop clean-data
 
 install: $(INSTALLED)
 
@@ -18,12 +18,18 @@ $(INSTALLED): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(INSTALLED)
 
+# The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README,
+# "Production settings", for a real deployment).
+RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false
+
 run: $(INSTALLED)
+	mkdir -p .data && (test -s .data/secret_key || $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" \
+		> .data/secret_key)
 	@$(WITH_SERVICES) $(MAKE) --no-print-directory serve
 
 serve: $(INSTALLED)
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py seed_demo
+	$(RUN_ENV) $(PY) manage.py migrate --noinput
+	$(RUN_ENV) $(PY) manage.py seed_demo
 	@echo ""
 	@echo "HeteroFlow control plane: http://127.0.0.1:8000/   (admin: admin / heteroflow-admin)"
 	@echo "API: http://127.0.0.1:8000/api/v1/tasks   OpenAPI: http://127.0.0.1:8000/api/schema/docs/"
@@ -31,7 +37,7 @@ serve: $(INSTALLED)
 	@echo "If a process is left over (a killed terminal): make stop"
 	@echo ""
 	@# Ctrl-C (exit 130) is how a run ends.
-	$(VENV)/bin/honcho start -f Procfile || [ $$? -eq 130 ]
+	$(RUN_ENV) $(VENV)/bin/honcho start -f Procfile || [ $$? -eq 130 ]
 
 # pytest exits 5 when it collected no tests: that is a failure here like any other non-zero exit.
 test: $(INSTALLED)
@@ -40,6 +46,12 @@ test: $(INSTALLED)
 
 stop:
 	$(PY) -m heteroflow_site.local_services stop
+
+# The schema fuzzer of tests/site/test_api_fuzz.py with many more examples per operation than `make test` runs.
+FUZZ_EXAMPLES ?= 200
+fuzz: $(INSTALLED)
+	HETEROFLOW_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HETEROFLOW_FUZZ_STATEFUL_EXAMPLES=$(FUZZ_EXAMPLES) \
+		$(WITH_SERVICES) $(PY) -m pytest tests/site/test_api_fuzz.py -p no:xdist --create-db -q -s $(PYTEST_ARGS)
 
 bench: $(INSTALLED)
 	$(PY) manage.py bench_scheduler --nodes 300 --pending 2000

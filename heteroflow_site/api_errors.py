@@ -1,12 +1,133 @@
+"""Every response under /api/ that is an error is JSON a client can read: `{"code", "message", "field"?, "errors"?}`.
+
+`code` is machine-readable (`invalid`, `not_found`, `method_not_allowed`, `not_authenticated`, `permission_denied`,
+`throttled`, `server_error`, …); `field` names the first field at fault and `errors` lists every field's messages.
+Pages keep their HTML error pages.
+"""
+
+import logging
+
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.http import Http404, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions
+from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.serializers import UNNAMED, flat_errors
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+
+
+def _first_code(codes) -> str:
+    """The code of the first error in DRF's nested `get_codes()` (the same order as the messages)."""
+    while isinstance(codes, (dict, list)) and codes:
+        codes = next(iter(codes.values())) if isinstance(codes, dict) else codes[0]
+    return codes if isinstance(codes, str) and codes else "invalid"
+
+
+def error_body(code: str, message: str, *, field: str | None = None, errors: dict | None = None) -> dict:
+    body = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def _validation_body(exc: exceptions.ValidationError) -> dict:
+    errors = flat_errors(exc.detail)
+    unnamed = errors.pop(UNNAMED, [])
+    field = next(iter(errors), None)
+    message = f"{field}: {errors[field][0]}" if field else (unnamed[0] if unnamed else "invalid input")
+    return error_body(_first_code(exc.get_codes()), message, field=field, errors=errors or None)
 
 
 def exception_handler(exc, context):
-    """Domain errors raised by services become 400s with their message (and field, when they name one)."""
+    """DRF's handler, with domain refusals as 400s naming their field, every body in the one shape, and an unexpected
+    exception a logged JSON 500 rather than an HTML page."""
+    if isinstance(exc, DomainError) and exc.status != 400:
+        set_rollback()
+        return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
     if isinstance(exc, DomainError):
-        from rest_framework.exceptions import ValidationError
+        exc = exceptions.ValidationError({exc.field: [exc.message]} if exc.field else [exc.message])
+    if isinstance(exc, SuspiciousOperation):
+        # Too many form fields, a body over the upload limit…: the client's fault, as Django's own views say.
+        exc = exceptions.ParseError(str(exc) or "malformed request")
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        logger.exception("unhandled error in %s", context.get("view").__class__.__name__, exc_info=exc)
+        set_rollback()
+        return Response(error_body("server_error", "internal server error"), status=500)
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = _validation_body(exc)
+    else:
+        detail = response.data.get("detail", "") if isinstance(response.data, dict) else response.data
+        code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
+        if not isinstance(code, str):
+            code = exc.default_code
+        response.data = error_body(code, str(detail))
+    return response
 
-        exc = ValidationError({exc.field: [exc.message]} if exc.field else {"detail": exc.message})
-    return drf_exception_handler(exc, context)
+
+def _is_api(request) -> bool:
+    return request.path.startswith(API_PREFIX)
+
+
+def page_not_found(request, exception):
+    if _is_api(request):
+        return JsonResponse(error_body("not_found", f"no API route {request.path}"), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def permission_denied(request, exception):
+    if _is_api(request):
+        return JsonResponse(error_body("permission_denied", str(exception) or "permission denied"), status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def bad_request(request, exception):
+    if _is_api(request):
+        return JsonResponse(error_body("bad_request", "bad request"), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request):
+    if _is_api(request):
+        return JsonResponse(error_body("server_error", "internal server error"), status=500)
+    return defaults.server_error(request)
+
+
+ERROR_STATUSES = {"400": "Invalid input", "401": "Not authenticated", "403": "Not allowed", "404": "Not found",
+                  "405": "Method not allowed", "429": "Too many requests"}
+
+
+def add_error_responses(result, generator, request, public):
+    """drf-spectacular post-processing hook: every operation documents the error body for the statuses it may answer
+    with (unless it declares its own)."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["ApiError"] = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "field": {"type": "string"},
+            "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+        },
+        "required": ["code", "message"],
+    }
+    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in ERROR_STATUSES.items():
+                responses.setdefault(status, {"description": description, "content": reference})
+    return result

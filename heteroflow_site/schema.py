@@ -11,3 +11,67 @@ class NestedSerializerAutoSchema(AutoSchema):
             outer = qualname.split(".")[-2]
             return f"{outer}{name}"
         return name
+
+
+# Where a created resource's id goes next: (creating operation, response field) → the path parameter it fills.
+_CREATED_IDS = {
+    ("/api/v1/tasks", "post"): ("id", "task_id"),
+    ("/api/v1/task-groups", "post"): ("id", "group_id"),
+    ("/api/v1/tenants", "post"): ("id", "tenant_id"),
+    ("/api/v1/share-groups", "post"): ("id", "group_id"),
+    ("/api/v1/agent/register", "post"): ("node_id", "node_id"),
+}
+# Paths that take the id, when they do not start with the creating path.
+_CONSUMER_PREFIXES = {"/api/v1/agent/register": "/api/v1/nodes"}
+
+
+def close_request_bodies(result, generator, request, public):
+    """drf-spectacular post-processing hook: request bodies refuse unknown fields (StrictSerializer, and windows in
+    the group service), so their schemas say `additionalProperties: false`, nested objects included."""
+    schemas = result.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+
+    def close(schema: dict) -> None:
+        reference = schema.get("$ref", "")
+        if reference:
+            name = reference.rsplit("/", 1)[-1]
+            if name not in seen and name in schemas:
+                seen.add(name)
+                close(schemas[name])
+            return
+        for variant in schema.get("oneOf", []) + schema.get("allOf", []):
+            close(variant)
+        if schema.get("type") == "object" and "properties" in schema:
+            schema["additionalProperties"] = False
+            for value in schema["properties"].values():
+                close(value)
+        if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+            close(schema["items"])
+
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                close(media.get("schema", {}))
+    return result
+
+
+def add_links(result, generator, request, public):
+    """drf-spectacular post-processing hook: OpenAPI links from each create operation to the operations on what it
+    created (`POST /tasks` → `GET /tasks/{task_id}`, `POST /tasks/{task_id}/stop`, …), so clients and stateful
+    fuzzers can follow them."""
+    paths = result.get("paths", {})
+    for (source_path, method), (field, parameter) in _CREATED_IDS.items():
+        source = paths.get(source_path, {}).get(method)
+        if source is None:
+            continue
+        prefix = _CONSUMER_PREFIXES.get(source_path, source_path) + "/{" + parameter + "}"
+        links = {}
+        for path, operations in paths.items():
+            if path != prefix and not path.startswith(prefix + "/"):
+                continue
+            for target_method, target in operations.items():
+                name = target["operationId"]
+                links[name] = {"operationId": name, "parameters": {parameter: f"$response.body#/{field}"}}
+        success = next(status for status in ("201", "200") if status in source["responses"])
+        source["responses"][success]["links"] = links
+    return result

@@ -12,20 +12,6 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-class StringMapField(serializers.DictField):
-    """A {string: string} map such as node or task labels."""
-
-    def __init__(self, **kwargs):
-        super().__init__(child=serializers.CharField(allow_blank=True, max_length=500), **kwargs)
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        for key in value:
-            if not key or len(key) > 200:
-                raise serializers.ValidationError(f"label key {key!r} must be 1–200 characters")
-        return value
-
-
 def flat_errors(detail, prefix: str = "") -> dict[str, list[str]]:
     """Nested serializer errors as {"gpus[3].memory_total_mb": [...]}, so the body names the exact field."""
     if isinstance(detail, dict):
@@ -45,11 +31,16 @@ def flat_errors(detail, prefix: str = "") -> dict[str, list[str]]:
             flat.update(flat_errors(item, f"{prefix}[{position}]"))
         return flat
     messages = detail if isinstance(detail, list) else [detail]
-    return {prefix or "detail": [str(message) for message in messages]}
+    return {prefix or UNNAMED: [str(message) for message in messages]}
+
+
+# The key of errors that name no field.
+UNNAMED = "detail"
 
 
 def validated(serializer_class, data, **kwargs) -> dict:
+    """The serializer's validated data; a ValidationError otherwise, whose nested fields the API error handler
+    names one by one (`gpus[3].memory_total_mb`)."""
     payload = serializer_class(data=data, **kwargs)
-    if not payload.is_valid():
-        raise exceptions.ValidationError(flat_errors(payload.errors))
+    payload.is_valid(raise_exception=True)
     return payload.validated_data

@@ -1,7 +1,9 @@
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from heteroflow_site.local_services import celery_broker_url, ensure_local_services
 
@@ -15,10 +17,27 @@ DATA_DIR = Path(env.str("HETEROFLOW_DATA_DIR", default=str(BASE_DIR / ".data")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 ensure_local_services(DATA_DIR)
 
-SECRET_KEY = env.str("SECRET_KEY", default="heteroflow-development-only-secret-key-change-me")
+DEVELOPMENT_SECRET_KEY = "heteroflow-development-only-secret-key-change-me"
+SECRET_KEY = env.str("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
+if SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG:
+    # Sessions, CSRF tokens and password resets would be signed with a key anyone can read in the source.
+    raise ImproperlyConfigured("set SECRET_KEY (the development key is accepted only with DEBUG=true)")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
+
+# Transport security (README "Production settings"): secure cookies unless DEBUG; HSTS and the proxy header are
+# opt-in because they are only right behind TLS / a proxy that sets the header.
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SESSION_COOKIE_HTTPONLY = True
+_proxy_ssl_header = env.str("SECURE_PROXY_SSL_HEADER", default="")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header.split(",", 1)) if _proxy_ssl_header else None
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # Shared secret with which a new node agent may register itself; empty disables it.
 HETEROFLOW_JOIN_TOKEN = env.str("HETEROFLOW_JOIN_TOKEN", default="")
@@ -34,7 +53,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -45,6 +64,7 @@ INSTALLED_APPS = [
     "nodes",
     "scheduling",
     "plugins_admin",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -58,7 +78,18 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): 5 failed logins for one username from one address lock that pair out for 15
+# minutes; other users, and the same user from elsewhere, are not locked out by someone guessing.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
 
 ROOT_URLCONF = "heteroflow_site.urls"
 
@@ -83,11 +114,20 @@ ASGI_APPLICATION = "heteroflow_site.asgi.application"
 DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"]["HOST"]))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+# A runaway query or a lock held by a stuck transaction fails its request instead of piling requests up.
+DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=30_000)
+DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=10_000)
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
+    f"-c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS} -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
+)
 
 REDIS_URL = env.str("REDIS_URL")
 
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -111,14 +151,45 @@ LOGOUT_REDIRECT_URL = "/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The API speaks JSON only (pages post their forms to views of their own): one body encoding, whose nesting the
+    # schema describes exactly.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "heteroflow_site.schema.NestedSerializerAutoSchema",
     "EXCEPTION_HANDLER": "heteroflow_site.api_errors.exception_handler",
+    # Per anonymous address, per user and per node token (nodes.throttling); a 429 says when to retry.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "nodes.throttling.AnonymousThrottle",
+        "nodes.throttling.UserThrottle",
+        "nodes.throttling.NodeTokenThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("HETEROFLOW_THROTTLE_ANON", default="120/min"),
+        "user": env.str("HETEROFLOW_THROTTLE_USER", default="1200/min"),
+        "node": env.str("HETEROFLOW_THROTTLE_NODE", default="600/min"),
+    },
 }
+
+# API tokens of users (django-rest-knox): only a SHA-512 digest is stored, a user may hold several (one per client)
+# and revoke each; an unused token expires after HETEROFLOW_TOKEN_TTL_DAYS, one in use is refreshed as it is used.
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.int("HETEROFLOW_TOKEN_TTL_DAYS", default=90)),
+    "AUTO_REFRESH": True,
+    "TOKEN_PREFIX": "hfu_",
+    "AUTH_HEADER_PREFIX": "Token",
+}
+
+# Throttle counters live in each process' memory: an API that answers while Redis is down matters more than
+# counting exactly across processes (the limits are per process, so N web processes allow N times the rate).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "heteroflow"}}
+
+# Most pending tasks one tenant may have at once; beyond it a submission is a 429 (issue 13).
+HETEROFLOW_MAX_PENDING_PER_TENANT = env.int("HETEROFLOW_MAX_PENDING_PER_TENANT", default=10_000)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "HeteroFlow API",
@@ -129,12 +200,19 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "heteroflow_site.api_errors.add_error_responses",
+        "heteroflow_site.schema.add_links",
+        "heteroflow_site.schema.close_request_bodies",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
         "NodeStatusEnum": "nodes.models.Node.Status",
         "TaskTypeEnum": "scheduling.models.TaskType",
         "TaskGroupTypeEnum": [("training", "training"), ("inference", "inference")],
+        "GpuTypeEnum": "nodes.models.GPU_TYPE_CHOICES",
     },
 }
 
@@ -164,6 +242,13 @@ CELERY_BEAT_SCHEDULE = {
     "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
     "node-lost": {"task": "scheduling.tasks.release_lost_nodes", "schedule": 30.0},
 }
+# A tick still queued when the next one is due is dropped rather than run late: a stuck worker cannot pile ticks up.
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry.setdefault("options", {})["expires"] = _entry["schedule"]
+# A task stuck past the soft limit gets SoftTimeLimitExceeded (its transaction rolls back); past the hard limit its
+# worker process is replaced.
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("HETEROFLOW_TASK_SOFT_TIME_LIMIT", default=120)
+CELERY_TASK_TIME_LIMIT = env.int("HETEROFLOW_TASK_TIME_LIMIT", default=150)
 
 # docs/scheduling.md, Configuration. Every figure can be overridden from the environment.
 SCHEDULER = {

@@ -26,3 +26,8 @@ urlpatterns = [
     path("", include("nodes.urls")),
     path("", include("scheduling.web.urls")),
 ]
+
+handler400 = "heteroflow_site.api_errors.bad_request"
+handler403 = "heteroflow_site.api_errors.permission_denied"
+handler404 = "heteroflow_site.api_errors.page_not_found"
+handler500 = "heteroflow_site.api_errors.server_error"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
+from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
 
 
 class GPUInline(admin.TabularInline):
@@ -46,3 +46,9 @@ class NodeChangeAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(LivenessClock)
+class LivenessClockAdmin(admin.ModelAdmin):
+    list_display = ["key", "last_reachable_at", "reachable_since"]
+    readonly_fields = ["key", "last_reachable_at", "reachable_since"]

@@ -3,35 +3,43 @@ import ipaddress
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from knox.auth import TokenAuthentication
+from rest_framework import exceptions, serializers
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from heteroflow_site.permissions import IsAdmin
-from heteroflow_site.permissions import is_admin
-from heteroflow_site.serializers import StrictSerializer, StringMapField, validated
+from heteroflow_site.permissions import IsAdmin, is_admin
 from heteroflow_site.sentinels import KEEP
-from nodes.authentication import AgentApi, IsAdminOrJoinToken, JoinTokenAuthentication
+from heteroflow_site.serializers import StrictSerializer, validated
+from heteroflow_site.validation import NAME_MAX_LENGTH, ColumnIntegerField, HeartbeatLabelsField, LabelsField
+from nodes.authentication import AgentApi, JoinTokenAuthentication, MayRegisterNodes, NodeTokenAuthentication
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import node_detail, nodes_list, nodes_visible_to_tenant, tasks_to_kill
-from nodes.services import agent_register, node_heartbeat_apply, node_topology_update, node_update
+from nodes.services import (
+    ReRegistrationRefused,
+    agent_register,
+    node_heartbeat_apply,
+    node_topology_update,
+    node_update,
+)
 from tenants.models import Tenant
 from tenants.selectors import tenant_of
 
 
 class AgentRegisterApi(APIView):
-    authentication_classes = [JoinTokenAuthentication, TokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAdminOrJoinToken]
+    authentication_classes = [JoinTokenAuthentication, NodeTokenAuthentication, TokenAuthentication,
+                              SessionAuthentication]
+    permission_classes = [MayRegisterNodes]
 
     class InputSerializer(StrictSerializer):
-        name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z", max_length=200)
+        name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=NAME_MAX_LENGTH)
         # Interface notation with the prefix length, e.g. 10.0.3.7/24.
         internal_ip = serializers.CharField(max_length=64)
         public_ip = serializers.IPAddressField(required=False, allow_null=True, default=None)
-        cpu_cores = serializers.IntegerField(min_value=0)
-        memory_gb = serializers.IntegerField(min_value=0)
+        cpu_cores = ColumnIntegerField()
+        memory_gb = ColumnIntegerField()
 
         def validate_internal_ip(self, value: str) -> str:
             try:
@@ -48,59 +56,60 @@ class AgentRegisterApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer})
     def post(self, request):
-        node, token = agent_register(**validated(self.InputSerializer, request.data))
+        caller_node = request.auth if isinstance(request.auth, Node) else None
+        try:
+            node, token = agent_register(**validated(self.InputSerializer, request.data), by_node=caller_node,
+                                         by_admin=is_admin(request.user))
+        except ReRegistrationRefused as refusal:
+            raise exceptions.PermissionDenied(str(refusal)) from None
         return Response(self.OutputSerializer({"node_id": node.id, "token": token}).data)
 
 
+class HeartbeatGpuInput(StrictSerializer):
+    """One card of a heartbeat."""
+
+    index = serializers.IntegerField(min_value=0, max_value=1023)
+    uuid = serializers.CharField(max_length=128, allow_blank=True)
+    type = serializers.ChoiceField(choices=GPU_TYPES)
+    model = serializers.CharField(max_length=100, allow_blank=True)
+    memory_total_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    utilization = serializers.FloatField(min_value=0, max_value=100)
+    temperature = serializers.FloatField(min_value=-50, max_value=200)
+    numa = ColumnIntegerField(allow_null=True, required=False, default=None)
+
+    def validate(self, attrs):
+        if attrs["memory_used_mb"] > attrs["memory_total_mb"]:
+            raise serializers.ValidationError({"memory_used_mb": ["exceeds memory_total_mb"]})
+        return attrs
+
+
 class AgentHeartbeatApi(AgentApi):
-    class GpuInput(StrictSerializer):
-        index = serializers.IntegerField(min_value=0, max_value=1023)
-        uuid = serializers.CharField(max_length=128, allow_blank=True)
-        type = serializers.ChoiceField(choices=GPU_TYPES)
-        model = serializers.CharField(max_length=100, allow_blank=True)
-        memory_total_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        utilization = serializers.FloatField(min_value=0, max_value=100)
-        temperature = serializers.FloatField(min_value=-50, max_value=200)
-        numa = serializers.IntegerField(min_value=0, allow_null=True, required=False, default=None)
-
-        def validate(self, attrs):
-            if attrs["memory_used_mb"] > attrs["memory_total_mb"]:
-                raise serializers.ValidationError({"memory_used_mb": ["exceeds memory_total_mb"]})
-            return attrs
-
     class InputSerializer(StrictSerializer):
         cpu_percent = serializers.FloatField(min_value=0, max_value=100)
         memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        gpus = serializers.ListField(max_length=1024)
-        labels = StringMapField(required=False, default=dict)
-        # The task ids whose containers the agent runs now (SPEC §15.4); the reply says which to kill.
+        gpus = serializers.ListField(child=HeartbeatGpuInput(), max_length=1024)
+        labels = HeartbeatLabelsField(required=False, default=dict)
+        # The task ids whose containers the agent runs now (docs/scheduling.md, lost nodes); the reply says which
+        # to kill.
         running = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
                                         max_length=4096, required=False, default=list)
 
-        def validate_gpus(self, value):
-            # Validated per card here so that errors carry the card's position: gpus[3].memory_total_mb.
-            # A card is known by its type and index (each vendor numbers from 0) and by its uuid (SPEC §15.3).
-            cards, errors, seen, uuids = [], {}, set(), set()
-            for position, item in enumerate(value):
-                card = AgentHeartbeatApi.GpuInput(data=item)
-                if not card.is_valid():
-                    errors[position] = card.errors
-                    continue
-                identity = (card.validated_data["type"], card.validated_data["index"])
+        def validate_gpus(self, cards):
+            # Each card is valid by now (errors name its position: gpus[3].memory_total_mb). A card is known by its
+            # type and index (each vendor numbers from 0) and by its uuid: neither may repeat.
+            errors, seen, uuids = {}, set(), set()
+            for position, card in enumerate(cards):
+                identity = (card["type"], card["index"])
                 if identity in seen:
                     errors[position] = {"index": [f"{identity[0]} card index {identity[1]} reported twice"]}
-                    continue
-                uuid = card.validated_data["uuid"]
-                if uuid and uuid in uuids:
-                    errors[position] = {"uuid": [f"card uuid {uuid} reported twice"]}
-                    continue
+                elif card["uuid"] and card["uuid"] in uuids:
+                    errors[position] = {"uuid": [f"card uuid {card['uuid']} reported twice"]}
                 seen.add(identity)
-                uuids.add(uuid)
-                cards.append(dict(card.validated_data))
+                uuids.add(card["uuid"])
             if errors:
                 raise serializers.ValidationError(errors)
-            return cards
+            return [dict(card) for card in cards]
 
     @extend_schema(request=InputSerializer, responses={200: inline_serializer("HeartbeatAck", {
         "node_id": serializers.IntegerField(), "status": serializers.CharField(),
@@ -114,7 +123,17 @@ class AgentHeartbeatApi(AgentApi):
 
 
 class NodeOutput(serializers.ModelSerializer):
+    """With `context={"staff": False}` (tenant users) the node's addresses are null."""
+
     dedicated_tenant = serializers.IntegerField(source="dedicated_tenant_id", allow_null=True)
+    internal_ip = serializers.SerializerMethodField()
+    public_ip = serializers.SerializerMethodField()
+
+    def get_internal_ip(self, node: Node) -> str | None:
+        return node.internal_ip if self.context.get("staff") else None
+
+    def get_public_ip(self, node: Node) -> str | None:
+        return node.public_ip if self.context.get("staff") else None
 
     class Meta:
         model = Node
@@ -136,7 +155,8 @@ class NodeListApi(APIView):
 
     @extend_schema(responses=NodeOutput(many=True))
     def get(self, request):
-        return Response(NodeOutput(nodes_list(request.query_params, queryset=_nodes_for(request.user)), many=True).data)
+        nodes = nodes_list(request.query_params, queryset=_nodes_for(request.user))
+        return Response(NodeOutput(nodes, many=True, context={"staff": is_admin(request.user)}).data)
 
 
 class NodeDetailApi(APIView):
@@ -144,7 +164,7 @@ class NodeDetailApi(APIView):
         return [IsAdmin()] if self.request.method == "PATCH" else [IsAuthenticated()]
 
     class PatchInput(StrictSerializer):
-        labels = StringMapField(required=False)
+        labels = LabelsField(required=False)
         schedulable = serializers.BooleanField(required=False)
         dedicated_tenant = serializers.PrimaryKeyRelatedField(
             queryset=Tenant.objects.all(), required=False, allow_null=True

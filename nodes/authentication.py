@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
-from nodes.services import node_for_token
+from nodes.services import NODE_TOKEN_PREFIX, node_for_token
 
 JOIN_TOKEN = "join-token"
 
@@ -35,7 +35,8 @@ class NodeTokenAuthentication(BaseAuthentication):
 
     def authenticate(self, request):
         token = _token_from_header(request)
-        if token is None:
+        if token is None or not token.startswith(NODE_TOKEN_PREFIX):
+            # Not a node token: another authentication class (or the permission check) answers.
             return None
         node = node_for_token(token)
         if node is None:
@@ -68,11 +69,14 @@ class IsNodeAgent(BasePermission):
         return isinstance(request.auth, Node)
 
 
-class IsAdminOrJoinToken(BasePermission):
-    message = "registering a node needs an admin or the cluster join token"
+class MayRegisterNodes(BasePermission):
+    """Admins, the cluster join token (new names only) and a node's own token (its own name only; the service
+    checks the name)."""
+
+    message = "registering a node needs an admin token, the cluster join token or the node's own token"
 
     def has_permission(self, request, view) -> bool:
-        if request.auth == JOIN_TOKEN:
+        if request.auth == JOIN_TOKEN or isinstance(request.auth, Node):
             return True
         return is_admin(request.user)
 

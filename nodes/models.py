@@ -105,3 +105,15 @@ class NodeChange(models.Model):
 
     def __str__(self) -> str:
         return f"node {self.node_id} changed by transaction {self.xid}"
+
+
+class LivenessClock(models.Model):
+    """When the liveness loop last reached the database, and since when it has without a gap (issue 13 item 7).
+
+    While the database is unreachable no heartbeat can land, so silence measured by wall time would send every node
+    offline the moment it returns; silence counts only from `reachable_since`.
+    """
+
+    key = models.CharField(max_length=32, unique=True, default="liveness")
+    last_reachable_at = models.DateTimeField()
+    reachable_since = models.DateTimeField()

@@ -124,8 +124,9 @@ def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
         "zone": node.zone,
         "rack": node.rack,
         "labels": node.labels,
-        "internal_ip": node.internal_ip,
-        "public_ip": node.public_ip,
+        # Addresses are for staff only (issue 13): a tenant has no business reaching nodes directly.
+        "internal_ip": node.internal_ip if tenant_id is None else None,
+        "public_ip": node.public_ip if tenant_id is None else None,
         "cpu_cores": node.cpu_cores,
         "memory_gb": node.memory_gb,
         "cpu_percent": node.cpu_percent,

@@ -14,7 +14,7 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
-from nodes.models import GPU, Node, NodeAuditEntry, NodeChange
+from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
 from nodes.signals import heartbeat_recorded, node_changed
 from tenants.models import Tenant
 
@@ -31,12 +31,19 @@ def node_token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class ReRegistrationRefused(Exception):
+    """An existing node name may be registered again only by an admin or by that node's own agent (SPEC §15.8)."""
+
+
 def agent_register(
-    *, name: str, internal_ip: str, public_ip: str | None, cpu_cores: int, memory_gb: int
+    *, name: str, internal_ip: str, public_ip: str | None, cpu_cores: int, memory_gb: int,
+    by_admin: bool = False, by_node: Node | None = None,
 ) -> tuple[Node, str]:
     """Create the node (or take the existing one of that name) and give it a fresh agent token.
 
-    Only the token's hash is stored, so a re-registration invalidates every earlier token of the node.
+    Only an admin (`by_admin`) or the node itself (`by_node`) may take an existing name: the join token creates new
+    nodes only, so whoever holds it cannot take over a running node and its tasks. Only the token's hash is stored,
+    so a re-registration invalidates every earlier token of the node.
     """
     token = NODE_TOKEN_PREFIX + secrets.token_urlsafe(32)
     fields = {
@@ -48,6 +55,11 @@ def agent_register(
     }
     with transaction.atomic():
         node, created = Node.objects.select_for_update().get_or_create(name=name, defaults=fields)
+        if not created and not by_admin and (by_node is None or by_node.id != node.id):
+            raise ReRegistrationRefused(f"a node named {name!r} is registered; registering it again needs an admin "
+                                        "token or that node's own token")
+        if created and by_node is not None and not by_admin:
+            raise ReRegistrationRefused("a node token may re-register only its own node")
         if not created:
             Node.objects.filter(id=node.id).update(**fields)
             node.refresh_from_db()
@@ -134,7 +146,15 @@ def nodes_mark_silent_offline(now: datetime | None = None) -> int:
     The conditional UPDATE re-checks the heartbeat time, so a heartbeat landing meanwhile keeps its node online.
     A node that never sent a heartbeat counts from its creation.
     """
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.SCHEDULER["heartbeat_timeout"])
+    now = now or timezone.now()
+    timeout = timedelta(seconds=settings.SCHEDULER["heartbeat_timeout"])
+    with transaction.atomic():
+        reachable_since = _note_database_reachable(now, gap=timeout)
+    if now - reachable_since < timeout:
+        logger.info("liveness: the database is reachable again since %s; nodes get %ss to report first",
+                    reachable_since, timeout.seconds)
+        return 0
+    cutoff = now - timeout
     silent = Node.objects.exclude(status=Node.Status.OFFLINE).filter(
         Q(last_heartbeat_at__lt=cutoff) | Q(last_heartbeat_at__isnull=True, created_at__lt=cutoff)
     )
@@ -144,6 +164,20 @@ def nodes_mark_silent_offline(now: datetime | None = None) -> int:
         logger.warning("%s node(s) silent for %ss went offline: %s", count, settings.SCHEDULER["heartbeat_timeout"],
                        ", ".join(names))
     return count
+
+
+def _note_database_reachable(now: datetime, *, gap: timedelta) -> datetime:
+    """Record that the loop reaches the database at `now`; returns since when it has without a gap longer than `gap`
+    (on the very first run: since long enough to judge)."""
+    clock, created = LivenessClock.objects.select_for_update().get_or_create(
+        key="liveness", defaults={"last_reachable_at": now, "reachable_since": now - gap})
+    if not created:
+        if now - clock.last_reachable_at > gap:
+            logger.warning("liveness: no run reached the database between %s and %s", clock.last_reachable_at, now)
+            clock.reachable_since = now
+        clock.last_reachable_at = max(now, clock.last_reachable_at)
+        clock.save(update_fields=["last_reachable_at", "reachable_since"])
+    return clock.reachable_since
 
 
 def merge_heartbeat_labels(*, current: dict[str, str], reported: dict[str, str]) -> dict[str, str]:

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.shortcuts import get_object_or_404
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import card_type_counts, node_detail, node_places, nodes_list
@@ -145,7 +146,8 @@ def _save_settings(request, node: Node) -> dict:
     tenant_id = request.POST.get("dedicated_tenant", "")
     tenant = None
     if tenant_id:
-        tenant = Tenant.objects.filter(id=tenant_id).first() if tenant_id.isdigit() else None
+        number = positive_int_or_none(tenant_id)
+        tenant = Tenant.objects.filter(id=number).first() if number is not None else None
         if tenant is None:
             return {"settings_error": f"no tenant with id {tenant_id}"}
     node_update(node=node, schedulable=request.POST.get("schedulable") == "on", dedicated_tenant=tenant,

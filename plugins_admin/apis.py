@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.validation import positive_int_or_none
 from plugins_admin.notifications.delivery import TASK_EVENTS
 from plugins_admin.notifications.selectors import notification_channels
 from plugins_admin.notifications.services import notification_channel_test, notification_channel_update
@@ -91,12 +92,14 @@ class PluginHistoryApi(APIView):
         after = serializers.DictField()
         at = serializers.DateTimeField()
 
-    @extend_schema(parameters=[OpenApiParameter("limit", int)], responses=OutputSerializer(many=True))
+    @extend_schema(parameters=[OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 500},
+                                                description="how many changes, newest first (default 50)")],
+                   responses=OutputSerializer(many=True))
     def get(self, request):
-        limit = request.query_params.get("limit", "50")
-        if not limit.isdigit() or not 1 <= int(limit) <= 500:
+        limit = positive_int_or_none(request.query_params.get("limit", "50"))
+        if limit is None or not 1 <= limit <= 500:
             raise ValidationError({"limit": ["limit must be a whole number from 1 to 500"]})
-        return Response(self.OutputSerializer(plugin_history(limit=int(limit)), many=True).data)
+        return Response(self.OutputSerializer(plugin_history(limit=limit), many=True).data)
 
 
 class SchedulerPluginsApi(APIView):

@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.notifications.delivery import TASK_EVENTS
@@ -68,10 +69,11 @@ def _toggle(request: HttpRequest) -> HttpResponse:
 def _weight(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "")
     raw = request.POST.get("weight", "").strip()
-    if not raw.isdigit():
+    weight = positive_int_or_none(raw)
+    if weight is None:
         return _plugin_errors(request, name, "weight", "enter a whole number from 0 to 100", submitted=raw)
     return _plugin_change(request, name, "weight",
-                          lambda: plugin_update(name=name, weight=int(raw), actor=request.user), submitted=raw)
+                          lambda: plugin_update(name=name, weight=weight, actor=request.user), submitted=raw)
 
 
 def _preempt_stage(request: HttpRequest) -> HttpResponse:

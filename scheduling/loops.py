@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import immediate_queue, lifecycle
+from scheduling.isolation import isolated
 from scheduling.lifecycle import TIMEOUT_REASON
 from scheduling.models import Task, TaskType
 from scheduling.queue.services import queue_activate
@@ -31,7 +32,9 @@ def recover_backlog(now: datetime | None = None) -> int:
     recovered = 0
     for task_id, node_status in stuck.values_list("id", "node__status"):
         reason = "node offline" if node_status == Node.Status.OFFLINE else "not claimed by an agent within 5 minutes"
-        if task_transition(task_id, lifecycle.SCHEDULED, lifecycle.PENDING, reason=f"backlog recovery: {reason}"):
+        if isolated(lambda: task_transition(task_id, lifecycle.SCHEDULED, lifecycle.PENDING,
+                                            reason=f"backlog recovery: {reason}"),
+                    what=f"backlog recovery of task {task_id}"):
             recovered += 1
     return recovered
 
@@ -41,7 +44,9 @@ def enforce_task_timeouts(now: datetime | None = None) -> int:
     now = now or timezone.now()
     limit = timedelta(seconds=settings.SCHEDULER["default_task_timeout"])
     overdue = Task.objects.filter(status=lifecycle.RUNNING, started_at__lt=now - limit).values_list("id", flat=True)
-    return sum(task_transition(task_id, lifecycle.RUNNING, lifecycle.STOPPING, reason=TIMEOUT_REASON)
+    return sum(bool(isolated(lambda: task_transition(task_id, lifecycle.RUNNING, lifecycle.STOPPING,
+                                                     reason=TIMEOUT_REASON),
+                             what=f"timeout of task {task_id}"))
                for task_id in overdue)
 
 

@@ -1,11 +1,16 @@
+from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
+from knox.models import AuthToken
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.validation import GPU_QUOTA_MAX, NameField
 from tenants.models import ShareGroup, Tenant
 from tenants.services import (
     share_group_create,
@@ -14,6 +19,8 @@ from tenants.services import (
     tenant_create,
     tenant_update,
     tenant_user_create,
+    user_token_issue,
+    user_tokens_revoke,
 )
 
 
@@ -27,8 +34,9 @@ class TenantListCreateApi(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(StrictSerializer):
-        name = serializers.CharField(max_length=100)
-        gpu_quota = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+        name = NameField()
+        gpu_quota = serializers.IntegerField(min_value=0, max_value=GPU_QUOTA_MAX, required=False, allow_null=True,
+                                             default=None)
         status = serializers.ChoiceField(choices=Tenant.Status.choices, required=False, default=Tenant.Status.ACTIVE)
 
     @extend_schema(responses=TenantOutput(many=True))
@@ -47,7 +55,7 @@ class TenantDetailApi(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(StrictSerializer):
-        gpu_quota = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        gpu_quota = serializers.IntegerField(min_value=0, max_value=GPU_QUOTA_MAX, required=False, allow_null=True)
         status = serializers.ChoiceField(choices=Tenant.Status.choices, required=False)
 
     @extend_schema(responses=TenantOutput)
@@ -81,7 +89,7 @@ class TenantUserCreateApi(APIView):
         payload = self.InputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         user, token = tenant_user_create(tenant=tenant, actor=request.user, **payload.validated_data)
-        body = {"id": user.id, "username": user.username, "token": token.key}
+        body = {"id": user.id, "username": user.username, "token": token}
         return Response(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
@@ -97,7 +105,7 @@ class ShareGroupListCreateApi(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(StrictSerializer):
-        name = serializers.CharField(max_length=100)
+        name = NameField()
         tenants = serializers.PrimaryKeyRelatedField(many=True, queryset=Tenant.objects.all())
 
     @extend_schema(responses=ShareGroupOutput(many=True))
@@ -116,7 +124,7 @@ class ShareGroupDetailApi(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(StrictSerializer):
-        name = serializers.CharField(max_length=100)
+        name = NameField()
         tenants = serializers.PrimaryKeyRelatedField(many=True, queryset=Tenant.objects.all())
 
     @extend_schema(responses=ShareGroupOutput)
@@ -136,3 +144,55 @@ class ShareGroupDetailApi(APIView):
         get_object_or_404(ShareGroup, id=group_id)
         share_group_delete(group_id=group_id, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenOutput(serializers.Serializer):
+    token_key = serializers.CharField(help_text="the token's first characters, which name it for revoking")
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+
+
+class TokenListCreateApi(APIView):
+    """The caller's own API tokens: list them, issue another (shown once), revoke one by its key."""
+
+    permission_classes = [IsAuthenticated]
+
+    class CreatedOutput(TokenOutput):
+        token = serializers.CharField()
+
+    @extend_schema(responses=TokenOutput(many=True))
+    def get(self, request):
+        tokens = AuthToken.objects.filter(user=request.user).order_by("-created")
+        return Response(TokenOutput(tokens, many=True).data)
+
+    @extend_schema(request=None, responses={201: CreatedOutput})
+    def post(self, request):
+        instance, token = user_token_issue(user=request.user)
+        body = {"token": token, "token_key": instance.token_key, "created": instance.created,
+                "expiry": instance.expiry}
+        return Response(self.CreatedOutput(body).data, status=status.HTTP_201_CREATED)
+
+
+class TokenDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, token_key: str):
+        if not user_tokens_revoke(user=request.user, actor=request.user, token_key=token_key):
+            raise NotFound(f"you have no token {token_key!r}")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UserTokensRevokeApi(APIView):
+    """Admins revoke every API token of a user (a leaked token, someone leaving)."""
+
+    permission_classes = [IsAdmin]
+
+    class OutputSerializer(serializers.Serializer):
+        revoked = serializers.IntegerField()
+
+    @extend_schema(request=None, responses=OutputSerializer)
+    def post(self, request, user_id: int):
+        user = get_object_or_404(get_user_model(), id=user_id)
+        revoked = user_tokens_revoke(user=user, actor=request.user)
+        return Response(self.OutputSerializer({"revoked": revoked}).data)

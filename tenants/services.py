@@ -1,9 +1,12 @@
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
+from heteroflow_site.validation import GPU_QUOTA_MAX
 from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
 from tenants.signals import tenancy_changed
 
@@ -19,18 +22,44 @@ def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tena
     return tenant
 
 
-def tenant_user_create(*, tenant: Tenant, username: str, password: str, actor=None) -> tuple[object, Token]:
+def tenant_user_create(*, tenant: Tenant, username: str, password: str, actor=None) -> tuple[object, str]:
+    """Create a tenant's user and its first API token; the token is returned once, only its digest is kept."""
     User = get_user_model()
+    try:
+        validate_password(password, user=User(username=username))
+    except ValidationError as weak:
+        raise DomainError(" ".join(weak.messages), field="password") from None
     with transaction.atomic():
         if User.objects.filter(username=username).exists():
             raise DomainError(f"the username {username!r} is taken", field="username")
         user = User.objects.create_user(username=username, password=password)
         TenantMembership.objects.create(user=user, tenant=tenant)
-        token = Token.objects.create(user=user)
+        _, token = AuthToken.objects.create(user=user)
         TenancyAuditEntry.objects.create(
             actor=actor, action="membership.add", target=tenant.name, details={"username": username}
         )
     return user, token
+
+
+def user_token_issue(*, user) -> tuple[AuthToken, str]:
+    """A new API token for `user` (another client of theirs); shown once."""
+    with transaction.atomic():
+        instance, token = AuthToken.objects.create(user=user)
+        TenancyAuditEntry.objects.create(actor=user, action="token.issue", target=user.username,
+                                         details={"token_key": instance.token_key})
+    return instance, token
+
+
+def user_tokens_revoke(*, user, actor, token_key: str | None = None) -> int:
+    """Revoke one of `user`'s API tokens (by its `token_key`, the first characters) or all of them; how many."""
+    with transaction.atomic():
+        tokens = AuthToken.objects.filter(user=user)
+        if token_key is not None:
+            tokens = tokens.filter(token_key=token_key)
+        revoked, _ = tokens.delete()
+        TenancyAuditEntry.objects.create(actor=actor, action="token.revoke", target=user.username,
+                                         details={"token_key": token_key, "revoked": revoked})
+    return revoked
 
 
 def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> ShareGroup:
@@ -56,8 +85,8 @@ def tenant_update(
     changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not KEEP}
     if "status" in changes and status not in Tenant.Status.values:
         raise DomainError(f"status must be one of {', '.join(Tenant.Status.values)}", field="status")
-    if gpu_quota is not KEEP and gpu_quota is not None and gpu_quota < 0:
-        raise DomainError("gpu_quota must be 0 or more, or null for unlimited", field="gpu_quota")
+    if gpu_quota is not KEEP and gpu_quota is not None and not 0 <= gpu_quota <= GPU_QUOTA_MAX:
+        raise DomainError(f"gpu_quota must be 0 to {GPU_QUOTA_MAX}, or null for unlimited", field="gpu_quota")
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(id=tenant_id)
         if not changes:

@@ -2,7 +2,7 @@ import os
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from scheduling import immediate_queue
@@ -19,6 +19,22 @@ def _immediate_queue_of_this_worker():
     immediate_queue.QUEUE_KEY = f"{key}:{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
     yield
     immediate_queue.QUEUE_KEY = key
+
+
+def pytest_configure(config):
+    """Users are made by the hundred here; a deliberately slow password hash would only slow the suite down."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Throttle counters and per-cycle figures live in the process cache; each test starts without them."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +69,7 @@ def admin_user(db):
 @pytest.fixture
 def admin_client(admin_user):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin_user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=admin_user)[1]}")
     return client
 
 
@@ -70,7 +86,7 @@ def other_tenant(db):
 def _tenant_client(tenant, username):
     user, token = tenant_user_create(tenant=tenant, username=username, password="tenant-password")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     client.user = user
     return client
 

@@ -5,6 +5,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.validation import (
+    REPLICAS_MAX,
+    WORLD_SIZE_MAX,
+    ColumnIntegerField,
+    CommandField,
+    ImageField,
+    NameField,
+)
 from nodes.models import GPU_TYPES
 from scheduling.groups.services import task_group_create
 from scheduling.models import Parallelism, TaskGroup
@@ -41,24 +49,25 @@ class TaskGroupListCreateApi(APIView):
             days = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=6), required=False)
             start = serializers.RegexField(r"^\d{2}:\d{2}$")
             end = serializers.RegexField(r"^\d{2}:\d{2}$")
-            timezone = serializers.CharField(required=False, default="UTC")
+            timezone = serializers.CharField(max_length=64, required=False, default="UTC")
             action = serializers.ChoiceField(choices=["pause", "scale", "stop"])
-            scale_to = serializers.IntegerField(min_value=0, required=False)
+            scale_to = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False)
 
-        name = serializers.CharField(max_length=200)
+        name = NameField()
         type = serializers.ChoiceField(choices=["training", "inference"])
-        world_size = serializers.IntegerField(min_value=1, max_value=4096)
+        world_size = serializers.IntegerField(min_value=1, max_value=WORLD_SIZE_MAX)
         gpus_per_worker = serializers.IntegerField(min_value=0, max_value=64)
         gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True,
                                            default="")
         parallelism = serializers.ChoiceField(choices=Parallelism.choices, required=False, default=Parallelism.DATA)
-        replicas = serializers.IntegerField(min_value=0, max_value=1024, required=False, allow_null=True, default=None)
+        replicas = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
+                                            default=None)
         window = WindowSerializer(required=False, allow_null=True, default=None)
-        image = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-        command = serializers.CharField(required=False, allow_blank=True, default="")
+        image = ImageField()
+        command = CommandField()
         priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
         max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
-        tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     @extend_schema(responses=TaskGroupOutput(many=True))
     def get(self, request):

@@ -16,7 +16,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     expected = settings.HETEROFLOW_METRICS_TOKEN
     bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     allowed = is_admin(request.user) or (
-        bool(expected) and secrets.compare_digest(bearer, expected)
+        bool(expected) and secrets.compare_digest(bearer.encode(), expected.encode())
     )
     if not allowed:
         return HttpResponse("metrics need a staff session or the metrics token\n", status=403,

@@ -5,11 +5,15 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.permissions import is_admin
+from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
+from scheduling.visibility import attempt_diagnostics
+from tenants.selectors import tenant_of
 
 
 class TaskOutput(serializers.ModelSerializer):
@@ -34,7 +38,8 @@ class TaskOutput(serializers.ModelSerializer):
         attempt = getattr(task, "attempt", None)
         if attempt is None:
             return None
-        return {"code": attempt.code, "message": attempt.message, "nodes": attempt.node_entries(), **attempt.extra}
+        # Without a viewer in the context, the tenant's view: nothing of other tenants.
+        return attempt_diagnostics(attempt, tenant_id=self.context.get("viewer_tenant_id", task.tenant_id))
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -47,9 +52,15 @@ class TaskFilter(django_filters.FilterSet):
         fields = ["status", "tenant", "node"]
 
     def filter_node(self, queryset, name, value):
-        if value.isdigit():
-            return queryset.filter(node_id=int(value))
+        node_id = positive_int_or_none(value)
+        if node_id is not None:
+            return queryset.filter(node_id=node_id)
         return queryset.filter(node__name=value)
+
+
+def output_context(request) -> dict:
+    """Admins read every diagnostic in full (viewer_tenant_id None); tenant users their tenant's view."""
+    return {"viewer_tenant_id": None if is_admin(request.user) else getattr(tenant_of(request.user), "id", -1)}
 
 
 class TaskListCreateApi(APIView):
@@ -58,7 +69,7 @@ class TaskListCreateApi(APIView):
         tasks = TaskFilter(request.query_params, queryset=tasks_visible_to(request.user))
         if not tasks.is_valid():
             return Response(tasks.errors, status=status.HTTP_400_BAD_REQUEST)
-        return Response(TaskOutput(tasks.qs[:500], many=True).data)
+        return Response(TaskOutput(tasks.qs[:500], many=True, context=output_context(request)).data)
 
     @extend_schema(request=TaskInput, responses={201: TaskOutput})
     def post(self, request):
@@ -66,14 +77,14 @@ class TaskListCreateApi(APIView):
         payload.is_valid(raise_exception=True)
         task = task_submit(user=request.user, fields=payload.validated_data)
         task = tasks_visible_to(request.user).get(id=task.id)
-        return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+        return Response(TaskOutput(task, context=output_context(request)).data, status=status.HTTP_201_CREATED)
 
 
 class TaskDetailApi(APIView):
     @extend_schema(responses=TaskOutput)
     def get(self, request, task_id: int):
         task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
-        return Response(TaskOutput(task).data)
+        return Response(TaskOutput(task, context=output_context(request)).data)
 
 
 class TaskStopApi(APIView):
@@ -81,4 +92,5 @@ class TaskStopApi(APIView):
     def post(self, request, task_id: int):
         task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
         task = task_stop(task=task)
-        return Response(TaskOutput(tasks_visible_to(request.user).get(id=task.id)).data)
+        task = tasks_visible_to(request.user).get(id=task.id)
+        return Response(TaskOutput(task, context=output_context(request)).data)

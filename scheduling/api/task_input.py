@@ -2,17 +2,18 @@
 
 from rest_framework import serializers
 
-from heteroflow_site.serializers import StrictSerializer, StringMapField
+from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
 from nodes.models import GPU_TYPES
 from scheduling.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import TaskType
 
 
 class TaskInput(StrictSerializer):
-    name = serializers.CharField(max_length=200)
+    name = NameField()
     type = serializers.ChoiceField(choices=TaskType.choices, default=TaskType.BATCH)
-    image = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    command = serializers.CharField(required=False, allow_blank=True, default="")
+    image = ImageField()
+    command = CommandField()
     gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True, default="")
     gpu_required = serializers.IntegerField(min_value=0, max_value=1024, required=False, default=0)
     gpu_memory_mb = serializers.IntegerField(min_value=0, max_value=10_000_000, required=False, default=0)
@@ -22,9 +23,9 @@ class TaskInput(StrictSerializer):
     memory_mb = serializers.IntegerField(min_value=0, max_value=100_000_000, required=False, default=0)
     priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
     preemptible = serializers.BooleanField(required=False, default=False)
-    labels = StringMapField(required=False, default=dict)
-    group = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
-    tenant = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    labels = LabelsField(required=False, default=dict)
+    group = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+    tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
         """`gpu-model` must name at least one card model, in the grammar the scheduler matches (SPEC §15.2)."""

@@ -291,6 +291,7 @@ class Framework:
 
     def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
+        matrix = np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite score (bad label) counts 0
         totals = weights @ matrix if len(names) else np.zeros(len(rows))
         if self.plugin_set.post_scorers and state is not None:
             by_node = {table.nodes[row].id: float(total) for row, total in zip(rows, totals)}

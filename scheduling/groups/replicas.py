@@ -2,13 +2,12 @@
 
 import logging
 
-from django.db import transaction
-
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import lifecycle
+from scheduling.isolation import isolated
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskGroup, TaskType
-from scheduling.services.task_create import task_create
+from scheduling.services.task_create import ensure_pending_capacity, task_create
 from scheduling.services.task_stop import task_stop
 
 logger = logging.getLogger(__name__)
@@ -38,16 +37,26 @@ def rebuild_inference_groups() -> int:
         window_applied="stop"
     )
     for group in groups:
-        if not group.tenant.is_active:
-            continue
-        with transaction.atomic():
-            locked = TaskGroup.objects.select_for_update().get(id=group.id)
-            live = live_replicas(locked)
-            next_rank = (max((task.rank or 0 for task in live), default=-1)) + 1
-            for offset in range((locked.replicas or 0) - len(live)):
-                create_member(locked, rank=next_rank + offset)
-                created += 1
+        if group.tenant.is_active:
+            created += isolated(lambda: _rebuild_group(group.id), what=f"rebuild of inference group {group.id}") or 0
     return created
+
+
+def _rebuild_group(group_id: int) -> int:
+    locked = TaskGroup.objects.select_for_update().select_related("tenant").get(id=group_id)
+    live = live_replicas(locked)
+    missing = (locked.replicas or 0) - len(live)
+    if missing <= 0:
+        return 0
+    try:
+        ensure_pending_capacity(tenant=locked.tenant, adding=missing)
+    except TooManyPending as refusal:
+        logger.warning("group %s: %s missing replicas not rebuilt: %s", group_id, missing, refusal)
+        return 0
+    next_rank = (max((task.rank or 0 for task in live), default=-1)) + 1
+    for offset in range(missing):
+        create_member(locked, rank=next_rank + offset)
+    return missing
 
 
 def create_member(group: TaskGroup, *, rank: int) -> Task:

@@ -1,9 +1,10 @@
 from django.db import transaction
 
 from heteroflow_site.errors import DomainError
+from heteroflow_site.validation import REPLICAS_MAX
 from scheduling.groups.windows import validate_window
 from scheduling.models import Parallelism, TaskGroup, TaskType
-from scheduling.services.task_create import task_create
+from scheduling.services.task_create import ensure_pending_capacity, task_create
 from tenants.models import Tenant
 
 
@@ -29,6 +30,9 @@ def task_group_create(
     if type == TaskType.TRAINING and (replicas is not None or window is not None):
         raise DomainError("replicas and window apply to inference groups only",
                           field="replicas" if replicas is not None else "window")
+    if type == TaskType.INFERENCE and (replicas if replicas is not None else world_size) > REPLICAS_MAX:
+        raise DomainError(f"an inference group has at most {REPLICAS_MAX} replicas",
+                          field="replicas" if replicas is not None else "world_size")
     if window is not None:
         try:
             window = validate_window(window)
@@ -41,6 +45,7 @@ def task_group_create(
             window=window, image=image, command=command, max_restarts=max_restarts,
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
+        ensure_pending_capacity(tenant=tenant, adding=count)
         if type == TaskType.INFERENCE and replicas is None:
             group.replicas = count
             group.save(update_fields=["replicas"])

@@ -12,8 +12,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from heteroflow_site.validation import REPLICAS_MAX
 from scheduling import lifecycle
 from scheduling.groups.status import refresh_group_status
+from scheduling.isolation import isolated
 from scheduling.models import Task, TaskGroup
 
 logger = logging.getLogger(__name__)
@@ -58,8 +60,8 @@ def validate_window(window: dict) -> dict:
     if action not in ACTIONS:
         raise ValueError("action must be pause, scale or stop")
     scale_to = window.get("scale_to")
-    if action == "scale" and (not isinstance(scale_to, int) or scale_to < 0):
-        raise ValueError("scale_to (a non-negative integer) is required with action scale")
+    if action == "scale" and (not isinstance(scale_to, int) or not 0 <= scale_to <= REPLICAS_MAX):
+        raise ValueError(f"scale_to (an integer from 0 to {REPLICAS_MAX}) is required with action scale")
     return {"days": sorted(set(days)), "start": window["start"], "end": window["end"], "timezone": zone_name,
             "action": action, **({"scale_to": scale_to} if action == "scale" else {})}
 
@@ -85,7 +87,8 @@ def apply_scheduling_windows(now: datetime | None = None) -> WindowRun:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [WINDOW_LOCK_KEY])
             if not cursor.fetchone()[0]:
                 return WindowRun(leader=False, changed_groups=[])
-        changed = [group.id for group in _groups_with_windows() if _apply_to_group(group, now)]
+        changed = [group.id for group in _groups_with_windows()
+                   if isolated(lambda: _apply_to_group(group, now), what=f"scheduling window of group {group.id}")]
         for group_id in changed:
             # The desired replica count is part of what the status says (none wanted and none live: stopped).
             refresh_group_status(group_id)

@@ -62,7 +62,8 @@ class PreemptionHandle:
             node_name = _node_name(snapshot, unsettled[0].node_id)
             return PreemptionOutcome(
                 code=PREEMPTION_PENDING,
-                message=f"{result.message} {pending_message(node_name=node_name, victims=unsettled)}",
+                message=" ".join((result.message, pending_message(node_name=node_name, victims=unsettled,
+                                                                  tenant_id=task.tenant_id))),
                 node_name=node_name,
                 node_id=unsettled[0].node_id,
                 victims=tuple(victim.id for victim in unsettled),

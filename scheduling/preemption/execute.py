@@ -49,10 +49,10 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
     A victim whose CAS loses (it finished, was stopped, or another preemptor took it) is left alone and the outcome
     names only the victims this call won.
     """
-    reason = f"preempted by task {preemptor.id} (priority {preemptor.priority}) to make room on {plan.node_name}"
     won: list[ActiveTask] = []
     lost: list[ActiveTask] = []
     for victim in plan.victims:
+        reason = eviction_reason(victim, preemptor=preemptor, node_name=plan.node_name)
         with transaction.atomic():
             if task_transition(victim.id, victim.status, lifecycle.PREEMPTING, reason=reason):
                 _note_on_victim(victim.id, preemptor_id=preemptor.id, reason=reason)
@@ -61,7 +61,7 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
                 lost.append(victim)
     return PreemptionOutcome(
         code=PREEMPTION_PENDING,
-        message=pending_message(node_name=plan.node_name, victims=won, lost=lost),
+        message=pending_message(node_name=plan.node_name, victims=won, lost=lost, tenant_id=preemptor.tenant_id),
         node_name=plan.node_name,
         node_id=plan.node_id,
         victims=tuple(victim.id for victim in won),
@@ -69,17 +69,30 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
     )
 
 
-def pending_message(*, node_name: str, victims: Sequence[ActiveTask], lost: Sequence[ActiveTask] = ()) -> str:
+def eviction_reason(victim: ActiveTask, *, preemptor: TaskInfo, node_name: str) -> str:
+    """What the victim's tenant reads: the preemptor by id and priority only when it is the same tenant's task."""
+    if victim.tenant_id == preemptor.tenant_id:
+        return f"preempted by task {preemptor.id} (priority {preemptor.priority}) to make room on {node_name}"
+    return f"preempted by a higher-priority task of another tenant to make room on {node_name}"
+
+
+def pending_message(*, node_name: str, victims: Sequence[ActiveTask], lost: Sequence[ActiveTask] = (),
+                    tenant_id: int) -> str:
+    """What the preemptor's tenant reads: its own victims by id and priority, other tenants' only counted."""
     if not victims:
-        return f"Preemption on {node_name} found its victims gone meanwhile: {_describe(lost)}."
-    message = f"Preempting on {node_name}: {_describe(victims)}; binds once they have stopped."
+        return f"Preemption on {node_name} found its victims gone meanwhile: {_describe(lost, tenant_id)}."
+    message = f"Preempting on {node_name}: {_describe(victims, tenant_id)}; binds once they have stopped."
     if lost:
-        message += f" Changed state meanwhile: {_describe(lost)}."
+        message += f" Changed state meanwhile: {_describe(lost, tenant_id)}."
     return message
 
 
-def _describe(tasks: Sequence[ActiveTask]) -> str:
-    return ", ".join(f"task {task.id} (priority {task.priority})" for task in tasks)
+def _describe(tasks: Sequence[ActiveTask], tenant_id: int) -> str:
+    parts = [f"task {task.id} (priority {task.priority})" for task in tasks if task.tenant_id == tenant_id]
+    others = sum(1 for task in tasks if task.tenant_id != tenant_id)
+    if others:
+        parts.append(f"{others} {'task' if others == 1 else 'tasks'} of other tenants")
+    return ", ".join(parts)
 
 
 def _note_on_victim(victim_id: int, *, preemptor_id: int, reason: str) -> None:

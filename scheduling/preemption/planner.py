@@ -74,7 +74,8 @@ def ineligibility(victim: ActiveTask, *, preemptor: TaskInfo, preempt_stage: str
     if not victim.preemptible:
         return "not preemptible"
     if victim.priority >= preemptor.priority:
-        return f"priority {victim.priority} is not lower than {preemptor.priority}"
+        # The victim's own priority is not named: it may be another tenant's task.
+        return f"priority not lower than {preemptor.priority}"
     if victim.status not in VICTIM_STATES.get(preempt_stage, frozenset()):
         return f"{victim.status} tasks are not preempted at preempt_stage {preempt_stage}"
     return None

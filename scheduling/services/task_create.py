@@ -1,11 +1,12 @@
 import logging
 
+from django.conf import settings
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError
-from scheduling import immediate_queue
-from scheduling.plugins.fgd import recent
+from heteroflow_site.errors import DomainError, TooManyPending
+from scheduling import immediate_queue, lifecycle
 from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.plugins.fgd import recent
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ def task_create(
         )
     if group is not None and group.tenant_id != tenant.id:
         raise DomainError("the group belongs to another tenant", field="group")
+    if group is None:
+        # Group members are counted once for the whole group by the group's own service.
+        ensure_pending_capacity(tenant=tenant, adding=1)
     with transaction.atomic():
         task = Task.objects.create(
             tenant=tenant,
@@ -78,6 +82,16 @@ def _record_shape(task: Task) -> None:
         recent.record_shape(task)
     except Exception:
         logger.warning("fgd's recent-task window unavailable; task %s not counted", task.id, exc_info=True)
+
+
+def ensure_pending_capacity(*, tenant: Tenant, adding: int) -> None:
+    """Refuse work that would take the tenant past its cap of pending tasks: one tenant cannot flood the queue
+    (and every cycle's snapshot) for everyone."""
+    limit = settings.HETEROFLOW_MAX_PENDING_PER_TENANT
+    pending = Task.objects.filter(tenant_id=tenant.id, status=lifecycle.PENDING).count()
+    if pending + adding > limit:
+        raise TooManyPending(f"tenant {tenant.name!r} has {pending} pending tasks; at most {limit} may wait at once",
+                             field="tenant")
 
 
 def _offer_to_immediate_queue(task_id: int) -> None:

@@ -12,6 +12,7 @@ from rest_framework.exceptions import ValidationError
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import flat_errors
+from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES
 from nodes.selectors import capacity_by_architecture, nodes_by_status
@@ -22,6 +23,7 @@ from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_by_code, pending_queue, recent_cycles, tasks_visible_to
 from scheduling.services.task_submit import task_submit
 from scheduling.web import preemption_plan
+from scheduling.visibility import filtered_nodes_for
 from tenants.models import Tenant
 
 TASK_PAGE_SIZE = 200
@@ -53,10 +55,9 @@ def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92,
 def fragmentation_panel() -> dict:
     """Free cards vs cards usable by a k-card task and fgd's fragment of the idle capacity against the recent
     tasks' shapes, with bar geometry."""
-    from scheduling.diagnostics import fragmentation
-    from scheduling.snapshot_builder import build_snapshot
+    from scheduling.diagnostics import latest_cycle_fragmentation
 
-    figures = fragmentation(build_snapshot())
+    figures = latest_cycle_fragmentation()
     free = figures["free_cards"]
     bars = [{"label": "Free cards", "value": free, "free": True}]
     bars += [{"label": f"{k}-card task", "value": figures["usable"][k]} for k in FRAGMENTATION_SIZES]
@@ -103,8 +104,9 @@ def _filtered_tasks(request):
     elif status in TaskStatus.values:
         tasks = tasks.filter(status=status)
     tenant = request.GET.get("tenant", "")
-    if is_admin(request.user) and tenant.isdigit():
-        tasks = tasks.filter(tenant_id=int(tenant))
+    tenant_id = positive_int_or_none(tenant)
+    if is_admin(request.user) and tenant_id is not None:
+        tasks = tasks.filter(tenant_id=tenant_id)
     return tasks, {"status": status, "tenant": tenant}
 
 
@@ -202,18 +204,21 @@ def task_new(request):
     return render_page(request, "scheduling/task_new.html", context, status=400 if errors else 200)
 
 
-def why_pending(attempt) -> dict | None:
-    """The attempt as the task page shows it: filtered nodes grouped by reason and the best nodes' score matrix."""
+def why_pending(attempt, *, admin: bool) -> dict | None:
+    """The attempt as the task page shows it: filtered nodes grouped by reason and the best nodes' score matrix.
+
+    A tenant sees how many nodes are dedicated to other tenants, not which."""
     if attempt is None:
         return None
-    filtered = attempt.nodes.get("filtered", {})
+    filtered = filtered_nodes_for(attempt.nodes.get("filtered", {}), admin=admin)
     plugins = attempt.nodes.get("plugins", [])
     scored = attempt.nodes.get("scored", [])
     return {
         "code": attempt.code,
         "message": attempt.message,
         "at": attempt.at,
-        "groups": sorted(({"reason": reason, "count": len(names), "names": names}
+        "groups": sorted(({"reason": reason, "count": names if isinstance(names, int) else len(names),
+                           "names": [] if isinstance(names, int) else names}
                           for reason, names in filtered.items()), key=lambda group: -group["count"]),
         "plugins": plugins,
         "matrix": [{"node": node, "total": total, "scores": scores}
@@ -244,7 +249,7 @@ def task_detail(request, task_id: int):
         "task": task,
         "preemption": preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None,
         "events": task.events.all(),
-        "why": why_pending(getattr(task, "attempt", None)),
+        "why": why_pending(getattr(task, "attempt", None), admin=is_admin(request.user)),
         "queue": queue_state(task),
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
         "terminal": task.status in lifecycle.TERMINAL_STATES,

@@ -10,7 +10,7 @@ from channels.layers import channel_layers
 from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from playwright.sync_api import expect, sync_playwright
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from nodes.models import Node
 from scheduling.models import CycleRecord, Task
@@ -115,7 +115,7 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         assert self.page.evaluate("window.__notReloaded") is True
         self.shot("node-detail")
 
-        token = Token.objects.create(user=self.admin).key
+        token = AuthToken.objects.create(user=self.admin)[1]
         response = self.page.request.get(f"{self.live_server_url}/api/v1/nodes/{node.id}",
                                           headers={"Authorization": f"Token {token}"})
         assert response.ok
@@ -143,7 +143,7 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         expect(self.page.locator(".cycle-row")).to_have_count(0)
         self.page.wait_for_timeout(300)  # let the consumer join its group before the cycle is announced
 
-        token = Token.objects.create(user=self.admin).key
+        token = AuthToken.objects.create(user=self.admin)[1]
         with socket.expect_event("framereceived", timeout=5000):
             response = self.page.request.post(f"{self.live_server_url}/api/v1/scheduler/cycles",
                                               headers={"Authorization": f"Token {token}"})

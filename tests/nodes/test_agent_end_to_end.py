@@ -52,7 +52,7 @@ def fleet(live_server, settings, tenant):
     agent = _agent(live_server.url, registration.json()["token"])
     _, tenant_token = tenant_user_create(tenant=tenant, username="e2e-user", password="e2e-password")
     session = requests.Session()
-    session.headers["Authorization"] = f"Token {tenant_token.key}"
+    session.headers["Authorization"] = f"Token {tenant_token}"
     yield Node.objects.get(id=registration.json()["node_id"]), agent, session
     agent.close()
 

@@ -46,8 +46,24 @@ class TestRegister:
         assert tenant_client.post(REGISTER, REGISTRATION, format="json").status_code == 403
         assert not Node.objects.exists()
 
-    def test_a_node_token_cannot_register_nodes(self, agent):
-        assert agent.post(REGISTER, REGISTRATION, format="json").status_code == 401
+    def test_a_node_token_cannot_register_other_nodes(self, agent):
+        assert agent.post(REGISTER, REGISTRATION, format="json").status_code == 403
+        assert not Node.objects.filter(name=REGISTRATION["name"]).exists()
+
+    def test_a_node_token_re_registers_its_own_node(self, agent, registered):
+        node, old_token = registered
+        response = agent.post(REGISTER, {**REGISTRATION, "name": node.name}, format="json")
+        assert response.status_code == 200 and response.json()["node_id"] == node.id
+        assert node_client(old_token).get(WORK).status_code == 401
+
+    def test_the_join_token_cannot_take_over_an_existing_node(self, settings, registered, agent):
+        settings.HETEROFLOW_JOIN_TOKEN = "cluster-join-secret"
+        node, token = registered
+        response = node_client("cluster-join-secret").post(
+            REGISTER, {**REGISTRATION, "name": node.name, "internal_ip": "10.6.6.6/24"}, format="json")
+        assert response.status_code == 403 and response.json()["code"] == "permission_denied"
+        assert Node.objects.get(id=node.id).internal_ip == node.internal_ip
+        assert agent.get(WORK).status_code == 200, "the node's own token still works"
 
     def test_re_registering_rotates_the_token(self, admin_client, registered):
         node, old_token = registered
@@ -58,9 +74,9 @@ class TestRegister:
 
     def test_validation_names_the_field(self, admin_client):
         missing_prefix = admin_client.post(REGISTER, {**REGISTRATION, "internal_ip": "10.0.3.8"}, format="json")
-        assert missing_prefix.status_code == 400 and set(missing_prefix.json()) == {"internal_ip"}
+        assert missing_prefix.status_code == 400 and set(missing_prefix.json()["errors"]) == {"internal_ip"}
         unknown = admin_client.post(REGISTER, {**REGISTRATION, "extra": 1}, format="json")
-        assert unknown.status_code == 400 and set(unknown.json()) == {"extra"}
+        assert unknown.status_code == 400 and set(unknown.json()["errors"]) == {"extra"}
         assert not Node.objects.exists()
 
 
@@ -108,7 +124,7 @@ class TestHeartbeat:
         change(body)
         response = agent.post(HEARTBEAT, body, format="json")
         assert response.status_code == 400
-        assert field in response.json(), response.json()
+        assert field in response.json()["errors"], response.json()
         assert Node.objects.filter(id=node.id).values().get() == before_node
         assert list(GPU.objects.filter(node=node).values()) == before_cards
 
@@ -133,7 +149,7 @@ class TestNodeApi:
         assert [n["name"] for n in admin_client.get("/api/v1/nodes?schedulable=false").json()] == ["n1"]
         assert [n["name"] for n in admin_client.get("/api/v1/nodes?region=eu").json()] == ["n1"]
         bad = admin_client.get("/api/v1/nodes?gpu_type=voodoo")
-        assert bad.status_code == 400 and "gpu_type" in bad.json()
+        assert bad.status_code == 400 and "gpu_type" in bad.json()["errors"]
 
     def test_tenants_see_shared_nodes_and_their_own_dedicated_ones(self, tenant_client, tenant, other_tenant):
         make_node(name="shared")
@@ -171,9 +187,9 @@ class TestNodeApi:
         node = make_node()
         response = admin_client.put(f"/api/v1/nodes/{node.id}/topology",
                                     {"region": "eu", "zone": "eu-1", "rack": "r1", "row": "7"}, format="json")
-        assert response.status_code == 400 and "row" in response.json()
+        assert response.status_code == 400 and "row" in response.json()["errors"]
         assert admin_client.put(f"/api/v1/nodes/{node.id}/topology", {"region": "eu"},
-                                format="json").json().keys() == {"zone", "rack"}
+                                format="json").json()["errors"].keys() == {"zone", "rack"}
         node.refresh_from_db()
         assert node.region == ""
 
@@ -198,7 +214,7 @@ class TestNodeApi:
     def test_patch_validation(self, admin_client, body, field):
         node = make_node(labels={"a": "b"})
         response = admin_client.patch(f"/api/v1/nodes/{node.id}", body, format="json")
-        assert response.status_code == 400 and field in response.json()
+        assert response.status_code == 400 and field in response.json()["errors"]
         node.refresh_from_db()
         assert node.labels == {"a": "b"} and node.schedulable and not NodeAuditEntry.objects.exists()
 

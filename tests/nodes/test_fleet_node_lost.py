@@ -10,7 +10,9 @@ from io import StringIO
 
 import pytest
 import requests
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from knox.models import AuthToken
 
 from nodes.management.commands.simulate_fleet import SimulatedNode, simulated_agent
 from nodes.models import Node
@@ -21,7 +23,6 @@ from tests.factories import ledger_mismatches, make_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-JOIN_TOKEN = "fleet-e2e-join-token"
 NODE_LOST_TIMEOUT = 2
 
 
@@ -34,13 +35,13 @@ def run_loops(*names: str) -> str:
 class Member:
     """One simulated agent of the fleet, with the heartbeat answers it got."""
 
-    def __init__(self, server: str, node: Node, state_dir):
+    def __init__(self, server: str, node: Node, state_dir, admin_token: str):
         self.server, self.state_dir = server, state_dir
         self.spec = SimulatedNode.of(Node.objects.prefetch_related("gpus").get(id=node.id))
         registration = requests.post(f"{server}/api/v1/agent/register", timeout=10, json={
             "name": node.name, "internal_ip": self.spec.internal_ip, "public_ip": None,
             "cpu_cores": node.cpu_cores, "memory_gb": node.memory_gb},
-            headers={"Authorization": f"Token {JOIN_TOKEN}"})
+            headers={"Authorization": f"Token {admin_token}"})
         assert registration.status_code == 200, registration.text
         self.token = registration.json()["token"]
         self.replies: list[dict] = []
@@ -66,12 +67,14 @@ class Member:
 
 @pytest.fixture
 def fleet(live_server, settings, tmp_path):
-    settings.HETEROFLOW_JOIN_TOKEN = JOIN_TOKEN
     settings.SCHEDULER = {**settings.SCHEDULER, "heartbeat_timeout": 1, "node_lost_timeout": NODE_LOST_TIMEOUT}
     # Everything starts on `doomed`: the other two are cordoned until it has dealt the work out.
     nodes = [make_node(name="doomed", cards=4), make_node(name="spare-1", cards=2, schedulable=False),
              make_node(name="spare-2", cards=2, schedulable=False)]
-    members = {node.name: Member(live_server.url, node, tmp_path / node.name) for node in nodes}
+    # The nodes exist already: registering an existing name takes an admin token (the join token only creates).
+    admin = get_user_model().objects.create_user(username="fleet-admin", is_staff=True)
+    admin_token = AuthToken.objects.create(user=admin)[1]
+    members = {node.name: Member(live_server.url, node, tmp_path / node.name, admin_token) for node in nodes}
     yield members
     for member in members.values():
         member.die()
@@ -84,7 +87,7 @@ def test_a_lost_agent_gives_up_its_tasks_the_gang_moves_and_the_returning_agent_
         live_server, fleet, tenant):
     _, token = tenant_user_create(tenant=tenant, username="fleet-user", password="fleet-password")
     session = requests.Session()
-    session.headers["Authorization"] = f"Token {token.key}"
+    session.headers["Authorization"] = f"Token {token}"
     for member in fleet.values():
         member.step()
     batch = session.post(f"{live_server.url}/api/v1/tasks", timeout=10, json={

@@ -50,7 +50,7 @@ def test_the_same_card_twice_is_400_naming_it_and_changes_nothing(agent, registe
     response = agent.post(HEARTBEAT, heartbeat_body(gpus=[*mixed_cards(), duplicate]), format="json")
 
     assert response.status_code == 400
-    assert response.json()[field] == [message]
+    assert response.json()["errors"][field] == [message]
     node.refresh_from_db()
     assert (node.status, node.gpu_total, GPU.objects.filter(node=node).count()) == ("offline", 0, 0)
 

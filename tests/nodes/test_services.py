@@ -36,7 +36,7 @@ class TestRegister:
         first, old_token = agent_register(name="n1", internal_ip="10.0.0.1/24", public_ip=None, cpu_cores=8,
                                           memory_gb=32)
         again, new_token = agent_register(name="n1", internal_ip="10.0.0.2/24", public_ip=None, cpu_cores=16,
-                                          memory_gb=64)
+                                          memory_gb=64, by_admin=True)
         assert again.id == first.id and new_token != old_token
         assert node_for_token(old_token) is None
         assert node_for_token(new_token) == again
@@ -113,10 +113,27 @@ class TestLiveness:
         _heartbeat(silent, [card(0)])
         assert silent.status == "online"
 
+    def test_after_the_database_was_unreachable_nodes_get_a_full_timeout_to_report(self, db):
+        node = make_node(last_heartbeat_at=timezone.now())
+        start = timezone.now()
+        assert nodes_mark_silent_offline(now=start) == 0
+        # No run reached the database for two minutes: no heartbeat could land either.
+        back = start + timedelta(minutes=2)
+        assert nodes_mark_silent_offline(now=back) == 0
+        assert nodes_mark_silent_offline(now=back + timedelta(seconds=20)) == 0
+        node.refresh_from_db()
+        assert node.status == "online"
+        for seconds in (30, 35):
+            nodes_mark_silent_offline(now=back + timedelta(seconds=seconds))
+        node.refresh_from_db()
+        assert node.status == "offline", "still silent a full timeout after the database came back"
+
     def test_a_node_that_never_reported_counts_from_its_creation(self, db):
         never = make_node(cards=0)
-        assert nodes_mark_silent_offline(now=timezone.now()) == 0
-        assert nodes_mark_silent_offline(now=timezone.now() + timedelta(seconds=31)) == 1
+        start = timezone.now()
+        assert nodes_mark_silent_offline(now=start) == 0
+        assert nodes_mark_silent_offline(now=start + timedelta(seconds=15)) == 0
+        assert nodes_mark_silent_offline(now=start + timedelta(seconds=31)) == 1
         never.refresh_from_db()
         assert never.status == "offline"
 

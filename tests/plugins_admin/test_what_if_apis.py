@@ -63,7 +63,7 @@ def test_a_bad_body_is_a_400_naming_the_field(admin_client, tenant, body, field)
     response = admin_client.post(URL, body, format="json")
 
     assert response.status_code == 400
-    assert field in response.json(), response.json()
+    assert field in response.json()["errors"], response.json()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -44,7 +44,7 @@ def test_patch_tenant_rejects_bad_input_naming_the_field_and_changes_nothing(adm
     response = admin_client.patch(f"/api/v1/tenants/{tenant.id}", body, format="json")
 
     assert response.status_code == 400
-    assert field in response.json()
+    assert field in response.json()["errors"]
     tenant.refresh_from_db()
     assert (tenant.name, tenant.gpu_quota, tenant.status) == ("acme", None, "active")
     assert not TenancyAuditEntry.objects.filter(action="tenant.update").exists()
@@ -95,7 +95,7 @@ def test_put_share_group_with_unknown_tenant_is_400_and_changes_nothing(admin_cl
                                 format="json")
 
     assert response.status_code == 400
-    assert "tenants" in response.json()
+    assert "tenants" in response.json()["errors"]
     assert set(group.tenants.all()) == {tenant, other_tenant}
 
 
@@ -106,7 +106,7 @@ def test_put_share_group_refuses_a_taken_name(admin_client, tenant):
     response = admin_client.put(f"/api/v1/share-groups/{group.id}", {"name": "taken", "tenants": []}, format="json")
 
     assert response.status_code == 400
-    assert "name" in response.json()
+    assert "name" in response.json()["errors"]
     group.refresh_from_db()
     assert group.name == "mine"
     assert set(group.tenants.all()) == {tenant}

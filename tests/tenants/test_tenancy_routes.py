@@ -43,8 +43,11 @@ def test_tenancy_routes_are_admin_only(tenant_client, tenant):
 
 @pytest.mark.django_db
 def test_bad_tenancy_input_names_the_field_and_changes_nothing(admin_client, tenant):
-    assert "gpu_quota" in admin_client.post("/api/v1/tenants", {"name": "x", "gpu_quota": -1}, format="json").data
-    assert "colour" in admin_client.post("/api/v1/tenants", {"name": "x", "colour": "red"}, format="json").data
-    assert "name" in admin_client.post("/api/v1/tenants", {"name": tenant.name}, format="json").data
-    assert "tenants" in admin_client.post("/api/v1/share-groups", {"name": "g", "tenants": [999]}, format="json").data
+    def refused_fields(url, body):
+        return admin_client.post(url, body, format="json").data["errors"]
+
+    assert "gpu_quota" in refused_fields("/api/v1/tenants", {"name": "x", "gpu_quota": -1})
+    assert "colour" in refused_fields("/api/v1/tenants", {"name": "x", "colour": "red"})
+    assert "name" in refused_fields("/api/v1/tenants", {"name": tenant.name})
+    assert "tenants" in refused_fields("/api/v1/share-groups", {"name": "g", "tenants": [999]})
     assert Tenant.objects.count() == 1 and not ShareGroup.objects.exists()

@@ -3,13 +3,14 @@ import random
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from nodes.agent.agent import Agent
 from nodes.agent.client import AgentClient
@@ -103,7 +104,8 @@ class Command(BaseCommand):
         members = [SimulatedNode.of(node) for node in Node.objects.prefetch_related("gpus")]
         if not members:
             raise CommandError("no nodes in the database: run `manage.py seed_demo` first")
-        credential = settings.HETEROFLOW_JOIN_TOKEN or self._admin_token()
+        # The demo's nodes exist already, and only an admin token may register an existing name.
+        credential = self._admin_token()
         self._wait_for(server)
         stop = threading.Event()
         threads = []
@@ -130,7 +132,8 @@ class Command(BaseCommand):
         if created:
             user.set_unusable_password()
             user.save(update_fields=["password"])
-        return Token.objects.get_or_create(user=user)[0].key
+        # Knox keeps digests only, so each run issues a token of its own, valid for a day.
+        return AuthToken.objects.create(user=user, expiry=timedelta(days=1))[1]
 
     def _wait_for(self, server: str) -> None:
         deadline = time.monotonic() + SERVER_WAIT_SECONDS

@@ -1,10 +1,10 @@
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from nodes.demo_cluster import card_numa, demo_nodes
+from nodes.management.commands.simulate_fleet import FLEET_USERNAME
 from nodes.models import GPU, Node
 from scheduling.models import Task
 from scheduling.services.task_create import task_create
@@ -14,6 +14,7 @@ ADMIN_USERNAME = "admin"
 ADMIN_PASSWORD = "heteroflow-admin"
 TENANT_USERS = {"acme": ("alice", "alice-password"), "globex": ("bob", "bob-password"),
                 "initech": ("carol", "carol-password")}
+DEMO_USERNAMES = {ADMIN_USERNAME, FLEET_USERNAME, *(username for username, _ in TENANT_USERS.values())}
 TENANT_QUOTAS = {"acme": 64, "globex": 32, "initech": None}
 
 DEMO_TASKS = [
@@ -35,7 +36,17 @@ DEMO_TASKS = [
 class Command(BaseCommand):
     help = "Create (idempotently) a demo cluster: tenants, a share group, users, ~40 nodes of ten GPU types, tasks."
 
+    def add_arguments(self, parser):
+        parser.add_argument("--force", action="store_true",
+                            help="seed even though the database has users the demo did not create")
+
     def handle(self, *args, **options):
+        others = get_user_model().objects.exclude(username__in=DEMO_USERNAMES)
+        if others.exists() and not options["force"]:
+            # Demo logins with published passwords must not appear beside real users by accident.
+            raise CommandError(f"this database has {others.count()} user(s) that are not demo users (e.g. "
+                               f"{others.first().username!r}); it is not a demo database. Use --force to seed "
+                               "it anyway.")
         with transaction.atomic():
             tenants = self._tenants()
             self._users(tenants)
@@ -64,14 +75,12 @@ class Command(BaseCommand):
         if created:
             admin.set_password(ADMIN_PASSWORD)
             admin.save()
-        Token.objects.get_or_create(user=admin)
         for tenant_name, (username, password) in TENANT_USERS.items():
             user, created = User.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
                 user.save()
             TenantMembership.objects.get_or_create(user=user, defaults={"tenant": tenants[tenant_name]})
-            Token.objects.get_or_create(user=user)
 
     def _nodes(self) -> int:
         created = 0

@@ -71,7 +71,7 @@ class TestStatusReport:
     def test_body_is_strict(self, agent, bound_task):
         url = _status_url(bound_task.id)
         misspelt = agent.post(url, {"from": "scheduled", "to": "runing"}, format="json")
-        assert misspelt.status_code == 400 and set(misspelt.json()) == {"to"}
+        assert misspelt.status_code == 400 and set(misspelt.json()["errors"]) == {"to"}
         unknown = agent.post(url, {"from": "scheduled", "to": "running", "x": 1}, format="json")
-        assert unknown.status_code == 400 and set(unknown.json()) == {"x"}
+        assert unknown.status_code == 400 and set(unknown.json()["errors"]) == {"x"}
         assert Task.objects.get(id=bound_task.id).status == "scheduled"

@@ -32,7 +32,7 @@ def test_bad_group_input_names_the_field_and_creates_nothing(tenant_client, body
     response = tenant_client.post("/api/v1/task-groups", {**base, **body}, format="json")
 
     assert response.status_code == 400
-    assert field in response.data
+    assert field in response.data["errors"]
     assert not TaskGroup.objects.exists() and not Task.objects.exists()
 
 

@@ -23,7 +23,7 @@ def test_unknown_top_level_field_is_a_400_naming_it(tenant_client, field):
     response = tenant_client.post("/api/v1/tasks", {**VALID, field: True}, format="json")
 
     assert response.status_code == 400
-    assert field in response.data
+    assert field in response.data["errors"]
     assert not Task.objects.exists()
 
 
@@ -38,7 +38,7 @@ def test_out_of_range_fields_are_400s_naming_the_field(tenant_client, field, val
     response = tenant_client.post("/api/v1/tasks", {**VALID, field: value}, format="json")
 
     assert response.status_code == 400
-    assert field in response.data
+    assert field in response.data["errors"]
     assert not Task.objects.exists()
 
 
@@ -47,7 +47,7 @@ def test_training_and_preemptible_is_a_400(tenant_client):
     response = tenant_client.post("/api/v1/tasks", {**VALID, "type": "training", "preemptible": True}, format="json")
 
     assert response.status_code == 400
-    assert "preemptible" in response.data
+    assert "preemptible" in response.data["errors"]
     assert not Task.objects.exists()
 
 
@@ -56,7 +56,7 @@ def test_tenant_user_may_not_name_a_tenant(tenant_client, other_tenant):
     response = tenant_client.post("/api/v1/tasks", {**VALID, "tenant": other_tenant.id}, format="json")
 
     assert response.status_code == 400
-    assert "tenant" in response.data
+    assert "tenant" in response.data["errors"]
     assert not Task.objects.exists()
 
 

@@ -76,9 +76,10 @@ def test_spec_walkthrough_binds_to_the_free_nvidia_node_and_explains_every_other
     assert diagnostics["code"] == reasons.SCHEDULED
     assert diagnostics["message"].startswith("1/5 nodes are available")
     reason_of = {entry["node"]: entry["reason"] for entry in diagnostics["nodes"]}
+    # The node dedicated to the other tenant is counted for this tenant, not named (issue 13).
+    assert diagnostics["nodes_not_shown"] == {reasons.DEDICATED_OTHER_TENANT: 1}
     assert reason_of == {
         "offline": reasons.NODE_OFFLINE,
-        "dedicated": reasons.DEDICATED_OTHER_TENANT,
         "hot": resource_filter.CARDS_OVERLOADED,
         "ascend": gpu_filter.GPU_TYPE_MISMATCH,
         "free": None,

@@ -123,5 +123,5 @@ def test_a_gpu_model_label_takes_cards_of_the_matching_model_on_a_node_with_two_
 def test_the_api_refuses_a_gpu_model_label_that_names_no_model(tenant_client):
     response = tenant_client.post("/api/v1/tasks", {"name": "x", "labels": {"gpu-model": "|"}}, format="json")
     assert response.status_code == 400
-    assert "labels" in response.json()
+    assert response.json()["field"] == "labels"
     assert not Task.objects.exists()

@@ -1,0 +1,52 @@
+"""What a tenant user may read of scheduling diagnostics (SPEC §15.6, issue 13 item 8): nothing that names another
+tenant's tasks, priorities or dedicated nodes; such things are counted instead. Admins see everything."""
+
+from collections import Counter
+
+from scheduling.framework import reasons
+from scheduling.models import SchedulingAttempt, Task
+
+# Filter reasons whose nodes belong to someone else: a tenant learns how many, not which.
+REASONS_COUNTED_NOT_NAMED = frozenset({reasons.DEDICATED_OTHER_TENANT})
+
+
+def filtered_nodes_for(filtered: dict[str, list[str]], *, admin: bool) -> dict[str, list[str] | int]:
+    """The attempt's filtered nodes by reason, with the names of nodes counted-not-named replaced by their count."""
+    if admin:
+        return filtered
+    return {reason: (len(names) if reason in REASONS_COUNTED_NOT_NAMED else names)
+            for reason, names in filtered.items()}
+
+
+def attempt_diagnostics(attempt: SchedulingAttempt, *, tenant_id: int | None) -> dict:
+    """The `diagnostics` of a task in the API; `tenant_id` None for an admin."""
+    extra = dict(attempt.extra)
+    entries = attempt.node_entries()
+    body = {"code": attempt.code, "message": attempt.message}
+    if tenant_id is None:
+        return {**body, "nodes": entries, **extra}
+    hidden = Counter(entry["reason"] for entry in entries if entry["reason"] in REASONS_COUNTED_NOT_NAMED)
+    body["nodes"] = [entry for entry in entries if entry["reason"] not in REASONS_COUNTED_NOT_NAMED]
+    if hidden:
+        body["nodes_not_shown"] = dict(hidden)
+    extra.pop("preempted_by", None)
+    if isinstance(extra.get("preemption"), dict):
+        extra["preemption"] = _own_victims_only(extra["preemption"], tenant_id=tenant_id)
+        hidden_nodes = {name for reason in REASONS_COUNTED_NOT_NAMED
+                        for name in attempt.nodes.get("filtered", {}).get(reason, [])}
+        if hidden_nodes and "node_reasons" in extra["preemption"]:
+            extra["preemption"]["node_reasons"] = {node: why for node, why in
+                                                   extra["preemption"]["node_reasons"].items()
+                                                   if node not in hidden_nodes}
+    return {**body, **extra}
+
+
+def _own_victims_only(preemption: dict, *, tenant_id: int) -> dict:
+    mentioned = [task_id for key in ("victims", "lost") for task_id in preemption.get(key, [])]
+    own = set(Task.objects.filter(id__in=mentioned, tenant_id=tenant_id).values_list("id", flat=True))
+    shown = dict(preemption)
+    for key in ("victims", "lost"):
+        ids = preemption.get(key, [])
+        shown[key] = [task_id for task_id in ids if task_id in own]
+        shown[f"{key}_of_other_tenants"] = len(ids) - len(shown[key])
+    return shown

@@ -1,0 +1,109 @@
+"""Schema fuzzing of the whole API (schemathesis over /api/schema/): every operation, as an admin and as a tenant,
+one by one and as stateful sequences that follow the schema's links. No answer may be a server error, and every
+answer must match what the schema documents for its status.
+
+`make test` runs a few examples per operation; `make fuzz` sets HETEROFLOW_FUZZ_EXAMPLES for a longer run.
+"""
+
+import os
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, Phase
+from hypothesis import settings as hypothesis_settings
+from knox.models import AuthToken
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from nodes.services import agent_register
+from tenants.services import tenant_user_create
+from tests.factories import make_node, make_task
+
+EXAMPLES = int(os.environ.get("HETEROFLOW_FUZZ_EXAMPLES", "4"))
+STATEFUL_EXAMPLES = int(os.environ.get("HETEROFLOW_FUZZ_STATEFUL_EXAMPLES", "4"))
+CHECKS = [not_a_server_error, response_schema_conformance]
+FUZZ_SETTINGS = hypothesis_settings(
+    max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("HETEROFLOW_FUZZ_RANDOM") is None,
+    suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate], database=None,
+)
+
+
+@pytest.fixture
+def wsgi_in_test_transaction():
+    """Requests go through the real WSGI stack but inside the test's transaction, as Django's test client does:
+    connections must not be closed at request boundaries."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield get_wsgi_application()
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def cluster(admin_user, tenant, other_tenant):
+    """A small cluster with something to read: nodes (one dedicated to the other tenant), tasks of both tenants."""
+    make_node(name="fuzz-a100")
+    make_node(name="fuzz-ascend", gpu_type="ascend", model="Ascend910B")
+    make_node(name="fuzz-dedicated", dedicated_tenant=other_tenant)
+    make_task(tenant=tenant, name="mine")
+    make_task(tenant=other_tenant, name="theirs")
+    _, tenant_token = tenant_user_create(tenant=tenant, username="fuzz-tenant", password="orchid-lantern-42")
+    _, node_token = agent_register(name="fuzz-agent", internal_ip="10.0.0.9/24", public_ip=None, cpu_cores=8,
+                                   memory_gb=64)
+    return {"admin": AuthToken.objects.create(user=admin_user)[1], "tenant": tenant_token, "node": node_token}
+
+
+ROLES = ["admin", "tenant"]
+# Cases sent per operation, printed at the end of the module (`make fuzz` shows it).
+CASES_RUN: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_cases():
+    yield
+    if CASES_RUN:
+        print(f"\nfuzz: {len(CASES_RUN)} operations, {sum(CASES_RUN.values())} cases (both roles)")
+
+
+def credentials_for(path: str, role: str, tokens: dict) -> dict:
+    """Agent routes take the node token; everything else the role's user token."""
+    agent_route = path.startswith("/api/v1/agent/") and not path.endswith("/register")
+    return {"Authorization": f"Token {tokens['node' if agent_route else role]}"}
+
+
+# Loading the schema touches no table; the WSGI app is the project's own.
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ROLES)
+@schema.parametrize()
+@FUZZ_SETTINGS
+def test_every_operation_answers_without_server_errors_and_as_documented(case, role, cluster,
+                                                                         wsgi_in_test_transaction):
+    CASES_RUN[case.operation.label] = CASES_RUN.get(case.operation.label, 0) + 1
+    case.call_and_validate(headers=credentials_for(case.path, role, cluster), checks=CHECKS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ROLES)
+def test_stateful_sequences_along_the_schema_links(role, cluster, wsgi_in_test_transaction):
+    loaded = schemathesis.openapi.from_wsgi("/api/schema/?format=json", wsgi_in_test_transaction)
+    links = sum(len(response.get("links", {})) for operations in loaded.raw_schema["paths"].values()
+                for operation in operations.values() for response in operation["responses"].values())
+    assert links >= 10, "the schema documents the links from each create to what it created"
+
+    class Sequences(loaded.as_state_machine()):
+        def get_call_kwargs(self, case):
+            return {"headers": credentials_for(case.path, role, cluster)}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+
+    Sequences.run(settings=hypothesis_settings(
+        max_examples=STATEFUL_EXAMPLES, stateful_step_count=6, deadline=None, database=None,
+        derandomize=os.environ.get("HETEROFLOW_FUZZ_RANDOM") is None, suppress_health_check=list(HealthCheck),
+    ))

@@ -1,0 +1,63 @@
+"""Configuration safety (issue 13 item 5): the settings refuse what would be unsafe in production."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+from heteroflow_site.errors import DomainError
+from tenants.services import tenant_user_create
+
+
+def _settings_in_a_fresh_process(**env) -> subprocess.CompletedProcess:
+    """Import the settings as a new process would, with `env` on top of the test environment."""
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'heteroflow_site.settings'; django.setup(); "
+            "from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
+            "s.SECURE_HSTS_SECONDS, s.SECURE_PROXY_SSL_HEADER)")
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("SECRET_KEY", "DEBUG", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")}
+    return subprocess.run([sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_development_secret_key_is_refused_without_debug():
+    refused = _settings_in_a_fresh_process()
+    assert refused.returncode != 0 and "set SECRET_KEY" in refused.stderr
+    assert _settings_in_a_fresh_process(DEBUG="true").returncode == 0
+
+
+def test_production_defaults_are_secure_cookies_and_the_rest_comes_from_the_environment():
+    default = _settings_in_a_fresh_process(SECRET_KEY="a-real-secret")
+    assert default.stdout.split() == ["True", "True", "0", "None"]
+    tuned = _settings_in_a_fresh_process(SECRET_KEY="a-real-secret", SECURE_HSTS_SECONDS="31536000",
+                                         SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https")
+    assert tuned.stdout.split() == ["True", "True", "31536000", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("password", ["password", "12345678901", "acme-user-1"])
+def test_tenant_users_get_every_password_validator(tenant, password):
+    with pytest.raises(DomainError) as refused:
+        tenant_user_create(tenant=tenant, username="acme-user-1", password=password)
+    assert refused.value.field == "password"
+    assert not get_user_model().objects.filter(username="acme-user-1").exists()
+
+
+@pytest.mark.django_db
+def test_weak_password_through_the_api_is_a_400_naming_password(admin_client, tenant):
+    response = admin_client.post(f"/api/v1/tenants/{tenant.id}/users", {"username": "x1", "password": "password"},
+                                 format="json")
+    assert response.status_code == 400 and response.json()["field"] == "password"
+
+
+@pytest.mark.django_db
+def test_seed_demo_refuses_a_database_with_real_users_unless_forced():
+    get_user_model().objects.create_user(username="real-operator", password="x")
+    with pytest.raises(CommandError, match="not demo users"):
+        call_command("seed_demo")
+    assert not get_user_model().objects.filter(username="alice").exists()
+    call_command("seed_demo", force=True)
+    assert get_user_model().objects.filter(username="alice").exists()

@@ -1,0 +1,72 @@
+"""User API tokens (issue 13 item 3): stored hashed, several per user, revocable by their owner and by admins."""
+
+import pytest
+from django.db import connection
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from tenants.models import TenancyAuditEntry
+
+
+def _client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+@pytest.mark.django_db
+def test_only_a_digest_of_a_token_is_stored(admin_client, tenant):
+    response = admin_client.post(f"/api/v1/tenants/{tenant.id}/users", {"username": "dora", "password": "Quartz-77-Lamp"},
+                                 format="json")
+    token = response.json()["token"]
+    assert token.startswith("hfu_") and _client(token).get("/api/v1/tasks").status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {AuthToken._meta.db_table}")
+        stored = " ".join(str(value) for row in cursor.fetchall() for value in row)
+    assert token not in stored
+
+
+@pytest.mark.django_db
+def test_a_user_issues_lists_and_revokes_its_own_tokens(tenant_client, other_tenant_client):
+    issued = tenant_client.post("/api/v1/tokens")
+    assert issued.status_code == 201
+    second = issued.json()
+    listed = tenant_client.get("/api/v1/tokens").json()
+    assert {row["token_key"] for row in listed} >= {second["token_key"]} and len(listed) == 2
+    assert other_tenant_client.delete(f"/api/v1/tokens/{second['token_key']}").status_code == 404, "not theirs"
+    assert tenant_client.delete(f"/api/v1/tokens/{second['token_key']}").status_code == 204
+    assert _client(second["token"]).get("/api/v1/tasks").status_code == 401
+    assert tenant_client.get("/api/v1/tasks").status_code == 200, "the other token still works"
+    assert TenancyAuditEntry.objects.filter(action="token.revoke").exists()
+
+
+@pytest.mark.django_db
+def test_an_admin_revokes_every_token_of_a_user(admin_client, tenant_client):
+    user_id = tenant_client.user.id
+    tenant_client.post("/api/v1/tokens")
+    response = admin_client.post(f"/api/v1/users/{user_id}/tokens/revoke")
+    assert response.status_code == 200 and response.json() == {"revoked": 2}
+    assert tenant_client.get("/api/v1/tasks").status_code == 401
+    assert tenant_client.post(f"/api/v1/users/{user_id}/tokens/revoke").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_tenant_cannot_revoke_other_users_tokens(tenant_client, other_tenant_client):
+    response = tenant_client.post(f"/api/v1/users/{other_tenant_client.user.id}/tokens/revoke")
+    assert response.status_code == 403
+    assert other_tenant_client.get("/api/v1/tasks").status_code == 200
+
+
+@pytest.mark.django_db
+def test_tokens_can_be_revoked_in_the_django_admin(admin_user, tenant_client):
+    from django.test import Client
+
+    web = Client()
+    web.force_login(admin_user)
+    digest = AuthToken.objects.get(user=tenant_client.user).digest
+    page = web.get("/admin/knox/authtoken/")
+    assert page.status_code == 200
+    response = web.post("/admin/knox/authtoken/", {"action": "delete_selected", "_selected_action": [digest],
+                                                   "post": "yes"})
+    assert response.status_code == 302
+    assert tenant_client.get("/api/v1/tasks").status_code == 401
