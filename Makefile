@@ -53,9 +53,12 @@ fuzz: $(INSTALLED)
 	HETEROFLOW_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HETEROFLOW_FUZZ_STATEFUL_EXAMPLES=$(FUZZ_EXAMPLES) \
 		$(WITH_SERVICES) $(PY) -m pytest tests/site/test_api_fuzz.py -p no:xdist --create-db -q -s $(PYTEST_ARGS)
 
+# Benchmarks run with DEBUG off (Django keeps every query in memory with it on) and a one-off secret key.
+BENCH_ENV = SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')"
+
 bench: $(INSTALLED)
-	$(PY) manage.py bench_scheduler --nodes 300 --pending 2000
-	$(PY) manage.py bench_scheduler --nodes 5000 --pending 10000
+	$(BENCH_ENV) $(WITH_SERVICES) $(PY) manage.py bench_scheduler --nodes 300 --pending 2000
+	$(BENCH_ENV) $(WITH_SERVICES) $(PY) manage.py bench_scheduler --nodes 5000 --pending 10000 --instances 1,2
 
 clean-data:
 	rm -rf .data
