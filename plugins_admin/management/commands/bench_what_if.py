@@ -14,18 +14,12 @@ import os
 import random
 import time
 
-from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.conf import settings
 from django.db import connections
 
-from scheduling.management.commands.bench_scheduler import (
-    _database_url,
-    _execute_autocommit,
-    _percentile,
-    _seed_synthetic,
-    _use_database,
-)
+from scheduling.bench.database import database_url, throwaway_database
+from scheduling.bench.figures import percentile
+from scheduling.management.commands.bench_scheduler import _seed_synthetic
 
 
 class Command(BaseCommand):
@@ -38,31 +32,22 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
 
     def handle(self, *args, nodes: int, pending: int, cycles: int, seed: int, **options):
-        original = settings.DATABASES["default"]["NAME"]
-        bench = f"hf_bench_{os.getpid()}"
-        _execute_autocommit(f'CREATE DATABASE "{bench}"')
-        try:
-            _use_database(bench)
-            call_command("migrate", verbosity=0, interactive=False)
+        with throwaway_database() as bench:
             nodes_made, tasks_made = _seed_synthetic(random.Random(seed), nodes, pending)
             self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks")
             connections.close_all()
             self._print(*_measure(bench, cycles=cycles, seed=seed))
-        finally:
-            connections.close_all()
-            _use_database(original)
-            _execute_autocommit(f'DROP DATABASE IF EXISTS "{bench}" WITH (FORCE)')
 
     def _print(self, durations: dict[str, list[float]], previews: list[float]) -> None:
         for label, values in durations.items():
             ordered = sorted(values)
-            self.stdout.write(f"cycle_ms {label}: p50={_percentile(ordered, 50):.1f} p90={_percentile(ordered, 90):.1f} "
+            self.stdout.write(f"cycle_ms {label}: p50={percentile(ordered, 50):.1f} p90={percentile(ordered, 90):.1f} "
                               f"(n={len(ordered)})")
-        alone = _percentile(sorted(durations["alone"]), 50)
-        concurrent = _percentile(sorted(durations["with what-if"]), 50)
+        alone = percentile(sorted(durations["alone"]), 50)
+        concurrent = percentile(sorted(durations["with what-if"]), 50)
         ordered = sorted(previews)
         if ordered:
-            self.stdout.write(f"what_if_ms p50={_percentile(ordered, 50):.1f} p90={_percentile(ordered, 90):.1f} "
+            self.stdout.write(f"what_if_ms p50={percentile(ordered, 50):.1f} p90={percentile(ordered, 90):.1f} "
                               f"(n={len(ordered)} previews of 200 tasks × 2 plugin sets)")
         self.stdout.write(f"what_if_slowdown_p50={concurrent / alone if alone else 0.0:.3f}")
 
@@ -74,7 +59,7 @@ def _measure(database: str, *, cycles: int, seed: int) -> tuple[dict[str, list[f
 
     context = multiprocessing.get_context("spawn")
     wanted, busy, stop, results = context.Event(), context.Event(), context.Event(), context.Queue()
-    process = context.Process(target=_preview_process, args=(_database_url(database), wanted, busy, stop, results))
+    process = context.Process(target=_preview_process, args=(database_url(database), wanted, busy, stop, results))
     process.start()
     rng = random.Random(seed)
     durations: dict[str, list[float]] = {"alone": [], "with what-if": []}
