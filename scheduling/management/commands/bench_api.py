@@ -6,6 +6,7 @@ max latency in milliseconds and the errors (non-2xx answers and failed connectio
 the clients did. Bounded: each client stops after --requests requests or --seconds, whichever comes first.
 """
 
+import secrets
 import socket
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def _client_tokens(clients: int) -> list[str]:
     tenants = list(Tenant.objects.order_by("id"))
     return [
         tenant_user_create(tenant=tenants[index % len(tenants)], username=f"bench-client-{index}",
-                           password="bench-client-password")[1].key
+                           password=secrets.token_urlsafe(16))[1]
         for index in range(clients)
     ]
 
