@@ -120,6 +120,14 @@ DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=10_000)
 DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
     f"-c statement_timeout={DATABASE_STATEMENT_TIMEOUT_MS} -c lock_timeout={DATABASE_LOCK_TIMEOUT_MS}"
 )
+# A web server under ASGI runs every request in a thread of its own, and Django's connections are per thread: without
+# a pool each request would open a PostgreSQL connection (tens of milliseconds). The Procfile's web process turns the
+# pool on. Schedulers and Celery workers keep one connection each: they hold session-level advisory locks.
+if env.bool("DATABASE_POOL", default=False):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 2, "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=16), "timeout": 10,
+    }
 
 REDIS_URL = env.str("REDIS_URL")
 

@@ -1,10 +1,11 @@
 import django_filters
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeaderPagination
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
@@ -63,13 +64,25 @@ def output_context(request) -> dict:
     return {"viewer_tenant_id": None if is_admin(request.user) else getattr(tenant_of(request.user), "id", -1)}
 
 
+TASK_FILTER_PARAMETERS = [
+    OpenApiParameter("status", enum=TaskStatus.values),
+    OpenApiParameter("tenant", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                     description="tenant id (admins; a tenant user sees only its own)"),
+    OpenApiParameter("node", str, description="node id or name"),
+]
+
+
 class TaskListCreateApi(APIView):
-    @extend_schema(responses=TaskOutput(many=True))
+    @extend_schema(parameters=[*TASK_FILTER_PARAMETERS, *PAGE_PARAMETERS, *PAGE_HEADERS],
+                   responses=TaskOutput(many=True))
     def get(self, request):
+        """Newest first, a page at a time (`limit`, `offset`; the `Link` header names the next page)."""
         tasks = TaskFilter(request.query_params, queryset=tasks_visible_to(request.user))
         if not tasks.is_valid():
             return Response(tasks.errors, status=status.HTTP_400_BAD_REQUEST)
-        return Response(TaskOutput(tasks.qs[:500], many=True, context=output_context(request)).data)
+        paginator = LinkHeaderPagination()
+        page = paginator.paginate_queryset(tasks.qs, request, view=self)
+        return paginator.get_paginated_response(TaskOutput(page, many=True, context=output_context(request)).data)
 
     @extend_schema(request=TaskInput, responses={201: TaskOutput})
     def post(self, request):

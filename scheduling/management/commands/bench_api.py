@@ -103,7 +103,8 @@ def _run_load(url: str, tokens: list[str], requests_each: int, seconds: float):
     port = _free_port()
     with tempfile.TemporaryDirectory() as logs:
         server = _start([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                         "heteroflow_site.asgi:application"], environment, Path(logs) / "server.log")
+                         "heteroflow_site.asgi:application"], {**environment, "DATABASE_POOL": "true"},
+                        Path(logs) / "server.log")
         scheduler = None
         try:
             base = f"http://127.0.0.1:{port}"
