@@ -79,7 +79,7 @@ class TaskListCreateApi(APIView):
         """Newest first, a page at a time (`limit`, `offset`; the `Link` header names the next page)."""
         tasks = TaskFilter(request.query_params, queryset=tasks_visible_to(request.user))
         if not tasks.is_valid():
-            return Response(tasks.errors, status=status.HTTP_400_BAD_REQUEST)
+            raise serializers.ValidationError(tasks.errors)
         paginator = LinkHeaderPagination()
         page = paginator.paginate_queryset(tasks.qs, request, view=self)
         return paginator.get_paginated_response(TaskOutput(page, many=True, context=output_context(request)).data)

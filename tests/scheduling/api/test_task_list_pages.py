@@ -64,3 +64,11 @@ def test_the_total_counts_only_the_tenants_own_tasks(tenant_client, tasks, other
     make_task(tenant=other_tenant)
 
     assert tenant_client.get("/api/v1/tasks")["X-Total-Count"] == "7"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query,field", [("tenant=null", "tenant"), ("status=sleeping", "status")])
+def test_a_bad_filter_is_a_400_in_the_apis_error_shape(tenant_client, query, field):
+    body = tenant_client.get(f"/api/v1/tasks?{query}").json()
+
+    assert body["code"] and body["message"] and field in body["errors"]
