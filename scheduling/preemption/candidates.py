@@ -1,5 +1,5 @@
-"""The placed, active tasks that preemption may weigh as victims (SPEC §9): read in one query per attempt
-(`preemption_candidates`), or once per cycle for all of its attempts (`CandidatePool`)."""
+"""The placed, active tasks that preemption may weigh as victims (SPEC §9): read once per cycle for all of its
+attempts (`CandidatePool`)."""
 
 from collections import defaultdict
 from collections.abc import Iterable
@@ -52,26 +52,10 @@ _FIELDS = (
 )
 
 
-def preemption_candidates(*, preemptor_id: int, priority: int, victim_states: Iterable[str]) -> list[ActiveTask]:
-    """Every active task on the nodes where a preemption for this task could act, in one query.
-
-    Those nodes hold a task it might evict (a coarse form of the planner's rules, which stay the judge) or a victim
-    already evicted for it. All their tasks are read, not only the victims, because a card's remaining occupants
-    decide whether the preemptor may share it. Nodes with nothing to evict cost nothing here.
-    """
-    evictable = Task.objects.filter(
-        status__in=list(victim_states), preemptible=True, priority__lt=priority
-    ).exclude(type__in=NEVER_VICTIM_TYPES)
-    evicted_for_it = Task.objects.filter(status=lifecycle.PREEMPTING, attempt__extra__preempted_by=preemptor_id)
-    nodes = (evictable | evicted_for_it).filter(node__isnull=False).values("node_id")
-    rows = Task.objects.filter(status__in=ACTIVE_STATES, node_id__in=nodes).values_list(*_FIELDS)
-    return [_active_task(*row) for row in rows]
-
-
 class CandidatePool:
     """Every placed active task, read on the first preemption attempt of a cycle and then kept in step with the
-    cycle's own binds (`record_bind`) and evictions (`record_preempting`), so later attempts of the cycle see what
-    `preemption_candidates` would read, without a query each. Work placed or stopped by others meanwhile is
+    cycle's own binds (`record_bind`) and evictions (`record_preempting`), so later attempts of the cycle see what a
+    fresh read would, without a query each. Work placed or stopped by others meanwhile is
     judged at the next cycle, exactly as the snapshot's view of the nodes is."""
 
     def __init__(self) -> None:
@@ -83,7 +67,10 @@ class CandidatePool:
         self._stopping_for: dict[int, set[int]] = defaultdict(set)
 
     def candidates(self, *, preemptor_id: int, priority: int, victim_states: Iterable[str]) -> list[ActiveTask]:
-        """What `preemption_candidates` returns, from memory."""
+        """Every active task on the nodes where a preemption for this task could act: those holding a task it might
+        evict (a coarse form of the planner's rules, which stay the judge) or a victim already evicted for it. All
+        their tasks, not only the victims, because a card's remaining occupants decide whether the preemptor may
+        share it."""
         on_node = self._tasks_by_node()
         floors = self._floors_for(frozenset(victim_states))
         nodes = {node_id for node_id, floor in floors.items() if floor < priority}
@@ -144,7 +131,7 @@ class CandidatePool:
 
 
 def _evictable(task: ActiveTask, victim_states: frozenset[str]) -> bool:
-    """The coarse victim rule of `preemption_candidates`, less the priority comparison."""
+    """The coarse victim rule, less the priority comparison."""
     return task.status in victim_states and task.preemptible and task.type not in NEVER_VICTIM_TYPES
 
 

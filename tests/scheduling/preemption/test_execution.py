@@ -8,7 +8,7 @@ from nodes.models import Node
 from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
-from scheduling.preemption.candidates import CandidatePool, preemption_candidates
+from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import execute_plan
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.preemption.settle import settle_preempted
@@ -19,7 +19,8 @@ from tests.scheduling.preemption.conftest import placed_task, statuses
 
 
 def candidates_for(preemptor_id: int = 0, priority: int = 100) -> list:
-    return preemption_candidates(preemptor_id=preemptor_id, priority=priority, victim_states={"running"})
+    """What the first preemption attempt of a cycle reads."""
+    return CandidatePool().candidates(preemptor_id=preemptor_id, priority=priority, victim_states={"running"})
 
 
 def gpu_used(node: Node) -> int:
@@ -195,7 +196,7 @@ def test_a_preemptors_own_unsettled_victims_are_candidates(tenant):
     assert candidates_for(preemptor_id=4243) == []
 
 
-def test_a_cycles_pool_reads_once_and_answers_like_the_query_as_it_records_binds_and_evictions(tenant):
+def test_a_cycles_pool_reads_once_and_keeps_in_step_with_its_binds_and_evictions(tenant):
     node, other = make_node(cards=8), make_node(cards=8)
     victim = placed_task(tenant=tenant, node=node, gpus=[0], priority=10)
     neighbour = placed_task(tenant=tenant, node=node, gpus=[1], priority=99, preemptible=False)
@@ -232,7 +233,7 @@ def test_two_urgent_tasks_in_one_cycle_evict_different_victims(tenant, running_s
     assert statuses(low, lower) == ["preempting", "preempting"]
 
 
-def test_a_pool_finds_a_preemptors_own_unsettled_victims_as_the_query_does(tenant):
+def test_a_pool_finds_a_preemptors_own_unsettled_victims(tenant):
     node = make_node(cards=1)
     victim = placed_task(tenant=tenant, node=node, gpus=[0], priority=10, status="preempting")
     SchedulingAttempt.objects.create(task_id=victim.id, extra={"preempted_by": 4242})
