@@ -280,6 +280,9 @@ SCHEDULER = {
     },
 }
 
+# Where `manage.py replay_trace --report` keeps its reports; the plugin page links the newest.
+REPLAY_REPORT_DIR = Path(env.str("HETEROFLOW_REPLAY_REPORT_DIR", default=str(DATA_DIR / "replay")))
+
 # Dotted paths of extra scheduling plugin factories (see docs/custom-plugins.md).
 HETEROFLOW_EXTRA_PLUGINS = env.list("HETEROFLOW_EXTRA_PLUGINS", default=[])
 

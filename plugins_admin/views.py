@@ -1,11 +1,12 @@
-"""The `/plugins/` admin page: one view serves the page and, for htmx requests, the fragments it swaps."""
+"""The `/plugins/` admin page: one view serves the page and, for htmx requests, the fragments it swaps; the latest
+replay report (`manage.py replay_trace --report`) has a page and its chart of its own."""
 
 import json
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
@@ -25,8 +26,12 @@ from plugins_admin.services import UnknownPlugin, plugin_changes_apply, plugin_s
 from plugins_admin.what_if import plugin_change_preview
 from plugins_admin.what_if_form import PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
 from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
+from scheduling.replay.reports import ReplayReport, latest_report
 
 TEMPLATE = "plugins_admin/plugins.html"
+REPLAY_TEMPLATE = "plugins_admin/replay_report.html"
+# How to make a report, shown where there is none yet.
+REPLAY_COMMAND = "python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd,fgd-cpu --report"
 WHAT_IF_TEMPLATE = "plugins_admin/_what_if.html"
 HISTORY_LENGTH = 20
 # Parts of the page a browser may re-fetch alone; the scheduler panel polls so that API changes show up too.
@@ -185,6 +190,43 @@ def _what_if_card(request: HttpRequest, *, submitted: dict, errors: dict | None 
     return render_page(request, WHAT_IF_TEMPLATE, context, fragment="what-if-card")
 
 
+@staff_required
+@require_http_methods(["GET"])
+def replay_report_page(request: HttpRequest) -> HttpResponse:
+    report = latest_report()
+    return render_page(request, REPLAY_TEMPLATE, {"report": _replay_view(report) if report else None,
+                                                  "replay_command": REPLAY_COMMAND})
+
+
+@staff_required
+@require_http_methods(["GET"])
+def replay_report_chart(request: HttpRequest) -> FileResponse:
+    report = latest_report()
+    if report is None:
+        raise Http404("no replay report yet")
+    response = FileResponse(report.chart_path.open("rb"), content_type="image/svg+xml")
+    # The file is replaced by every new report; and an SVG opened on its own may run nothing.
+    response["Cache-Control"] = "private, no-cache"
+    response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"
+    return response
+
+
+def _replay_view(report: ReplayReport) -> dict[str, Any]:
+    figures = report.figures
+    rows = []
+    for name, summary in figures.get("policies", {}).items():
+        rows.append({"name": name, **{key: _mean_stdev(summary.get(key)) for key in
+                                      ("allocation_at_full", "allocation_at_arrival", "failed_tasks", "fragmentation")}})
+    return {"made_at": report.made_at, "policies": report.policies, "window": report.window, "figures": figures,
+            "rows": rows, "from_db": figures.get("source") == "database"}
+
+
+def _mean_stdev(figure: Any) -> str:
+    if not isinstance(figure, dict):
+        return "—"
+    return f"{figure.get('mean', 0):.2f} ± {figure.get('stdev', 0):.2f}"
+
+
 FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
@@ -201,7 +243,9 @@ def _page_context(*, errors: dict | None = None, channel_override: dict | None =
     channels = [_channel_card(channel) for channel in notification_channels()]
     if channel_override:
         channels = [channel_override if card["kind"] == channel_override["kind"] else card for card in channels]
-    return {**_plugin_context(errors=errors), "channels": channels}
+    report = latest_report()
+    return {**_plugin_context(errors=errors), "channels": channels,
+            "replay_report": _replay_view(report) if report else None, "replay_command": REPLAY_COMMAND}
 
 
 def _plugin_context(*, errors: dict | None = None, notice: str = "") -> dict[str, Any]:

@@ -47,11 +47,12 @@ def build_snapshot() -> ClusterSnapshot:
     return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
 
 
-def read_nodes(*, node_ids: list[int] | None = None) -> list[NodeInfo]:
-    """The nodes (all, or those of `node_ids` that exist) in id order, with cards and occupancy: three queries."""
+def read_nodes(*, node_ids: list[int] | None = None, occupied: bool = True) -> list[NodeInfo]:
+    """The nodes (all, or those of `node_ids` that exist) in id order, with cards and occupancy (none of it with
+    `occupied=False`): three queries."""
     node_rows = Node.objects.order_by("id")
     card_rows = GPU.objects.order_by("node_id", "index")
-    placement_rows = _active_placements()
+    placement_rows = _active_placements() if occupied else Task.objects.none()
     if node_ids is not None:
         node_rows = node_rows.filter(id__in=node_ids)
         card_rows = card_rows.filter(node_id__in=node_ids)

@@ -413,15 +413,20 @@ def default_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
     return []
 
 
+def held_cards(task: TaskInfo, node: NodeInfo, cards: list[int]) -> list[CardInfo]:
+    """The node's cards that `cards` (indexes as Reserve chose them, of one type) name."""
+    by_key = cards_by_key(node)
+    card_type = getattr(cards, "card_type", "") or task.gpu_type
+    return [card for card in (card_lookup(by_key, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
+                              for index in cards) if card is not None]
+
+
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
     """Record a bind in the snapshot (`cards` as Reserve chose them, of one type): ledger gpu_used, card occupancy
     (whole card or shard), inference count, the
-    tenant's quota usage and the node's derived data. Mutate snapshot nodes only through this function (or set
-    `snapshot.table = None` after changing them some other way)."""
-    by_key = cards_by_key(node)
-    card_type = getattr(cards, "card_type", "") or task.gpu_type
-    held = [card for card in (card_lookup(by_key, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
-                              for index in cards) if card is not None]
+    tenant's quota usage and the node's derived data. Mutate snapshot nodes only through this function and
+    `apply_release` (or set `snapshot.table = None` after changing them some other way)."""
+    held = held_cards(task, node, cards)
     if task.gpu_required > 0:
         node.gpu_used += task.gpu_required
         for card in held:
@@ -435,6 +440,35 @@ def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards:
     if task.type == "inference":
         node.inference_tasks += 1
     snapshot.quotas.record_bind(task)
+    _node_changed(snapshot, node)
+
+
+def apply_release(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int], *,
+                  staying: Sequence[tuple[TaskInfo, list[int]]]) -> None:
+    """Undo `apply_bind` for a task that finished: the trace replay's departures (a cycle never releases in its
+    snapshot; it reads the cluster again). `staying`: the placements (task, cards) still on the node, so a tenant
+    keeps its place on a card another of its tasks still shares."""
+    held = held_cards(task, node, cards)
+    if task.gpu_required > 0:
+        node.gpu_used -= task.gpu_required
+        for card in held:
+            card.whole_card_tasks -= 1
+    elif task.is_fractional:
+        for card in held:
+            card.shard_tasks -= 1
+            card.shard_memory_mb -= task.gpu_memory_mb
+    still_held = {id(card) for other, other_cards in staying if other.tenant_id == task.tenant_id
+                  for card in held_cards(other, node, other_cards)}
+    for card in held:
+        if id(card) not in still_held:
+            card.occupant_tenants.discard(task.tenant_id)
+    if task.type == "inference":
+        node.inference_tasks -= 1
+    snapshot.quotas.forget_bind(task)
+    _node_changed(snapshot, node)
+
+
+def _node_changed(snapshot: ClusterSnapshot, node: NodeInfo) -> None:
     node.cache.clear()
     table = snapshot.table
     if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:

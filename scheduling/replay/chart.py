@@ -5,6 +5,8 @@ from django.template.loader import render_to_string
 
 WIDTH, HEIGHT = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 48, 120, 16, 40
+# x-axis tick spacing: the first that keeps to about ten ticks (a day's submissions may arrive many times the GPUs).
+X_TICK_STEPS = (20, 50, 100, 200, 500, 1000, 2000, 5000)
 PALETTE = ("#4f46e5", "#34d399", "#f59e0b", "#ef4444", "#0ea5e9", "#a855f7", "#64748b")
 
 
@@ -30,7 +32,8 @@ def allocation_chart(curves: dict[str, list[tuple[float, float]]], *, arrival: f
     previous = TOP - 4.0
     for line in sorted(lines, key=lambda line: -line["final"]):
         line["label_y"] = previous = max(y(line["final"]) + 4, previous + 14)
-    x_ticks = [{"x": x(value), "label": f"{value:g}"} for value in range(0, int(x_max) + 1, 20)]
+    step = next((step for step in X_TICK_STEPS if x_max / step <= 10), 10 * X_TICK_STEPS[-1])
+    x_ticks = [{"x": x(value), "label": f"{value:g}"} for value in range(0, int(x_max) + 1, step)]
     y_ticks = [{"y": y(value), "label": f"{value:g}"} for value in range(0, 101, 20)]
     return render_to_string("scheduling/replay/allocation_chart.svg", {
         "width": WIDTH, "height": HEIGHT, "left": LEFT, "top": TOP, "right_x": LEFT + plot_w, "bottom_y": TOP + plot_h,

@@ -1,9 +1,14 @@
 """The trace replay protocol of SPEC §15.9 (the FGD paper's simulator protocol) on the production framework.
 
-Tasks are drawn uniformly with replacement from the pod list (seeded) and submitted one at a time until the arrived
-GPU demand would pass `arrival` × the cluster's GPUs. Each task is placed at once by `Framework.schedule` and the
-framework's Reserve point (card choice) over an in-memory snapshot, exactly as a scheduling cycle places it, and never leaves; a task
-that does not fit fails for good. Allocation ratio = GPU capacity allocated (shards by their share) / all GPUs.
+`Replay` places a sequence of arrivals on an in-memory snapshot: each task at once by `Framework.schedule` and the
+framework's Reserve point (card choice), exactly as a scheduling cycle places it; a task that does not fit fails for
+good. An arrival may carry the time it leaves again: before each arrival, every placed task whose time has come is
+released (`apply_release`). Allocation ratio = GPU capacity allocated (shards by their share of the card they got)
+/ all GPUs.
+
+`TraceReplay` is the openb protocol: tasks drawn uniformly with replacement from the pod list (seeded) and submitted
+one at a time until the arrived GPU demand would pass `arrival` × the cluster's GPUs, never leaving.
+`scheduling.replay.recorded` feeds `Replay` the tasks submitted to this cluster instead.
 
 CPU and memory requests count against their node: the replay books them into the node's CPU % and used memory
 (what spread and binpack read as node usage) and adds `NodeCapacity`, its stand-in for bind's CPU and memory
@@ -12,16 +17,19 @@ re-check, which in production is made against measured load instead of requests.
 
 from __future__ import annotations
 
+import heapq
+import math
 import random
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework, apply_bind, apply_release, held_cards
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import PluginSet, PluginSetting
-from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, table_for
 from scheduling.plugins import build_plugin_set, default_registry, fgd
 from scheduling.plugins.fgd import fragmentation as frag
@@ -110,19 +118,112 @@ def trace_workload(pods: Sequence[TracePod]) -> TargetWorkload:
     return TargetWorkload.from_tasks(to_task(pod, index) for index, pod in enumerate(pods))
 
 
+@dataclass(frozen=True)
+class Arrival:
+    task: TaskInfo
+    demand_milli: int              # what it adds to the arrived GPU demand: whole cards, or its share of one card
+    at: float = 0.0                # seconds from the start of the replay
+    leaves_at: float = math.inf    # when it finishes, if it is placed
+
+
+@dataclass
+class _Placed:
+    task: TaskInfo
+    node: NodeInfo
+    cards: list[int]
+    allocated_milli: int
+
+
 class Replay:
-    """One replay of `pods` on `nodes` under one policy and seed; `run()` returns the SeedResult."""
+    """Arrivals placed in order on `snapshot` (changed in place) under one policy; `run()` returns the SeedResult.
+    The seed breaks score ties, as a cycle's random generator does."""
+
+    def __init__(self, snapshot: ClusterSnapshot, *, policy: str, seed: int, workload: TargetWorkload,
+                 config: SchedulerConfig = REPLAY_CONFIG) -> None:
+        self.seed = seed
+        self.workload = workload
+        self.snapshot = snapshot
+        self.framework = Framework(plugin_set_for(policy, workload), config)
+        self.capacity_milli = sum(len(node.cards) for node in snapshot.nodes) * MILLI
+        self.placements: list[tuple[TaskInfo, int, list[int]]] = []   # (task, node id, cards), in bind order
+
+    def run(self, arrivals: Iterable[Arrival]) -> SeedResult:
+        rng = random.Random(self.seed)
+        snapshot, framework = self.snapshot, self.framework
+        table = table_for(snapshot, framework.config)
+        used_cpu, used_memory = np.zeros(table.size), np.zeros(table.size)
+        on_node: dict[int, list[_Placed]] = defaultdict(list)
+        departures: list[tuple[float, int, _Placed]] = []   # a heap: the next to leave first
+        arrived = allocated = failed = failed_milli = tasks = 0
+        at_full = None
+        curve, next_point = [], 0.0
+
+        def book(node: NodeInfo, task: TaskInfo, sign: int) -> None:
+            row = table.row_of[node.id]
+            used_cpu[row] += sign * task.cpu_cores
+            used_memory[row] += sign * task.memory_mb
+            node.cpu_percent = 100.0 * used_cpu[row] / node.cpu_cores if node.cpu_cores else 100.0
+            node.memory_used_mb = max(int(round(used_memory[row])), 0)
+
+        for arrival in arrivals:
+            while departures and departures[0][0] <= arrival.at:
+                placed = heapq.heappop(departures)[2]
+                staying = on_node[placed.node.id]
+                staying.remove(placed)
+                book(placed.node, placed.task, -1)
+                apply_release(snapshot, placed.task, placed.node, placed.cards,
+                              staying=[(other.task, other.cards) for other in staying])
+                allocated -= placed.allocated_milli
+            task = arrival.task
+            tasks += 1
+            arrived += arrival.demand_milli
+            node = framework.schedule(task, snapshot, rng).node
+            cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
+            permitted = node is not None and framework.permit([(task, node, cards)],
+                                                              tenancy=snapshot.tenancy).is_success
+            if not permitted or (task.gpu_required or task.is_fractional) and not cards:
+                failed += 1
+                failed_milli += arrival.demand_milli
+            else:
+                book(node, task, +1)
+                apply_bind(snapshot, task, node, cards)
+                self.placements.append((task, node.id, cards))
+                placed = _Placed(task, node, cards, _allocated_milli(task, held_cards(task, node, cards)))
+                allocated += placed.allocated_milli
+                if arrival.leaves_at < math.inf:
+                    on_node[node.id].append(placed)
+                    heapq.heappush(departures, (arrival.leaves_at, tasks, placed))
+            if at_full is None and arrived >= self.capacity_milli:
+                at_full = 100.0 * allocated / self.capacity_milli
+            if arrived >= next_point * self.capacity_milli:
+                curve.append((round(100.0 * arrived / self.capacity_milli, 2),
+                              round(100.0 * allocated / self.capacity_milli, 3)))
+                next_point = np.floor(arrived / self.capacity_milli / CURVE_STEP + 1) * CURVE_STEP
+        curve.append((round(100.0 * arrived / self.capacity_milli, 2), round(100.0 * allocated / self.capacity_milli, 3)))
+        fragmented, idle = frag.cluster_fragmentation(table, self.workload)
+        return SeedResult(self.seed, at_full, 100.0 * allocated / self.capacity_milli, tasks, failed,
+                          failed_milli / MILLI, fragmented, idle, curve)
+
+
+def _allocated_milli(task: TaskInfo, cards: list[CardInfo]) -> int:
+    """GPU capacity a placed task holds: its whole cards, or its shard's share of the card it got."""
+    if task.gpu_required:
+        return task.gpu_required * MILLI
+    if task.is_fractional and cards:
+        card = cards[0]
+        return min(MILLI, task.gpu_memory_mb * MILLI // card.memory_total_mb) if card.memory_total_mb else MILLI
+    return 0
+
+
+class TraceReplay(Replay):
+    """One replay of `pods` on `nodes` under one policy and seed, by the openb protocol."""
 
     def __init__(self, nodes: Sequence[TraceNode], pods: Sequence[TracePod], *, policy: str, seed: int,
                  arrival: float = 1.3, workload: TargetWorkload | None = None) -> None:
+        super().__init__(ClusterSnapshot(nodes=[to_node(node, index + 1) for index, node in enumerate(nodes)]),
+                         policy=policy, seed=seed, workload=workload if workload is not None else trace_workload(pods))
         self.pods = pods
-        self.seed = seed
         self.arrival = arrival
-        self.workload = workload if workload is not None else trace_workload(pods)
-        self.snapshot = ClusterSnapshot(nodes=[to_node(node, index + 1) for index, node in enumerate(nodes)])
-        self.framework = Framework(plugin_set_for(policy, self.workload), REPLAY_CONFIG)
-        self.capacity_milli = sum(node.gpus for node in nodes) * MILLI
-        self.placements: list[tuple[TaskInfo, int, list[int]]] = []   # (task, node id, cards), in bind order
 
     def tasks(self):
         """The arriving tasks, in order: uniform draws with replacement until the demand would pass the target."""
@@ -136,43 +237,8 @@ class Replay:
                     return
                 arrived += pod.gpu_demand_milli
                 task_id += 1
-                yield to_task(pod, task_id), pod.gpu_demand_milli
+                yield Arrival(to_task(pod, task_id), pod.gpu_demand_milli)
 
-    def run(self, arriving: Iterable[tuple[TaskInfo, int]] | None = None) -> SeedResult:
-        """Replay the arriving tasks (or the given (task, GPU demand in milli) pairs, in order)."""
-        rng = random.Random(self.seed)
-        snapshot, framework = self.snapshot, self.framework
-        table = table_for(snapshot, framework.config)
-        used_cpu, used_memory = np.zeros(table.size), np.zeros(table.size)
-        arrived = allocated = failed = failed_milli = tasks = 0
-        at_full = None
-        curve, next_point = [], 0.0
-        for task, demand in self.tasks() if arriving is None else arriving:
-            tasks += 1
-            arrived += demand
-            node = framework.schedule(task, snapshot, rng).node
-            cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
-            permitted = node is not None and framework.permit([(task, node, cards)],
-                                                              tenancy=snapshot.tenancy).is_success
-            if not permitted or (task.gpu_required or task.is_fractional) and not cards:
-                failed += 1
-                failed_milli += demand
-            else:
-                row = table.row_of[node.id]
-                used_cpu[row] += task.cpu_cores
-                used_memory[row] += task.memory_mb
-                node.cpu_percent = 100.0 * used_cpu[row] / node.cpu_cores if node.cpu_cores else 100.0
-                node.memory_used_mb = int(used_memory[row])
-                apply_bind(snapshot, task, node, cards)
-                self.placements.append((task, node.id, cards))
-                allocated += demand
-            if at_full is None and arrived >= self.capacity_milli:
-                at_full = 100.0 * allocated / self.capacity_milli
-            if arrived >= next_point * self.capacity_milli:
-                curve.append((round(100.0 * arrived / self.capacity_milli, 2),
-                              round(100.0 * allocated / self.capacity_milli, 3)))
-                next_point = np.floor(arrived / self.capacity_milli / CURVE_STEP + 1) * CURVE_STEP
-        curve.append((round(100.0 * arrived / self.capacity_milli, 2), round(100.0 * allocated / self.capacity_milli, 3)))
-        fragmented, idle = frag.cluster_fragmentation(table, self.workload)
-        return SeedResult(self.seed, at_full, 100.0 * allocated / self.capacity_milli, tasks, failed,
-                          failed_milli / MILLI, fragmented, idle, curve)
+    def run(self, arrivals: Iterable[Arrival] | None = None) -> SeedResult:
+        """Replay the drawn tasks (or the given arrivals, in order)."""
+        return super().run(self.tasks() if arrivals is None else arrivals)

@@ -3,9 +3,9 @@
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 
-# Not pages: the API, the metrics scrape, signing out. The admin is one page here (its index); the API's two
-# documentation pages are pages.
-NOT_PAGES = ("api/", "admin/", "metrics", "logout/", "healthz", "readyz")
+# Not pages: the API, the metrics scrape, signing out, the replay report's chart (an image the report page shows).
+# The admin is one page here (its index); the API's two documentation pages are pages.
+NOT_PAGES = ("api/", "admin/", "metrics", "logout/", "healthz", "readyz", "plugins/replay/chart.svg")
 EXTRA_PAGES = ["/admin/", "/api/schema/docs/", "/api/schema/redoc/"]
 
 

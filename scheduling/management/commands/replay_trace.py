@@ -1,36 +1,82 @@
-"""Replay an openb-format trace on the production framework (SPEC §15.9) and print placement quality per policy.
+"""Replay a workload on the production framework (SPEC §15.9) and print placement quality per policy.
 
     python manage.py replay_trace --policy spread,binpack,fgd [--pods data/traces/openb/openb_pod_list_gpushare40.csv]
+    python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd --report
 
-Per policy: each seed's allocation ratio when the arrived demand reached 100 % of the GPUs and at `--arrival`, the
-failed tasks and the fragmentation left against the trace's workload, then mean ± stdev. The last line is
+The workload is an openb-format trace (drawn by the paper's protocol, `TraceReplay`), or with `--from-db` the tasks
+submitted to this cluster in the last `--since` on its current nodes (`scheduling.replay.recorded`); both go through
+the same `Replay`. Per policy: each seed's allocation ratio when the arrived demand reached 100 % of the GPUs and
+at the end, the failed tasks and the fragmentation left against the workload, then mean ± stdev. The last line is
 `allocation_at_arrival=<policy>:<mean %>,...` in policy order. `--json` writes every figure and the mean curves,
-`--svg` the allocation curves (allocated % against arrived %).
+`--svg` the allocation curves (allocated % against arrived %), `--report` both into the reports folder the plugin
+page links.
 """
 
+import copy
 import json
 import os
+import re
 import statistics
 import time
+from argparse import RawDescriptionHelpFormatter
 from concurrent.futures import ProcessPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
+from scheduling.plugins.fgd.workload import TargetWorkload
 from scheduling.replay.chart import allocation_chart
-from scheduling.replay.simulate import POLICIES, Replay, SeedResult, trace_workload
-from scheduling.replay.trace import TraceError, read_nodes, read_pods
+from scheduling.replay.recorded import recorded_config, recorded_workload
+from scheduling.replay.reports import report_write
+from scheduling.replay.simulate import POLICIES, Arrival, Replay, SeedResult, TraceReplay, trace_workload
+from scheduling.replay.trace import MILLI, TraceError, read_nodes, read_pods
 
 TRACE_DIR = Path(settings.BASE_DIR) / "data" / "traces" / "openb"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv"
+DEFAULT_ARRIVAL = 1.3
+DEFAULT_SINCE = "24h"
+DEFAULT_DURATION = "1h"
+DURATION = re.compile(r"(\d+)([smhd])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+HELP = """Replay a workload on the production scheduler; print allocation per layout policy.
+
+Without --from-db: tasks drawn from an openb-format trace (--pods) until --arrival x the GPUs of its node list
+(--nodes) have arrived, never leaving (SPEC 15.9).
+
+With --from-db: the tasks created in the last --since (all tenants, all states), replayed on the cluster's current
+nodes (the node table's nodes with their cards, as if online and empty; cordoned nodes left out). Arrival is the
+window's submissions in creation order: each task arrives at its creation time with the shape it was submitted
+with and is placed at once or fails for good; it leaves after finished - started when it ran and finished, never
+when it is still running, and after --default-duration when it never started. Allocation is measured after the
+last submission (alloc@end), the curve as the submissions arrive (arrived GPU demand, % of the cluster's GPUs).
+Tenant quotas are left out and gang members arrive one by one; seeds only break score ties. Nothing is written to
+the database."""
 
 
 def _replay(nodes_path: str, pods_path: str, policy: str, seed: int, arrival: float) -> SeedResult:
     nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
-    return Replay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=trace_workload(pods)).run()
+    return TraceReplay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=trace_workload(pods)).run()
+
+
+def _replay_recorded(snapshot: ClusterSnapshot, arrivals: list[Arrival], workload: TargetWorkload,
+                     config: SchedulerConfig, policy: str, seed: int) -> SeedResult:
+    # Each run changes its snapshot; runs in this process must not see each other's.
+    return Replay(copy.deepcopy(snapshot), policy=policy, seed=seed, workload=workload, config=config).run(arrivals)
+
+
+def parse_duration(option: str, text: str) -> timedelta:
+    """`24h`, `90m`, `7d`, `30s`: a whole positive number and a unit."""
+    match = DURATION.fullmatch(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise CommandError(f"{option}: {text!r} is not a duration; give a whole number and s, m, h or d, "
+                           f"e.g. 24h, 90m, 7d")
+    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
 
 
 def _mean_stdev(values: list[float]) -> tuple[float, float]:
@@ -45,30 +91,76 @@ def mean_curve(results: list[SeedResult], arrival: float) -> list[tuple[float, f
 
 
 class Command(BaseCommand):
-    help = "Replay a trace in the openb format on the production scheduler; print allocation per layout policy."
+    help = HELP
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # The help's paragraphs keep their lines.
+        return super().create_parser(prog_name, subcommand, formatter_class=RawDescriptionHelpFormatter, **kwargs)
 
     def add_arguments(self, parser):
-        parser.add_argument("--nodes", default=str(DEFAULT_NODES), help="node list CSV (openb format)")
-        parser.add_argument("--pods", default=str(DEFAULT_PODS), help="pod list CSV (openb format)")
+        parser.add_argument("--nodes", help=f"node list CSV (openb format; default {DEFAULT_NODES.name})")
+        parser.add_argument("--pods", help=f"pod list CSV (openb format; default {DEFAULT_PODS.name})")
+        parser.add_argument("--from-db", action="store_true",
+                            help="replay the tasks submitted to this cluster on its nodes instead of a trace")
+        parser.add_argument("--since", help=f"with --from-db: the window of submissions, e.g. 24h, 90m, 7d "
+                                            f"(default {DEFAULT_SINCE})")
+        parser.add_argument("--default-duration", help=f"with --from-db: how long a task that never started runs "
+                                                       f"(default {DEFAULT_DURATION})")
         parser.add_argument("--policy", default="fgd", help=f"comma-separated, from {', '.join(POLICIES)}")
-        parser.add_argument("--arrival", type=float, default=1.3, help="arrived GPU demand / cluster GPUs")
+        parser.add_argument("--arrival", type=float,
+                            help=f"trace only: arrived GPU demand / cluster GPUs (default {DEFAULT_ARRIVAL})")
         parser.add_argument("--seeds", type=int, default=10, help="seeds 0 … N−1")
         parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                             help="replays run in this many processes at once (default: one per CPU)")
         parser.add_argument("--json", dest="json_path", help="write all figures to this file")
         parser.add_argument("--svg", dest="svg_path", help="write the allocation curves to this SVG file")
+        parser.add_argument("--report", action="store_true",
+                            help="keep the figures and the chart in the reports folder (settings.REPLAY_REPORT_DIR); "
+                                 "the plugin page links the latest")
 
-    def handle(self, *args, nodes: str, pods: str, policy: str, arrival: float, seeds: int, jobs: int,
-               json_path: str | None, svg_path: str | None, **options):
+    def handle(self, *args, nodes: str | None, pods: str | None, from_db: bool, since: str | None,
+               default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
+               json_path: str | None, svg_path: str | None, report: bool, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
             raise CommandError(f"--policy: unknown {', '.join(unknown) or '(none given)'}; "
                                f"choose from {', '.join(POLICIES)}")
-        if not 0 < arrival <= 10:
-            raise CommandError("--arrival must be in (0, 10]")
         if seeds < 1 or jobs < 1:
             raise CommandError("--seeds and --jobs must be at least 1")
+        if from_db:
+            for option, value in (("--nodes", nodes), ("--pods", pods), ("--arrival", arrival)):
+                if value is not None:
+                    raise CommandError(f"{option} reads a trace; it does not apply with --from-db")
+            window = DEFAULT_SINCE if since is None else since
+            default_duration = DEFAULT_DURATION if default_duration is None else default_duration
+            figures, curves = self._replay_recorded(
+                window=window, length=parse_duration("--since", window), default_duration=default_duration,
+                duration=parse_duration("--default-duration", default_duration),
+                policies=policies, seeds=seeds, jobs=jobs)
+        else:
+            for option, value in (("--since", since), ("--default-duration", default_duration)):
+                if value is not None:
+                    raise CommandError(f"{option} applies only with --from-db")
+            arrival = DEFAULT_ARRIVAL if arrival is None else arrival
+            if not 0 < arrival <= 10:
+                raise CommandError("--arrival must be in (0, 10]")
+            figures, curves = self._replay_trace(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
+                                                 arrival=arrival, policies=policies, seeds=seeds, jobs=jobs)
+        chart = allocation_chart(curves, arrival=figures["arrival"])
+        if json_path:
+            Path(json_path).write_text(json.dumps(figures, indent=1))
+        if svg_path:
+            Path(svg_path).write_text(chart)
+        if report:
+            kept = report_write(figures=figures, chart=chart, made_at=timezone.now())
+            self.stdout.write(f"report: {kept} (and {kept.with_suffix('.json').name})")
+        means = ",".join(f"{name}:{figures['policies'][name]['allocation_at_arrival']['mean']:.2f}"
+                         for name in policies)
+        self.stdout.write(f"allocation_at_arrival={means}")
+
+    def _replay_trace(self, *, nodes: str, pods: str, arrival: float, policies: list[str], seeds: int,
+                      jobs: int) -> tuple[dict, dict]:
         try:
             trace_nodes, trace_pods = read_nodes(Path(nodes)), read_pods(Path(pods))
         except TraceError as exc:
@@ -77,31 +169,56 @@ class Command(BaseCommand):
         self.stdout.write(f"trace {Path(pods).name}: {len(trace_pods)} pods; {Path(nodes).name}: "
                           f"{len(trace_nodes)} nodes, {gpus} GPUs; arrival {arrival * 100:g} %; {seeds} seeds")
 
+        figures = {"source": "trace", "nodes": nodes, "pods": pods, "gpus": gpus, "arrival": arrival}
+        return self._run(figures, lambda pool, name, seed: pool.submit(_replay, nodes, pods, name, seed, arrival),
+                         policies=policies, seeds=seeds, jobs=jobs, at_arrival=f"alloc@{arrival * 100:g}%")
+
+    def _replay_recorded(self, *, window: str, length: timedelta, default_duration: str, duration: timedelta,
+                         policies: list[str], seeds: int, jobs: int) -> tuple[dict, dict]:
+        until = timezone.now()
+        workload = recorded_workload(since=until - length, until=until, default_duration=duration)
+        if not workload.arrivals:
+            raise CommandError(f"no tasks were created in the last {window} ({_moment(workload.since)} → "
+                               f"{_moment(until)}): nothing to replay; try a longer --since")
+        gpus = sum(len(node.cards) for node in workload.snapshot.nodes)
+        if not gpus:
+            raise CommandError("no schedulable node with GPUs in the node table: nothing to replay on")
+        arrival = sum(item.demand_milli for item in workload.arrivals) / (gpus * MILLI)
+        self.stdout.write(
+            f"tasks created {_moment(workload.since)} → {_moment(until)} (last {window}): {len(workload.arrivals)} "
+            f"tasks ({workload.finished} finished, {workload.still_running} still running, {workload.never_started} "
+            f"never started: {default_duration} each); {len(workload.snapshot.nodes)} nodes, {gpus} GPUs; "
+            f"arrived demand {arrival * 100:.1f} % of the GPUs; {seeds} seeds (tie-breaks)")
+        figures = {"source": "database",
+                   "window": {"length": window, "since": workload.since.isoformat(), "until": until.isoformat()},
+                   "tasks": len(workload.arrivals), "finished": workload.finished,
+                   "still_running": workload.still_running, "never_started": workload.never_started,
+                   "default_duration": default_duration,
+                   "node_count": len(workload.snapshot.nodes), "gpus": gpus, "arrival": round(arrival, 4)}
+        target = TargetWorkload.from_tasks(workload.tasks)
+        config = recorded_config()
+        return self._run(figures, lambda pool, name, seed: pool.submit(
+            _replay_recorded, workload.snapshot, workload.arrivals, target, config, name, seed),
+            policies=policies, seeds=seeds, jobs=jobs, at_arrival="alloc@end")
+
+    def _run(self, figures: dict, submit, *, policies: list[str], seeds: int, jobs: int,
+             at_arrival: str) -> tuple[dict, dict]:
+        """Every policy × seed, in `jobs` processes; the figures (with each policy's) and the mean curves."""
         started = time.perf_counter()
         runs = [(name, seed) for name in policies for seed in range(seeds)]
         with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _InProcess() as pool:
-            futures = [pool.submit(_replay, nodes, pods, name, seed, arrival) for name, seed in runs]
+            futures = [submit(pool, name, seed) for name, seed in runs]
             results: dict[str, list[SeedResult]] = {name: [] for name in policies}
             for (name, _), future in zip(runs, futures):
                 results[name].append(future.result())
         elapsed = time.perf_counter() - started
-
-        report = {"nodes": nodes, "pods": pods, "gpus": gpus, "arrival": arrival, "seeds": seeds,
-                  "seconds": round(elapsed, 1), "policies": {}}
+        figures = {**figures, "seeds": seeds, "seconds": round(elapsed, 1), "policies": {}}
         for name in policies:
-            report["policies"][name] = self._print_policy(name, results[name], arrival)
+            figures["policies"][name] = self._print_policy(name, results[name], figures["arrival"], at_arrival)
         self.stdout.write(f"{len(runs)} replays in {elapsed:.1f} s ({elapsed / len(runs):.1f} s each, {jobs} job(s))")
-        if json_path:
-            Path(json_path).write_text(json.dumps(report, indent=1))
-        if svg_path:
-            Path(svg_path).write_text(allocation_chart(
-                {name: report["policies"][name]["curve"] for name in policies}, arrival=arrival))
-        means = ",".join(f"{name}:{report['policies'][name]['allocation_at_arrival']['mean']:.2f}"
-                         for name in policies)
-        self.stdout.write(f"allocation_at_arrival={means}")
+        return figures, {name: figures["policies"][name]["curve"] for name in policies}
 
-    def _print_policy(self, name: str, results: list[SeedResult], arrival: float) -> dict:
-        at_arrival = f"alloc@{arrival * 100:g}%"
+    def _print_policy(self, name: str, results: list[SeedResult], arrival: float, at_arrival: str) -> dict:
         self.stdout.write(f"\n{name}")
         self.stdout.write(f"  {'seed':>4}  {'alloc@100%':>10}  {at_arrival:>10}  {'tasks':>6}  {'failed':>6}  "
                           f"{'failed GPUs':>11}  {'frag GPUs':>9}  {'frag %':>6}")
@@ -130,6 +247,11 @@ class Command(BaseCommand):
         full, final, failed, fragmented = cells
         self.stdout.write(f"  mean  alloc@100% {full}  {at_arrival} {final}  failed {failed}  frag GPUs {fragmented}")
         return summary
+
+
+def _moment(moment) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
 
 
 def _as_dict(result: SeedResult) -> dict:

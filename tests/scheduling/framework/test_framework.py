@@ -5,7 +5,7 @@ import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, apply_bind, default_cards
+from scheduling.framework.framework import Framework, apply_bind, apply_release, default_cards
 from scheduling.framework.registry import PluginSetting, build_plugin_set
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.status import Code, Status
@@ -130,6 +130,30 @@ def test_apply_bind_makes_the_next_fractional_task_respect_the_tenant_boundary()
     assert same_tenant.node is not None
     assert fw.schedule(make_task(tenant_id=2, gpu_memory_mb=1000), snapshot,
                        random.Random()).code == reasons.NO_TENANT_ELIGIBLE_GPU
+
+
+def test_apply_release_undoes_apply_bind_and_keeps_a_tenant_that_still_shares_the_card():
+    snapshot = make_snapshot(make_node(cards=2), tenancy=TenancyView())
+    node, fw = snapshot.nodes[0], framework()
+    whole = make_task(tenant_id=1, gpu_required=1, type="inference")
+    shards = [make_task(tenant_id=2, gpu_memory_mb=1000) for _ in range(2)]
+    placed = []
+    for task in (whole, *shards):
+        cards = fw.reserve(task, fw.schedule(task, snapshot, random.Random()).node, snapshot.tenancy)
+        apply_bind(snapshot, task, node, cards)
+        placed.append((task, cards))
+    shard_card = node.cards[placed[1][1][0]]
+    assert placed[1][1] == placed[2][1] and shard_card.shard_tasks == 2
+
+    apply_release(snapshot, shards[0], node, placed[1][1], staying=[placed[0], placed[2]])
+    assert (shard_card.shard_tasks, shard_card.shard_memory_mb, shard_card.occupant_tenants) == (1, 1000, {2})
+    apply_release(snapshot, shards[1], node, placed[2][1], staying=[placed[0]])
+    assert shard_card.is_free and shard_card.occupant_tenants == set()
+    apply_release(snapshot, whole, node, placed[0][1], staying=[])
+    assert (node.gpu_used, node.inference_tasks) == (0, 0)
+    assert all(card.is_free and not card.occupant_tenants for card in node.cards)
+    # The table the framework filters over sees the freed node: two whole cards fit again.
+    assert fw.schedule(make_task(gpu_required=2), snapshot, random.Random()).node is node
 
 
 def test_inference_limit_per_node():

@@ -1,13 +1,21 @@
-"""`manage.py replay_trace` (SPEC §15.9) on a small trace cut from openb, written to a temporary directory."""
+"""`manage.py replay_trace` (SPEC §15.9) on a small trace cut from openb, written to a temporary directory, and
+with `--from-db` on tasks and nodes seeded in the test database."""
 
 import csv
 import json
 import re
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.utils import timezone
+
+from nodes.models import GPU, Node, NodeChange
+from scheduling.models import CycleRecord, SchedulingAttempt, Task, TaskEvent
+from tests.factories import make_node, make_task
 
 TRACE = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
 
@@ -71,3 +79,140 @@ def test_replays_in_several_processes_give_the_same_figures(small_trace, tmp_pat
                "--json", str(tmp_path / f"jobs{jobs}.json"))
     runs = [json.loads((tmp_path / f"jobs{jobs}.json").read_text())["policies"]["fgd-cpu"]["runs"] for jobs in "12"]
     assert runs[0] == runs[1]
+
+
+# --from-db: the tasks submitted to the cluster, replayed on its nodes.
+
+HOUR = timedelta(hours=1)
+WRITTEN_TABLES = (Task, TaskEvent, SchedulingAttempt, CycleRecord, Node, GPU, NodeChange)
+
+
+def created(task: Task, at) -> Task:
+    Task.objects.filter(id=task.id).update(created_at=at)
+    return task
+
+
+@pytest.fixture
+def two_by_two(tenant, other_tenant):
+    """Two nodes of two cards; in the window 1 card, 1 card, 2 cards (one tenant each way), and two tasks created
+    before it. Spread puts the single cards on both nodes and has no node left for the pair: 2 of 4 GPUs; binpack
+    stacks them and the pair takes the other node: all 4."""
+    make_node(name="a", cards=2)
+    make_node(name="b", cards=2)
+    now = timezone.now()
+    for minutes, owner, gpus in ((50, tenant, 1), (40, other_tenant, 1), (30, tenant, 2)):
+        created(make_task(tenant=owner, gpu_required=gpus), now - timedelta(minutes=minutes))
+    for hours in (30, 48):
+        created(make_task(tenant=tenant, gpu_required=2, status="succeeded"), now - hours * HOUR)
+
+
+def from_db(tmp_path, *args: str) -> tuple[str, dict]:
+    output = replay("--from-db", "--seeds", "2", "--jobs", "1", "--json", str(tmp_path / "db.json"), *args)
+    return output, json.loads((tmp_path / "db.json").read_text())
+
+
+@pytest.mark.django_db
+def test_only_the_window_s_tasks_are_replayed_and_the_policies_differ_as_derived(two_by_two, tmp_path):
+    output, report = from_db(tmp_path, "--since", "24h", "--policy", "binpack,spread", "--svg", str(tmp_path / "db.svg"))
+
+    assert (report["source"], report["tasks"], report["never_started"], report["node_count"], report["gpus"]) == (
+        "database", 3, 3, 2, 4)
+    assert report["arrival"] == 1.0
+    binpack, spread = (report["policies"][name] for name in ("binpack", "spread"))
+    assert [run["arrived_tasks"] for run in binpack["runs"] + spread["runs"]] == [3] * 4
+    assert [(run["allocation_at_full"], run["allocation_at_arrival"], run["failed_tasks"]) for run in binpack["runs"]] \
+        == [(100.0, 100.0, 0)] * 2
+    assert [(run["allocation_at_full"], run["allocation_at_arrival"], run["failed_tasks"]) for run in spread["runs"]] \
+        == [(50.0, 50.0, 1)] * 2
+    assert output.strip().splitlines()[-1] == "allocation_at_arrival=binpack:100.00,spread:50.00"
+    assert "3 tasks (0 finished, 0 still running, 3 never started: 1h each); 2 nodes, 4 GPUs" in output
+    assert (tmp_path / "db.svg").read_text().count("<polyline") == 2
+
+    _, week = from_db(tmp_path, "--since", "7d", "--policy", "binpack")
+    assert week["tasks"] == 5 and week["window"]["length"] == "7d"
+
+
+@pytest.mark.django_db
+def test_finished_tasks_leave_after_their_run_and_the_others_after_the_default(tenant, tmp_path):
+    make_node(cards=2)
+    now = timezone.now()
+    created(make_task(tenant=tenant, gpu_required=2, status="succeeded", started_at=now - 3 * HOUR,
+                      finished_at=now - 2 * HOUR), now - 3 * HOUR)
+    created(make_task(tenant=tenant, gpu_required=2), now - 60 * timedelta(minutes=1))
+    created(make_task(tenant=tenant, gpu_required=2), now - 30 * timedelta(minutes=1))
+
+    # The first left before the second came; the second still holds both cards when the third comes...
+    _, hour = from_db(tmp_path, "--policy", "binpack", "--seeds", "1")
+    assert [(run["failed_tasks"], run["allocation_at_arrival"]) for run in hour["policies"]["binpack"]["runs"]] == [
+        (1, 100.0)]
+    # ... unless a task that never started runs only 20 minutes.
+    _, short = from_db(tmp_path, "--policy", "binpack", "--seeds", "1", "--default-duration", "20m")
+    assert [(run["failed_tasks"], run["allocation_at_arrival"]) for run in short["policies"]["binpack"]["runs"]] == [
+        (0, 100.0)]
+    assert (short["finished"], short["never_started"], short["default_duration"]) == (1, 2, "20m")
+
+
+@pytest.mark.django_db
+def test_the_replay_writes_nothing_to_the_database(two_by_two, tmp_path):
+    before = table_fingerprints()
+    from_db(tmp_path, "--policy", "spread,binpack,fgd")
+    assert table_fingerprints() == before
+
+
+def table_fingerprints() -> dict[str, tuple[int, str]]:
+    fingerprints = {}
+    with connection.cursor() as cursor:
+        for model in WRITTEN_TABLES:
+            table = model._meta.db_table
+            cursor.execute(f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), '')) FROM {table} t")
+            fingerprints[table] = cursor.fetchone()
+    return fingerprints
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("since", ["24", "24x", "0h", "-1h", "h", "1.5h", ""])
+def test_a_bad_window_is_refused_naming_the_option(since, two_by_two):
+    with pytest.raises(CommandError, match=r"^--since: .* is not a duration"):
+        replay("--from-db", f"--since={since}")
+
+
+@pytest.mark.django_db
+def test_options_of_the_other_mode_are_refused(two_by_two, small_trace):
+    nodes, pods = small_trace
+    with pytest.raises(CommandError, match=r"^--default-duration: '1 hour' is not a duration"):
+        replay("--from-db", "--default-duration", "1 hour")
+    with pytest.raises(CommandError, match=r"^--pods reads a trace"):
+        replay("--from-db", "--pods", str(pods))
+    with pytest.raises(CommandError, match=r"^--arrival reads a trace"):
+        replay("--from-db", "--arrival", "1.3")
+    with pytest.raises(CommandError, match=r"^--since applies only with --from-db"):
+        replay("--nodes", str(nodes), "--pods", str(pods), "--since", "24h")
+
+
+@pytest.mark.django_db
+def test_an_empty_window_is_refused(tenant):
+    make_node(cards=2)
+    created(make_task(tenant=tenant, gpu_required=1), timezone.now() - 3 * HOUR)
+    with pytest.raises(CommandError, match=r"^no tasks were created in the last 2h .*nothing to replay") as refused:
+        replay("--from-db", "--since", "2h")
+    assert refused.value.returncode == 1
+
+
+@pytest.mark.django_db
+def test_a_cluster_without_gpus_is_refused(tenant):
+    make_node(cards=2, schedulable=False)
+    make_task(tenant=tenant, gpu_required=1)
+    with pytest.raises(CommandError, match="no schedulable node with GPUs"):
+        replay("--from-db")
+
+
+@pytest.mark.django_db
+def test_report_keeps_the_chart_and_figures_in_the_reports_folder(two_by_two, tmp_path, settings):
+    settings.REPLAY_REPORT_DIR = tmp_path / "reports"
+    output = replay("--from-db", "--policy", "binpack,spread", "--seeds", "1", "--jobs", "1", "--report")
+
+    chart, = (tmp_path / "reports").glob("replay-*.svg")
+    figures = json.loads(chart.with_suffix(".json").read_text())
+    assert f"report: {chart}" in output
+    assert chart.read_text().startswith("<svg") and list(figures["policies"]) == ["binpack", "spread"]
+    assert figures["tasks"] == 3 and "made_at" in figures

@@ -11,7 +11,7 @@ from nodes.models import GPU, Node
 from scheduling.cycle import run_cycle
 from scheduling.models import Task
 from scheduling.plugins.fgd.workload import TargetWorkload
-from scheduling.replay.simulate import POLICIES, Replay
+from scheduling.replay.simulate import POLICIES, TraceReplay
 from scheduling.replay.trace import CARD_MB, GPU_TYPE
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tests.factories import make_task
@@ -33,10 +33,10 @@ def test_replay_and_cycle_place_200_tasks_identically(policy, tenant, settings, 
     nodes = NODES[::2]
     # CPU and memory left out: the cycle leaves them to bind's load re-check, which a fresh cluster passes.
     pods = [replace(pod, cpu_milli=0, memory_mib=0) for pod in PODS]
-    arriving = list(islice(Replay(nodes, pods, policy=policy, seed=SEED).tasks(), TASKS))
+    arriving = list(islice(TraceReplay(nodes, pods, policy=policy, seed=SEED).tasks(), TASKS))
     # The cycle's fgd measures against the recent-task window, which will hold exactly these tasks.
-    workload = TargetWorkload.from_tasks(task for task, _ in arriving)
-    replay = Replay(nodes, pods, policy=policy, seed=SEED, workload=workload)
+    workload = TargetWorkload.from_tasks(arrival.task for arrival in arriving)
+    replay = TraceReplay(nodes, pods, policy=policy, seed=SEED, workload=workload)
     result = replay.run(arriving)
 
     for node in nodes:
@@ -45,7 +45,7 @@ def test_replay_and_cycle_place_200_tasks_identically(policy, tenant, settings, 
         GPU.objects.bulk_create(GPU(node=row, index=index, uuid=f"{node.name}-{index}", type=GPU_TYPE,
                                     model=node.model, memory_total_mb=CARD_MB) for index in range(node.gpus))
     created = []
-    for task, _ in arriving:
+    for task in (arrival.task for arrival in arriving):
         created.append(make_task(tenant=tenant, name=task.name, gpu_required=task.gpu_required,
                                  gpu_memory_mb=task.gpu_memory_mb, labels=task.labels).id)
     for task in task_infos(created):

@@ -4,15 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.replay.simulate import POLICIES, Replay
+from scheduling.framework.snapshot import ClusterSnapshot
+from scheduling.plugins.fgd.workload import TargetWorkload
+from scheduling.replay.simulate import POLICIES, Arrival, Replay, TraceReplay
 from scheduling.replay.trace import MILLI, read_nodes, read_pods
+from tests.scheduling.framework.builders import make_node, make_task
 
 TRACE = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
 NODES = read_nodes(TRACE / "openb_node_list_gpu_node.csv")[::25]
 PODS = read_pods(TRACE / "openb_pod_list_gpuspec33.csv")
 
 
-def recount_allocated_percent(replay: Replay) -> float:
+def recount_allocated_percent(replay: TraceReplay) -> float:
     """GPU capacity held in the final snapshot, card by card: whole cards 1000 milli, shards their share."""
     milli = 0
     for node in replay.snapshot.nodes:
@@ -26,16 +29,16 @@ def recount_allocated_percent(replay: Replay) -> float:
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_a_seed_replays_identically(policy):
-    first = Replay(NODES, PODS, policy=policy, seed=3).run()
-    again = Replay(NODES, PODS, policy=policy, seed=3).run()
-    other = Replay(NODES, PODS, policy=policy, seed=4).run()
+    first = TraceReplay(NODES, PODS, policy=policy, seed=3).run()
+    again = TraceReplay(NODES, PODS, policy=policy, seed=3).run()
+    other = TraceReplay(NODES, PODS, policy=policy, seed=4).run()
     assert first == again
     assert first.curve != other.curve
 
 
 @pytest.mark.parametrize("policy", ["binpack", "fgd"])
 def test_allocation_ratio_equals_a_recount_of_the_final_snapshot(policy):
-    replay = Replay(NODES, PODS, policy=policy, seed=1)
+    replay = TraceReplay(NODES, PODS, policy=policy, seed=1)
     result = replay.run()
     assert result.allocation_at_arrival == pytest.approx(recount_allocated_percent(replay))
     assert result.failed_tasks > 0, "130 % arrival must overflow the cluster"
@@ -43,7 +46,7 @@ def test_allocation_ratio_equals_a_recount_of_the_final_snapshot(policy):
 
 
 def test_cpu_and_memory_requests_count_against_their_node():
-    replay = Replay(NODES, PODS, policy="spread", seed=2)
+    replay = TraceReplay(NODES, PODS, policy="spread", seed=2)
     replay.run()
     requested: dict[int, list[float]] = {}
     for task, node_id, _ in replay.placements:
@@ -57,7 +60,7 @@ def test_cpu_and_memory_requests_count_against_their_node():
 
 
 def test_model_constrained_tasks_land_on_their_models():
-    replay = Replay(NODES, PODS, policy="fgd", seed=5)
+    replay = TraceReplay(NODES, PODS, policy="fgd", seed=5)
     replay.run()
     constrained = [(task, node_id) for task, node_id, _ in replay.placements if task.labels]
     assert constrained
@@ -67,6 +70,29 @@ def test_model_constrained_tasks_land_on_their_models():
 
 
 def test_arrival_stops_before_the_demand_passes_the_target():
-    replay = Replay(NODES, PODS, policy="random", seed=0, arrival=0.5)
-    demand = sum(milli for _, milli in replay.tasks())
+    replay = TraceReplay(NODES, PODS, policy="random", seed=0, arrival=0.5)
+    demand = sum(arrival.demand_milli for arrival in replay.tasks())
     assert 0.5 * replay.capacity_milli - MILLI * 8 < demand <= 0.5 * replay.capacity_milli
+
+
+def test_a_task_leaves_at_its_time_and_frees_its_cards_for_the_next():
+    first = make_task(gpu_required=2)
+    arrivals = [Arrival(first, 2 * MILLI, at=0, leaves_at=10),
+                Arrival(make_task(gpu_required=1), MILLI, at=20),       # after the first left
+                Arrival(make_task(gpu_required=2), 2 * MILLI, at=25),   # one card free: fails
+                Arrival(make_task(gpu_required=1), MILLI, at=30)]
+    replay = Replay(ClusterSnapshot(nodes=[make_node(cards=2)]), policy="binpack", seed=0,
+                    workload=TargetWorkload.from_tasks([first]))
+    result = replay.run(arrivals)
+    assert (result.arrived_tasks, result.failed_tasks, result.allocation_at_arrival) == (4, 1, 100.0)
+    assert result.curve == [(100.0, 100.0), (150.0, 50.0), (250.0, 50.0), (300.0, 100.0), (300.0, 100.0)]
+    assert len(replay.placements) == 3
+
+
+def test_a_shard_counts_its_share_of_the_card_it_got():
+    shard = make_task(gpu_memory_mb=10000)
+    replay = Replay(ClusterSnapshot(nodes=[make_node(cards=1, memory_mb=40000)]), policy="binpack", seed=0,
+                    workload=TargetWorkload.from_tasks([shard]))
+    # The arrived demand is the caller's estimate; what is allocated is the share of the card it got.
+    result = replay.run([Arrival(shard, 999)])
+    assert result.allocation_at_arrival == 25.0
