@@ -1,0 +1,27 @@
+"""Under ASGI the middleware stack runs in the event loop: the project's own middleware (the request log, the
+static files) answer as under WSGI."""
+
+import re
+
+import pytest
+import requests
+
+from tenants.services import tenant_user_create
+from tests.asgi_server import daphne_serving
+
+
+@pytest.mark.django_db(transaction=True)
+def test_static_files_request_ids_and_the_request_log_work_under_daphne(tmp_path, tenant):
+    _, token = tenant_user_create(tenant=tenant, username="asgi-user", password="orchid-lantern-42")
+    log = tmp_path / "server.log"
+    with daphne_serving(log=log, DATABASE_POOL="true") as base:
+        stylesheet = requests.get(f"{base}/static/css/app.css", timeout=10)
+        tasks = requests.get(f"{base}/api/v1/tasks", headers={"Authorization": f"Token {token}",
+                                                            "X-Request-ID": "asgi-check-0001"}, timeout=10)
+        missing = requests.get(f"{base}/static/no-such-file.css", timeout=10)
+
+    assert stylesheet.status_code == 200 and "text/css" in stylesheet.headers["Content-Type"]
+    assert tasks.status_code == 200 and tasks.headers["X-Request-ID"] == "asgi-check-0001"
+    assert missing.status_code == 404
+    lines = log.read_text()
+    assert re.search(r"GET /api/v1/tasks 200 [\d.]+ms \[asgi-check-0001 asgi-user@" + re.escape(tenant.name), lines), lines
