@@ -27,6 +27,9 @@ class AvailabilityFilter(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return np.where(~table.available[rows], 1, np.where(~table.schedulable[rows], 2, 0))
 
+    def filter_key(self, task: TaskInfo) -> tuple:
+        return ()
+
 
 class TenantFilter(RowPlugin):
     name = "tenant"
@@ -35,6 +38,9 @@ class TenantFilter(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         dedicated = table.dedicated[rows]
         return ((dedicated >= 0) & (dedicated != task.tenant_id)).astype(np.int8)
+
+    def filter_key(self, task: TaskInfo) -> tuple:
+        return (task.tenant_id,)
 
 
 class ResourcePreFilter(RowPlugin):
@@ -51,6 +57,9 @@ class ResourcePreFilter(RowPlugin):
         if task.type == INFERENCE:
             codes[(codes == 0) & (table.inference_tasks[rows] >= state.config.inference_max_per_node)] = 3
         return codes
+
+    def filter_key(self, task: TaskInfo) -> tuple:
+        return task.gpu_required, task.gpu_memory_mb, task.type == INFERENCE
 
 
 class AffinityFilter(RowPlugin):
@@ -72,6 +81,11 @@ class AffinityFilter(RowPlugin):
             values = column[rows]
             codes[(codes == 0) & (values != NO_CODE) & (values != vocabulary.lookup(wanted))] = code
         return codes
+
+    def filter_key(self, task: TaskInfo) -> tuple:
+        if not label_is(task.labels, "topology", "required"):
+            return ()
+        return tuple(str(task.labels.get(field, "")).strip() for field in PLACEMENT_FIELDS)
 
 
 TENANT_INACTIVE_MESSAGE = "the tenant is inactive: its pending tasks are held until it is active again"

@@ -10,7 +10,7 @@ needs; the built-ins also implement the row-batch forms (`RowFilterPlugin.filter
 prefers those when present because a cycle at 5,000 nodes cannot afford a Python call per node per plugin.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
@@ -162,6 +162,17 @@ class RowPlugin:
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError
+
+    def filter_key(self, task: TaskInfo) -> Hashable | None:
+        """The task's equivalence class for `filter_rows` (`scheduling.framework.equivalence`): the values of the
+        task fields a row's code depends on, so tasks with equal keys share the codes within a snapshot. Only for a
+        rule whose code for a row depends on nothing but those fields, that row, the config and the share groups.
+        None (the default): not shared."""
+        return None
+
+    def score_key(self, task: TaskInfo) -> Hashable | None:
+        """`filter_key`, for `score_rows`."""
+        return None
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError

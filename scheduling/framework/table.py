@@ -82,6 +82,8 @@ class NodeTable:
         # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
         # scheduler cache re-reads before the next cycle (`scheduling.snapshot_cache`).
         self.touched_ids: set[int] = set()
+        # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`).
+        self.changed_rows: list[int] = []
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
         # cluster, every cycle), by the same formulas as `_card_values`, which `refresh_row` uses for one node.
@@ -142,6 +144,7 @@ class NodeTable:
         self._derive(row)
         self.row_version[row] += 1
         self.touched_ids.add(node.id)
+        self.changed_rows.append(row)
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""

@@ -24,6 +24,12 @@ class Rdma(RowPlugin):
             return np.zeros(len(rows), np.int8)
         return table.rdma_false[rows].astype(np.int8)
 
+    def filter_key(self, task: TaskInfo) -> tuple:
+        return (label_is(task.labels, "rdma", "required"),)
+
+    def score_key(self, task: TaskInfo) -> tuple:
+        return ()
+
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return table.rdma_score[rows]
 

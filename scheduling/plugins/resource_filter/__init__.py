@@ -14,7 +14,7 @@ judged on its own and the node passes when one group can hold the task.
 import numpy as np
 
 from scheduling.framework import reasons as r
-from scheduling.framework.cards import card_groups
+from scheduling.framework.cards import card_class, card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
@@ -48,6 +48,10 @@ class ResourceFilter(RowPlugin):
         for position in np.flatnonzero(~table.uniform_cards[rows]):
             codes[position] = self._grouped(state, task, table, rows[position])
         return codes
+
+    def filter_key(self, task: TaskInfo) -> tuple:
+        # The tenant matters only to a shard (who it may share a card with).
+        return task.gpu_required, task.gpu_memory_mb, task.tenant_id if task.is_fractional else None, *card_class(task)
 
     def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
         """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""

@@ -30,6 +30,9 @@ class Topology(RowPlugin):
                 scores[column[rows] == code] += BONUS[field]
         return scores
 
+    def score_key(self, task: TaskInfo) -> tuple:
+        return tuple(str(task.labels.get(field, "")).strip() for field in BONUS)
+
 
 def factory(setting: PluginSetting) -> Topology:
     return Topology()
