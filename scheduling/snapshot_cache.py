@@ -118,7 +118,9 @@ class SnapshotCache:
         for node_id in fresh:
             self._table.refresh_row(self._row_of[node_id])
         self._table.touched_ids.clear()
-        self._table.changed_rows.clear()  # no equivalence cache of the last cycle is used again
+        # No equivalence cache of the last cycle is used again.
+        self._table.changed_rows.clear()
+        self._table.reshaped_rows.clear()
 
     def _index_and_tabulate(self, config: SchedulerConfig) -> None:
         self._row_of = {node.id: row for row, node in enumerate(self._nodes)}

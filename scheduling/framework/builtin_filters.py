@@ -22,6 +22,7 @@ PLACEMENT_FIELDS = ("region", "zone", "rack")
 
 class AvailabilityFilter(RowPlugin):
     name = "availability"
+    follows_usage = False
     reasons = (reasons.NODE_OFFLINE, reasons.NODE_UNSCHEDULABLE)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -33,6 +34,7 @@ class AvailabilityFilter(RowPlugin):
 
 class TenantFilter(RowPlugin):
     name = "tenant"
+    follows_usage = False
     reasons = (reasons.DEDICATED_OTHER_TENANT,)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -67,6 +69,7 @@ class AffinityFilter(RowPlugin):
     the field set; a node with the field empty still passes (SPEC §3, §6 topology)."""
 
     name = "affinity"
+    follows_usage = False
     reasons = (reasons.REGION_MISMATCH, reasons.ZONE_MISMATCH, reasons.RACK_MISMATCH)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

@@ -44,14 +44,16 @@ class EquivalenceCache:
         self._entries: dict[Hashable, _Entry] = {}
         self._all_rows = np.arange(table.size)
 
-    def rows(self, slot: Hashable, key: Hashable, compute: RowCompute) -> np.ndarray:
+    def rows(self, slot: Hashable, key: Hashable, compute: RowCompute, *, follows_usage: bool = True) -> np.ndarray:
         """The result for every table row of the plugin at `slot` for tasks of class `key`, current with the table:
-        `compute(rows)` gives it for the given rows. The array is the cache's own: read it, never keep or change it."""
-        return self._current(slot, key, compute)[0].values
+        `compute(rows)` gives it for the given rows; unless the plugin `follows_usage`, rows whose usage alone
+        changed keep theirs. The array is the cache's own: read it, never keep or change it."""
+        return self._current(slot, key, compute, follows_usage)[0].values
 
-    def codes(self, slot: Hashable, key: Hashable, compute: RowCompute) -> tuple[np.ndarray, np.ndarray] | None:
+    def codes(self, slot: Hashable, key: Hashable, compute: RowCompute, *,
+              follows_usage: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
         """`rows` for a filter's codes (0 passes), with the mask of the rows it rejects; None when it rejects none."""
-        entry, stale = self._current(slot, key, compute)
+        entry, stale = self._current(slot, key, compute, follows_usage)
         if stale is None:
             entry.failing = entry.values != 0
             entry.any_failing = bool(entry.failing.any())
@@ -61,9 +63,10 @@ class EquivalenceCache:
             entry.any_failing = entry.any_failing or bool(failing.any())
         return (entry.values, entry.failing) if entry.any_failing else None
 
-    def _current(self, slot: Hashable, key: Hashable, compute: RowCompute) -> tuple[_Entry, np.ndarray | None]:
+    def _current(self, slot: Hashable, key: Hashable, compute: RowCompute,
+                 follows_usage: bool) -> tuple[_Entry, np.ndarray | None]:
         """The entry, and the rows computed again for it now (None: all of them, a new entry)."""
-        log = self.table.changed_rows
+        log = self.table.changed_rows if follows_usage else self.table.reshaped_rows
         entry = self._entries.get((slot, key))
         if entry is None or entry.seen > len(log):
             entry = self._entries[(slot, key)] = _Entry(np.asarray(compute(self._all_rows)), len(log))

@@ -208,7 +208,8 @@ class Framework:
                 matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
                 continue
             every_row = cache.rows(("score", index), key,
-                                   lambda some: self._score(plugin, True, state, task, table, some))
+                                   lambda some: self._score(plugin, True, state, task, table, some),
+                                   follows_usage=plugin.follows_usage)
             matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
 
@@ -224,7 +225,8 @@ class Framework:
             key = filter_key(task) if filter_key is not None else None
             if key is not None:
                 codes = cache.codes(("filter", slot), key,
-                                    lambda some: code_map[plugin.filter_rows(state, task, table, some)])
+                                    lambda some: code_map[plugin.filter_rows(state, task, table, some)],
+                                    follows_usage=plugin.follows_usage)
                 if codes is not None:
                     shared.append(codes)
                 continue

@@ -140,6 +140,9 @@ class RowPlugin:
     reasons: tuple[str, ...] = ()
     resolvable: frozenset[str] = frozenset()
     attempt_codes: Mapping[str, str] = {}
+    # Whether `filter_rows` / `score_rows` read usage (GPUs in use, card occupancy and memory, load): False lets a
+    # shared result skip the rows whose usage alone changed (`table.static_signature`).
+    follows_usage = True
 
     def filter(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> Status:
         import numpy as np

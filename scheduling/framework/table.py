@@ -82,8 +82,11 @@ class NodeTable:
         # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
         # scheduler cache re-reads before the next cycle (`scheduling.snapshot_cache`).
         self.touched_ids: set[int] = set()
-        # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`).
+        # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`);
+        # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).
         self.changed_rows: list[int] = []
+        self.reshaped_rows: list[int] = []
+        self._signatures = [static_signature(node) for node in nodes]
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
         # cluster, every cycle), by the same formulas as `_card_values`, which `refresh_row` uses for one node.
@@ -145,6 +148,10 @@ class NodeTable:
         self.row_version[row] += 1
         self.touched_ids.add(node.id)
         self.changed_rows.append(row)
+        signature = static_signature(node)
+        if signature != self._signatures[row]:
+            self._signatures[row] = signature
+            self.reshaped_rows.append(row)
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""
@@ -200,6 +207,15 @@ class NodeTable:
             return np.full(len(rows), -1, np.int64)
         bits = mask.astype(np.int64) @ (np.int64(1) << np.arange(self.width, dtype=np.int64))
         return np.where(self.cards_by_position[rows], bits, -1)
+
+
+def static_signature(node: NodeInfo) -> tuple:
+    """What a node is, apart from its usage (GPUs in use, card occupancy and memory, load, inference count): the
+    fields the rules that ignore usage read (`RowPlugin.follows_usage`). An in-memory placement never changes it."""
+    labels = node.labels
+    return (node.status, node.schedulable, node.dedicated_tenant_id, node.region, node.zone, node.rack,
+            node.gpu_type, labels.get("rdma"), labels.get("rdma-speed"),
+            tuple((card.index, card.type, card.model) for card in node.cards))
 
 
 def _rdma(labels: dict[str, str]) -> tuple[float, bool]:

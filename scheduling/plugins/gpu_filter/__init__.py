@@ -22,6 +22,7 @@ GPU_MODEL_MISMATCH = "GPU model mismatch"
 
 class GpuFilter(RowPlugin):
     name = NAME
+    follows_usage = False
     reasons = (GPU_TYPE_MISMATCH, GPU_MODEL_MISMATCH)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ RDMA_REQUIRED = "RDMA required"
 
 class Rdma(RowPlugin):
     name = NAME
+    follows_usage = False
     reasons = (RDMA_REQUIRED,)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

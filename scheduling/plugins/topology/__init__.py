@@ -18,6 +18,7 @@ BONUS = {"region": 5.0, "zone": 15.0, "rack": 10.0}
 
 class Topology(RowPlugin):
     name = NAME
+    follows_usage = False
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         scores = np.full(len(rows), BASE)

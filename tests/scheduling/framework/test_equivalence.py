@@ -87,11 +87,37 @@ def mixed_tasks(rng: random.Random, count: int):
     return tasks
 
 
+def reread_a_node(snapshot, rng: random.Random) -> None:
+    """A node re-read between two tasks (what the cycle does after a commit): it changed state, placement,
+    type or load."""
+    node = rng.choice(snapshot.nodes)
+    change = rng.choice(("status", "dedicated", "zone", "model", "load"))
+    if change == "status":
+        node.status = "offline" if node.status == "online" else "online"
+    elif change == "dedicated":
+        node.dedicated_tenant_id = None if node.dedicated_tenant_id else rng.randint(1, 4)
+    elif change == "zone":
+        node.zone = rng.choice(("z1", "z2", "z3", ""))
+    elif change == "model" and node.cards:
+        node.cards[0].model = rng.choice(("A100", "H100", "910B"))
+    else:
+        node.cpu_percent = rng.uniform(0, 95)
+        for card in node.cards:
+            card.memory_used_mb = rng.randrange(0, card.memory_total_mb)
+    node.cache.clear()
+    table = snapshot.table
+    table.refresh_row(table.row_of[node.id])
+
+
 def decisions(framework: Framework, snapshot, tasks, seed: int) -> list[tuple]:
-    """Each task's outcome, as the cycle places it: node, cards, code, summary and stored diagnostics."""
+    """Each task's outcome, as the cycle places it: node, cards, code, summary and stored diagnostics; now and
+    then a node is re-read meanwhile."""
     rng = random.Random(seed)
+    changes = random.Random(seed + 1)
     made = []
-    for task in tasks:
+    for position, task in enumerate(tasks):
+        if position % 7 == 6:
+            reread_a_node(snapshot, changes)
         result = framework.schedule(task, snapshot, rng)
         cards = []
         if result.node is not None:
