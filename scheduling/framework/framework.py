@@ -21,6 +21,9 @@ whole snapshot, which at 5,000 nodes costs more than scheduling itself.
 Filters run over shrinking arrays of table rows (`scheduling.framework.table`), so each rule is a few NumPy
 operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
 are built only when someone reads them.
+
+Filter codes and scores of the row plugins are shared by the tasks of one equivalence class within a snapshot
+(`scheduling.framework.equivalence`): a later task of the class pays only for the rows changed since.
 """
 
 from __future__ import annotations
