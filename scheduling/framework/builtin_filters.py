@@ -28,7 +28,7 @@ class AvailabilityFilter(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return np.where(~table.available[rows], 1, np.where(~table.schedulable[rows], 2, 0))
 
-    def filter_key(self, task: TaskInfo) -> tuple:
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return ()
 
 
@@ -41,7 +41,7 @@ class TenantFilter(RowPlugin):
         dedicated = table.dedicated[rows]
         return ((dedicated >= 0) & (dedicated != task.tenant_id)).astype(np.int8)
 
-    def filter_key(self, task: TaskInfo) -> tuple:
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return (task.tenant_id,)
 
 
@@ -60,8 +60,8 @@ class ResourcePreFilter(RowPlugin):
             codes[(codes == 0) & (table.inference_tasks[rows] >= state.config.inference_max_per_node)] = 3
         return codes
 
-    def filter_key(self, task: TaskInfo) -> tuple:
-        return task.gpu_required, task.gpu_memory_mb, task.type == INFERENCE
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return task.gpu_required, task.gpu_memory_mb if task.is_fractional else 0, task.type == INFERENCE
 
 
 class AffinityFilter(RowPlugin):
@@ -85,7 +85,7 @@ class AffinityFilter(RowPlugin):
             codes[(codes == 0) & (values != NO_CODE) & (values != vocabulary.lookup(wanted))] = code
         return codes
 
-    def filter_key(self, task: TaskInfo) -> tuple:
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         if not label_is(task.labels, "topology", "required"):
             return ()
         return tuple(str(task.labels.get(field, "")).strip() for field in PLACEMENT_FIELDS)

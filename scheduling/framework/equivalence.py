@@ -1,7 +1,7 @@
 """kube-scheduler's equivalence cache, over the NumPy table: within one snapshot, the per-row result of a filter or a
 scorer is computed once per equivalence class of tasks and shared by every task of that class.
 
-A row plugin names the class of a task with `filter_key(task)` / `score_key(task)`: the task fields its result for a
+A row plugin names the class of a task with `filter_key(task, table)` / `score_key(task, table)`: the task fields its result for a
 row depends on (None: it depends on more than the task and that row, and is never shared). Most tasks of a cycle
 share a class with an earlier one for each plugin (tenant, GPU type, card count), even when no two tasks have the
 same shape. A result is kept for every table row, so tasks with different survivors of the earlier filters share it.

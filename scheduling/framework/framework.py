@@ -206,7 +206,7 @@ class Framework:
         matrix = np.empty((len(names), len(rows)))
         for index, ((plugin, _), by_rows, score_key) in enumerate(
                 zip(self.plugin_set.scorers, self._row_scorers, self._score_keys)):
-            key = score_key(task) if score_key is not None and not self.plugin_set.pre_scorers else None
+            key = score_key(task, table) if score_key is not None and not self.plugin_set.pre_scorers else None
             if key is None:
                 matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
                 continue
@@ -225,7 +225,7 @@ class Framework:
         only the rows the filters before it left, as it always did."""
         shared: list[tuple[np.ndarray, np.ndarray]] = []
         for slot, (plugin, code_map, filter_key) in enumerate(zip(self._filters, self._code_maps, self._filter_keys)):
-            key = filter_key(task) if filter_key is not None else None
+            key = filter_key(task, table) if filter_key is not None else None
             if key is not None:
                 codes = cache.codes(("filter", slot), key,
                                     lambda some: code_map[plugin.filter_rows(state, task, table, some)],

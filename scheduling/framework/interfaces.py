@@ -166,14 +166,15 @@ class RowPlugin:
     def filter_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError
 
-    def filter_key(self, task: TaskInfo) -> Hashable | None:
+    def filter_key(self, task: TaskInfo, table: "NodeTable") -> Hashable | None:
         """The task's equivalence class for `filter_rows` (`scheduling.framework.equivalence`): the values of the
         task fields a row's code depends on, so tasks with equal keys share the codes within a snapshot. Only for a
         rule whose code for a row depends on nothing but those fields, that row, the config and the share groups.
-        None (the default): not shared."""
+        The table is there for keys that depend on what kinds of node it holds (`table.all_uniform`). None (the
+        default): not shared."""
         return None
 
-    def score_key(self, task: TaskInfo) -> Hashable | None:
+    def score_key(self, task: TaskInfo, table: "NodeTable") -> Hashable | None:
         """`filter_key`, for `score_rows`."""
         return None
 

@@ -102,6 +102,8 @@ class NodeTable:
         for index, (name, dtype) in enumerate(_CARD_COLUMNS):
             setattr(self, name, flat[:, index].reshape(count, width).astype(dtype))
         self._derive(slice(None), build=True)
+        # Every node's cards of one type and model: a task's card class then matters to no usage rule.
+        self.all_uniform = bool(self.uniform_cards.all())
 
     def _derive(self, rows: slice | np.ndarray, *, build: bool = False) -> None:
         """Task-independent combinations of the columns that filters and scorers use, so an attempt is a few NumPy
@@ -168,6 +170,7 @@ class NodeTable:
             if signature != self._signatures[row]:
                 self._signatures[row] = signature
                 self.reshaped_rows.append(row)
+                self.all_uniform = bool(self.uniform_cards.all())
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""

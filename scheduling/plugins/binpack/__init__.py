@@ -17,8 +17,8 @@ class Binpack(RowPlugin):
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return 100 * mean_usage(task, table, rows)
 
-    def score_key(self, task: TaskInfo) -> tuple:
-        return usage_key(task)
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return usage_key(task, table)
 
 
 def factory(setting: PluginSetting) -> Binpack:

@@ -45,8 +45,8 @@ class GpuFilter(RowPlugin):
                     codes[position] = 2
         return codes
 
-    def filter_key(self, task: TaskInfo) -> tuple:
-        return *card_class(task), max(1, task.gpu_required)
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return *card_class(task), max(1, task.gpu_required) if model_expression(task) else 0
 
 
 def factory(setting: PluginSetting) -> GpuFilter:

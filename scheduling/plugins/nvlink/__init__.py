@@ -124,10 +124,10 @@ class Nvlink(RowPlugin):
         # NaN (no topology data) compares False: the node passes.
         return (self._per_row(table, rows, LARGEST) < task.gpu_required).astype(np.int8)
 
-    def filter_key(self, task: TaskInfo) -> tuple:
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return (task.gpu_required if task.gpu_required >= 2 and label_is(task.labels, "nvlink", "required") else 0,)
 
-    def score_key(self, task: TaskInfo) -> tuple:
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return (max(task.gpu_required, 1),)
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

@@ -25,10 +25,10 @@ class Rdma(RowPlugin):
             return np.zeros(len(rows), np.int8)
         return table.rdma_false[rows].astype(np.int8)
 
-    def filter_key(self, task: TaskInfo) -> tuple:
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return (label_is(task.labels, "rdma", "required"),)
 
-    def score_key(self, task: TaskInfo) -> tuple:
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return ()
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

@@ -49,9 +49,11 @@ class ResourceFilter(RowPlugin):
             codes[position] = self._grouped(state, task, table, rows[position])
         return codes
 
-    def filter_key(self, task: TaskInfo) -> tuple:
-        # The tenant matters only to a shard (who it may share a card with).
-        return task.gpu_required, task.gpu_memory_mb, task.tenant_id if task.is_fractional else None, *card_class(task)
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        # The tenant matters only to a shard (who it may share a card with), the card class only on a node with
+        # several card groups (elsewhere gpu-filter has judged the type and model).
+        return (task.gpu_required, task.gpu_memory_mb, task.tenant_id if task.is_fractional else None,
+                *(() if table.all_uniform else card_class(task)))
 
     def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
         """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""

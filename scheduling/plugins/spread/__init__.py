@@ -22,9 +22,10 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     return (table.known_usage[rows] + gpu) / table.usage_terms[rows]
 
 
-def usage_key(task: TaskInfo) -> tuple:
-    """What `mean_usage` reads of a task (its equivalence class, `scheduling.framework.equivalence`)."""
-    return task.gpu_required, *card_class(task)
+def usage_key(task: TaskInfo, table: NodeTable) -> tuple:
+    """What `mean_usage` reads of a task (its equivalence class, `scheduling.framework.equivalence`): the card
+    class matters only on a node with several card groups."""
+    return task.gpu_required, *(() if table.all_uniform else card_class(task))
 
 
 def _group_usage(task: TaskInfo, node, fallback: float) -> float:
@@ -44,8 +45,8 @@ class Spread(RowPlugin):
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return 100 * (1 - mean_usage(task, table, rows))
 
-    def score_key(self, task: TaskInfo) -> tuple:
-        return usage_key(task)
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return usage_key(task, table)
 
 
 def factory(setting: PluginSetting) -> Spread:

@@ -31,7 +31,7 @@ class Topology(RowPlugin):
                 scores[column[rows] == code] += BONUS[field]
         return scores
 
-    def score_key(self, task: TaskInfo) -> tuple:
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return tuple(str(task.labels.get(field, "")).strip() for field in BONUS)
 
 

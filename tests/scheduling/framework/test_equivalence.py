@@ -33,14 +33,14 @@ class UnsharedFramework(Framework):
         self._score_keys = [None] * len(self._score_keys)
 
 
-def mixed_cluster(rng: random.Random):
+def mixed_cluster(rng: random.Random, *, two_vendor_nodes: bool = True):
     nodes = []
     for serial in range(120):
         gpu_type = rng.choice(TYPES)
         count = rng.choice((1, 2, 4, 8))
         cards = make_cards(count, gpu_type=gpu_type, model=rng.choice(MODELS[gpu_type]),
                            memory_mb=rng.choice((32768, 81920)))
-        if serial % 11 == 0:   # a node with cards of two vendors
+        if two_vendor_nodes and serial % 11 == 0:
             cards += [CardInfo(index=i, type="ascend", model="910B", memory_total_mb=65536) for i in range(2)]
         for card in cards:
             card.memory_used_mb = rng.randrange(0, card.memory_total_mb // 4)
@@ -139,9 +139,12 @@ def policy(name: str, tasks):
 
 @pytest.mark.parametrize("layout", ["spread", "binpack", "fgd"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_mixed_cluster_gets_the_same_placements_with_and_without_sharing(layout, seed):
+@pytest.mark.parametrize("two_vendor_nodes", [True, False], ids=["two-vendor-nodes", "one-card-group-per-node"])
+def test_a_mixed_cluster_gets_the_same_placements_with_and_without_sharing(layout, seed, two_vendor_nodes):
+    """Without nodes of several card groups the usage rules share results across GPU types, until a node re-read
+    gives one a second card model."""
     rng = random.Random(seed)
-    snapshot = mixed_cluster(rng)
+    snapshot = mixed_cluster(rng, two_vendor_nodes=two_vendor_nodes)
     tasks = mixed_tasks(rng, 300)
     plugin_set = policy(layout, tasks)
 
