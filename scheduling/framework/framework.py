@@ -328,7 +328,6 @@ class Framework:
 
     def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
-        matrix = np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite score (bad label) counts 0
         totals = weights @ matrix if len(names) else np.zeros(len(rows))
         if self.plugin_set.post_scorers and state is not None:
             by_node = {table.nodes[row].id: float(total) for row, total in zip(rows, totals)}
@@ -378,7 +377,8 @@ class Framework:
             scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
         broken = ~np.isfinite(scores)
         if broken.any():
-            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0.
+            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0 (every score
+            # passes here, so the totals need no check of their own).
             logger.warning("plugin %s gave %s non-finite score(s) for task %s (first on node %s); counted as 0",
                            plugin.name, int(broken.sum()), task.id, table.nodes[rows[np.argmax(broken)]].name)
             scores = np.where(broken, 0.0, scores)
