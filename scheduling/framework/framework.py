@@ -110,6 +110,11 @@ class ScheduleResult:
         """node id → Σ weight × score for every feasible node."""
         return {self._table.nodes[row].id: float(total) for row, total in zip(self._feasible_rows, self._total_scores)}
 
+    def ranked_node_ids(self) -> list[int]:
+        """Ids of the feasible nodes, best total first (ties in node order): `totals` sorted, without the dict."""
+        order = np.argsort(-self._total_scores, kind="stable")
+        return [self._table.nodes[row].id for row in self._feasible_rows[order].tolist()]
+
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for index, count in enumerate(np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]):
