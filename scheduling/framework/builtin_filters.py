@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scheduling.framework import reasons
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Code, Status
@@ -87,7 +88,7 @@ class AffinityFilter(RowPlugin):
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         if not label_is(task.labels, "topology", "required"):
-            return ()
+            return EVERY_ROW_PASSES
         return tuple(str(task.labels.get(field, "")).strip() for field in PLACEMENT_FIELDS)
 
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from scheduling.framework.table import NodeTable
 
 RowCompute = Callable[[np.ndarray], np.ndarray]
+# A `filter_key` for a task every row passes (an nvlink or rdma rule the task does not ask for): nothing to evaluate.
+EVERY_ROW_PASSES = ("every row passes",)
 
 
 class _Entry:

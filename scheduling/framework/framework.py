@@ -39,7 +39,7 @@ import numpy as np
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.cards import ChosenCards, card_groups, card_lookup, cards_by_key
-from scheduling.framework.equivalence import EquivalenceCache, equivalence_cache
+from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.sharing import card_admits_tenant
@@ -231,6 +231,8 @@ class Framework:
         shared: list[tuple[np.ndarray, np.ndarray]] = []
         for slot, (plugin, code_map, filter_key) in enumerate(zip(self._filters, self._code_maps, self._filter_keys)):
             key = filter_key(task, table) if filter_key is not None else None
+            if key is EVERY_ROW_PASSES:
+                continue
             if key is not None:
                 codes = cache.codes(("filter", slot), key,
                                     lambda some: code_map[plugin.filter_rows(state, task, table, some)],

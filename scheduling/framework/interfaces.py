@@ -170,8 +170,8 @@ class RowPlugin:
         """The task's equivalence class for `filter_rows` (`scheduling.framework.equivalence`): the values of the
         task fields a row's code depends on, so tasks with equal keys share the codes within a snapshot. Only for a
         rule whose code for a row depends on nothing but those fields, that row, the config and the share groups.
-        The table is there for keys that depend on what kinds of node it holds (`table.all_uniform`). None (the
-        default): not shared."""
+        The table is there for keys that depend on what kinds of node it holds (`table.all_uniform`).
+        `equivalence.EVERY_ROW_PASSES`: the rule asks nothing of this task. None (the default): not shared."""
         return None
 
     def score_key(self, task: TaskInfo, table: "NodeTable") -> Hashable | None:

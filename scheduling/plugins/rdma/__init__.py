@@ -6,6 +6,7 @@ Filter: task label `rdma: required` removes only nodes labelled `false`; unlabel
 
 import numpy as np
 
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -26,7 +27,7 @@ class Rdma(RowPlugin):
         return table.rdma_false[rows].astype(np.int8)
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
-        return (label_is(task.labels, "rdma", "required"),)
+        return () if label_is(task.labels, "rdma", "required") else EVERY_ROW_PASSES
 
     def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         return ()
