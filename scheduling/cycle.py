@@ -363,7 +363,7 @@ def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped:
     threshold, nodes that already refused this task)."""
     if result.node.id not in skipped:
         yield result.node
-    for node_id, _total in sorted(result.totals.items(), key=lambda item: -item[1]):
+    for node_id in result.ranked_node_ids():
         if node_id != result.node.id and node_id not in skipped:
             yield snapshot.node(node_id)
 

@@ -69,11 +69,14 @@ def refresh_nodes(snapshot: ClusterSnapshot, node_ids: Iterable[int]) -> None:
     if not wanted:
         return
     table = snapshot.table
+    rows = []
     for fresh in read_nodes(node_ids=wanted):
         node = snapshot.node(fresh.id)
         update_in_place(node, fresh)
         if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
-            table.refresh_row(table.row_of[node.id])
+            rows.append(table.row_of[node.id])
+    if table is not None:
+        table.refresh_rows(rows)
 
 
 def update_in_place(node: NodeInfo, fresh: NodeInfo) -> None:

@@ -115,9 +115,11 @@ class SnapshotCache:
                 or any(len(node.cards) > self._table.width for node in fresh.values()):
             self._index_and_tabulate(config)
             return
-        for node_id in fresh:
-            self._table.refresh_row(self._row_of[node_id])
+        self._table.refresh_rows([self._row_of[node_id] for node_id in fresh])
         self._table.touched_ids.clear()
+        # No equivalence cache of the last cycle is used again.
+        self._table.changed_rows.clear()
+        self._table.reshaped_rows.clear()
 
     def _index_and_tabulate(self, config: SchedulerConfig) -> None:
         self._row_of = {node.id: row for row, node in enumerate(self._nodes)}

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scheduling.framework import reasons
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Code, Status
@@ -22,19 +23,27 @@ PLACEMENT_FIELDS = ("region", "zone", "rack")
 
 class AvailabilityFilter(RowPlugin):
     name = "availability"
+    follows_usage = False
     reasons = (reasons.NODE_OFFLINE, reasons.NODE_UNSCHEDULABLE)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return np.where(~table.available[rows], 1, np.where(~table.schedulable[rows], 2, 0))
 
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return ()
+
 
 class TenantFilter(RowPlugin):
     name = "tenant"
+    follows_usage = False
     reasons = (reasons.DEDICATED_OTHER_TENANT,)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         dedicated = table.dedicated[rows]
         return ((dedicated >= 0) & (dedicated != task.tenant_id)).astype(np.int8)
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return (task.tenant_id,)
 
 
 class ResourcePreFilter(RowPlugin):
@@ -52,12 +61,16 @@ class ResourcePreFilter(RowPlugin):
             codes[(codes == 0) & (table.inference_tasks[rows] >= state.config.inference_max_per_node)] = 3
         return codes
 
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return task.gpu_required, task.gpu_memory_mb if task.is_fractional else 0, task.type == INFERENCE
+
 
 class AffinityFilter(RowPlugin):
     """`topology: required` turns the task's region/zone/rack labels into hard constraints on nodes that have
     the field set; a node with the field empty still passes (SPEC §3, §6 topology)."""
 
     name = "affinity"
+    follows_usage = False
     reasons = (reasons.REGION_MISMATCH, reasons.ZONE_MISMATCH, reasons.RACK_MISMATCH)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -72,6 +85,11 @@ class AffinityFilter(RowPlugin):
             values = column[rows]
             codes[(codes == 0) & (values != NO_CODE) & (values != vocabulary.lookup(wanted))] = code
         return codes
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        if not label_is(task.labels, "topology", "required"):
+            return EVERY_ROW_PASSES
+        return tuple(str(task.labels.get(field, "")).strip() for field in PLACEMENT_FIELDS)
 
 
 TENANT_INACTIVE_MESSAGE = "the tenant is inactive: its pending tasks are held until it is active again"

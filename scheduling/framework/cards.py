@@ -26,10 +26,15 @@ def model_expression(task: TaskInfo) -> str:
     return str(task.labels.get(MODEL_LABEL, "") or "").strip()
 
 
+def card_class(task: TaskInfo) -> tuple[str, str]:
+    """What `card_groups` reads of a task: its GPU type and gpu-model expression."""
+    return task.gpu_type.strip().lower(), model_expression(task)
+
+
 def card_groups(task: TaskInfo, node: NodeInfo) -> list[tuple[str, list[CardInfo]]]:
     """The groups of the node's cards the task may take from, as (card type, cards); the task takes all its cards
     from one of them. Cached on the node (apply_bind clears the cache)."""
-    key = ("card-groups", task.gpu_type.strip().lower(), model_expression(task))
+    key = ("card-groups", *card_class(task))
     cached = node.cache.get(key)
     if cached is not None:
         return cached

@@ -21,6 +21,9 @@ whole snapshot, which at 5,000 nodes costs more than scheduling itself.
 Filters run over shrinking arrays of table rows (`scheduling.framework.table`), so each rule is a few NumPy
 operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
 are built only when someone reads them.
+
+Filter codes and scores of the row plugins are shared by the tasks of one equivalence class within a snapshot
+(`scheduling.framework.equivalence`): a later task of the class pays only for the rows changed since.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.cards import ChosenCards, card_groups, card_lookup, cards_by_key
+from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.sharing import card_admits_tenant
@@ -106,6 +110,11 @@ class ScheduleResult:
         """node id → Σ weight × score for every feasible node."""
         return {self._table.nodes[row].id: float(total) for row, total in zip(self._feasible_rows, self._total_scores)}
 
+    def ranked_node_ids(self) -> list[int]:
+        """Ids of the feasible nodes, best total first (ties in node order): `totals` sorted, without the dict."""
+        order = np.argsort(-self._total_scores, kind="stable")
+        return [self._table.nodes[row].id for row in self._feasible_rows[order].tolist()]
+
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for index, count in enumerate(np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]):
@@ -168,6 +177,11 @@ class Framework:
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
         self._row_scorers = [isinstance(plugin, RowScorePlugin) for plugin, _ in plugin_set.scorers]
+        # Equivalence keys (`scheduling.framework.equivalence`), None where results are not shared.
+        self._filter_keys = [getattr(plugin, "filter_key", None) if code_map is not None else None
+                             for plugin, code_map in zip(self._filters, self._code_maps)]
+        self._score_keys = [getattr(plugin, "score_key", None) if by_rows else None
+                            for (plugin, _), by_rows in zip(plugin_set.scorers, self._row_scorers)]
 
     def describe(self) -> dict[str, Any]:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
@@ -184,15 +198,8 @@ class Framework:
             if not status.is_success:
                 return self._pre_filtered(task, table, rejected_by, status)
 
-        rows = np.arange(table.size)
-        for plugin, code_map in zip(self._filters, self._code_maps):
-            if not len(rows):
-                break
-            codes = self._filter_codes(plugin, code_map, state, task, table, rows)
-            failing = codes != 0
-            if failing.any():
-                rejected_by[rows[failing]] = codes[failing]
-                rows = rows[~failing]
+        cache = equivalence_cache(snapshot, table, self)
+        rows = self._filter(task, table, state, cache, rejected_by)
 
         for plugin in self.plugin_set.pre_scorers:
             status = plugin.pre_score(state, task, snapshot)
@@ -202,9 +209,46 @@ class Framework:
 
         names = [plugin.name for plugin, _ in self.plugin_set.scorers]
         matrix = np.empty((len(names), len(rows)))
-        for index, ((plugin, _), by_rows) in enumerate(zip(self.plugin_set.scorers, self._row_scorers)):
-            matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
+        for index, ((plugin, _), by_rows, score_key) in enumerate(
+                zip(self.plugin_set.scorers, self._row_scorers, self._score_keys)):
+            key = score_key(task, table) if score_key is not None and not self.plugin_set.pre_scorers else None
+            if key is None:
+                matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
+                continue
+            every_row = cache.rows(("score", index), key,
+                                   lambda some: self._score(plugin, True, state, task, table, some),
+                                   follows_usage=plugin.follows_usage)
+            matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def _filter(self, task: TaskInfo, table: NodeTable, state: CycleState, cache: EquivalenceCache,
+                rejected_by: np.ndarray) -> np.ndarray:
+        """Run the filters in order, each row's first rejection into `rejected_by`; the rows left feasible.
+
+        A filter with an equivalence key gives its codes for every row from the cache; a run of such filters is
+        applied last one first, so each row ends with the reason of the first that rejects it. Any other filter sees
+        only the rows the filters before it left, as it always did."""
+        shared: list[tuple[np.ndarray, np.ndarray]] = []
+        for slot, (plugin, code_map, filter_key) in enumerate(zip(self._filters, self._code_maps, self._filter_keys)):
+            key = filter_key(task, table) if filter_key is not None else None
+            if key is EVERY_ROW_PASSES:
+                continue
+            if key is not None:
+                codes = cache.codes(("filter", slot), key,
+                                    lambda some: code_map[plugin.filter_rows(state, task, table, some)],
+                                    follows_usage=plugin.follows_usage)
+                if codes is not None:
+                    shared.append(codes)
+                continue
+            _apply_last_first(rejected_by, shared)
+            rows = np.flatnonzero(rejected_by == 0)
+            if not len(rows):
+                continue
+            codes = self._filter_codes(plugin, code_map, state, task, table, rows)
+            failing = codes != 0
+            rejected_by[rows[failing]] = codes[failing]
+        _apply_last_first(rejected_by, shared)
+        return np.flatnonzero(rejected_by == 0)
 
     def post_filter(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
                     handle: Any = None) -> PostFilterOutcome | None:
@@ -291,7 +335,6 @@ class Framework:
 
     def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
-        matrix = np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)  # a non-finite score (bad label) counts 0
         totals = weights @ matrix if len(names) else np.zeros(len(rows))
         if self.plugin_set.post_scorers and state is not None:
             by_node = {table.nodes[row].id: float(total) for row, total in zip(rows, totals)}
@@ -341,7 +384,8 @@ class Framework:
             scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
         broken = ~np.isfinite(scores)
         if broken.any():
-            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0.
+            # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0 (every score
+            # passes here, so the totals need no check of their own).
             logger.warning("plugin %s gave %s non-finite score(s) for task %s (first on node %s); counted as 0",
                            plugin.name, int(broken.sum()), task.id, table.nodes[rows[np.argmax(broken)]].name)
             scores = np.where(broken, 0.0, scores)
@@ -360,6 +404,21 @@ class Framework:
             self._rejection_ids[key] = len(self._rejections)
             self._rejections.append(_Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
+
+
+def _apply_last_first(rejected_by: np.ndarray, shared: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Record shared filter codes (codes, rejecting mask) on rows no earlier filter rejected, the earliest winning;
+    empties `shared`."""
+    if not shared:
+        return
+    if rejected_by.any():
+        still = rejected_by == 0
+        for codes, failing in reversed(shared):
+            np.copyto(rejected_by, codes, where=failing & still)
+    else:
+        for codes, failing in reversed(shared):
+            np.copyto(rejected_by, codes, where=failing)
+    shared.clear()
 
 
 def _filter_order(plugin_filters: list) -> list:

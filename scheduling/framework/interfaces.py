@@ -10,7 +10,7 @@ needs; the built-ins also implement the row-batch forms (`RowFilterPlugin.filter
 prefers those when present because a cycle at 5,000 nodes cannot afford a Python call per node per plugin.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
@@ -140,6 +140,9 @@ class RowPlugin:
     reasons: tuple[str, ...] = ()
     resolvable: frozenset[str] = frozenset()
     attempt_codes: Mapping[str, str] = {}
+    # Whether `filter_rows` / `score_rows` read usage (GPUs in use, card occupancy and memory, load): False lets a
+    # shared result skip the rows whose usage alone changed (`table.static_signature`).
+    follows_usage = True
 
     def filter(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> Status:
         import numpy as np
@@ -162,6 +165,18 @@ class RowPlugin:
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError
+
+    def filter_key(self, task: TaskInfo, table: "NodeTable") -> Hashable | None:
+        """The task's equivalence class for `filter_rows` (`scheduling.framework.equivalence`): the values of the
+        task fields a row's code depends on, so tasks with equal keys share the codes within a snapshot. Only for a
+        rule whose code for a row depends on nothing but those fields, that row, the config and the share groups.
+        The table is there for keys that depend on what kinds of node it holds (`table.all_uniform`).
+        `equivalence.EVERY_ROW_PASSES`: the rule asks nothing of this task. None (the default): not shared."""
+        return None
+
+    def score_key(self, task: TaskInfo, table: "NodeTable") -> Hashable | None:
+        """`filter_key`, for `score_rows`."""
+        return None
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError

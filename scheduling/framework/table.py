@@ -40,7 +40,7 @@ _NODE_COLUMNS = (
     ("cards_by_position", bool),    # card i sits in column i (lets plugins use bitmasks)
     ("uniform_cards", bool),        # every card of one type and model (else a task picks one group, cards.py)
 )
-# Card columns (node × card position), in the order `NodeTable._card_values` returns them.
+# Card columns (node × card position), in the order `NodeTable._card_columns` returns them.
 _CARD_COLUMNS = (
     ("card_exists", bool),
     ("card_free", bool),            # no active occupant
@@ -82,9 +82,14 @@ class NodeTable:
         # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
         # scheduler cache re-reads before the next cycle (`scheduling.snapshot_cache`).
         self.touched_ids: set[int] = set()
+        # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`);
+        # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).
+        self.changed_rows: list[int] = []
+        self.reshaped_rows: list[int] = []
+        self._signatures = [static_signature(node) for node in nodes]
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
-        # cluster, every cycle), by the same formulas as `_card_values`, which `refresh_row` uses for one node.
+        # cluster), as `refresh_rows` does for the nodes that changed.
         positions, raw = [], []
         for row, node in enumerate(nodes):
             for column, card in enumerate(node.cards[:width]):
@@ -96,9 +101,11 @@ class NodeTable:
             flat[positions] = self._card_columns(np.array(raw, dtype=float))
         for index, (name, dtype) in enumerate(_CARD_COLUMNS):
             setattr(self, name, flat[:, index].reshape(count, width).astype(dtype))
-        self._derive(slice(None))
+        self._derive(slice(None), build=True)
+        # Every node's cards of one type and model: a task's card class then matters to no usage rule.
+        self.all_uniform = bool(self.uniform_cards.all())
 
-    def _derive(self, rows: slice | int) -> None:
+    def _derive(self, rows: slice | np.ndarray, *, build: bool = False) -> None:
         """Task-independent combinations of the columns that filters and scorers use, so an attempt is a few NumPy
         operations over `rows` of them instead of a dozen over the card matrix: cards free for a whole-card task,
         cards a shard may join, per node their count, whether every card is over the memory threshold, the largest
@@ -113,7 +120,7 @@ class NodeTable:
         known_usage = self.cpu_usage[rows] + np.where(has_memory, memory, 0.0)
         usage_terms = 1 + has_memory.astype(np.int64) + has_cards
         card_divisor = np.where(has_cards, self.gpu_total[rows], 1)
-        if isinstance(rows, slice):
+        if build:
             self.known_usage, self.usage_terms, self.has_cards, self.card_divisor = (
                 known_usage, usage_terms, has_cards, card_divisor)
             self.card_usable, self.card_shardable = usable, shardable
@@ -126,22 +133,82 @@ class NodeTable:
             known_usage, usage_terms, has_cards, card_divisor)
         self.card_usable[rows], self.card_shardable[rows] = usable, shardable
         self.card_open[rows] = shardable & ~self.card_occupied[rows]
-        self.usable_cards[rows] = usable.sum()
-        self.cards_all_overloaded[rows] = exists.any() and not (exists & ok).any()
-        self.max_card_capacity_mb[rows] = np.where(exists, self.card_capacity_mb[rows], -np.inf).max()
+        self.usable_cards[rows] = usable.sum(axis=1)
+        self.cards_all_overloaded[rows] = exists.any(axis=1) & ~(exists & ok).any(axis=1)
+        self.max_card_capacity_mb[rows] = np.where(exists, self.card_capacity_mb[rows], -np.inf).max(axis=1)
 
     def refresh_row(self, row: int) -> None:
+        self.refresh_rows([row])
+
+    def refresh_rows(self, rows: list[int]) -> None:
+        """Re-read the rows' nodes (after they changed in place; distinct rows): every column at once for all."""
+        if not rows:
+            return
+        if len(rows) == 1:
+            self._refresh_one(rows[0])
+        else:
+            self._refresh_many(rows)
+        for row in rows:
+            node = self.nodes[row]
+            self.touched_ids.add(node.id)
+            self.changed_rows.append(row)
+            signature = static_signature(node)
+            if signature != self._signatures[row]:
+                self._signatures[row] = signature
+                self.reshaped_rows.append(row)
+                self.all_uniform = bool(self.uniform_cards.all())
+
+    def _refresh_one(self, row: int) -> None:
+        """`_refresh_many` for one row (each in-memory bind), in plain Python: for one node's few cards that is
+        several times faster than array operations. Same formulas as `_card_columns` and `_derive`."""
         node = self.nodes[row]
         for (name, _), value in zip(_NODE_COLUMNS, self._node_values(node)):
             getattr(self, name)[row] = value
-        for name, _ in _CARD_COLUMNS:
-            getattr(self, name)[row] = 0
-        for column, values in enumerate(self._card_values(node)):
-            for (name, _), value in zip(_CARD_COLUMNS, values):
-                getattr(self, name)[row, column] = value
-        self._derive(row)
+        config, width = self.config, self.width
+        cards = node.cards[:width]
+        values = [(True, card.is_free, card.whole_card_tasks == 0, not config.card_overloaded(card),
+                   card.active_tasks > 0, config.card_free_mb(card),
+                   card.memory_total_mb - config.reserve_mb(card.memory_total_mb)) for card in cards]
+        padding = width - len(cards)
+        for (name, _), column in zip(_CARD_COLUMNS, zip(*values) if values else [()] * len(_CARD_COLUMNS)):
+            getattr(self, name)[row] = (*column, *(0,) * padding)
+        usable = [exists and free and ok for exists, free, _, ok, *_ in values]
+        shardable = [no_whole and ok for _, _, no_whole, ok, *_ in values]
+        self.card_usable[row] = (*usable, *(False,) * padding)
+        self.card_shardable[row] = (*shardable, *(False,) * padding)
+        self.card_open[row] = (*(can and not occupied for can, (*_, occupied, _, _) in zip(shardable, values)),
+                               *(False,) * padding)
+        self.usable_cards[row] = sum(usable)
+        self.cards_all_overloaded[row] = bool(values) and not any(ok for _, _, _, ok, *_ in values)
+        self.max_card_capacity_mb[row] = max((capacity for *_, capacity in values), default=-np.inf)
+        memory = float(self.memory_usage[row])
+        has_memory = not np.isnan(memory)
+        has_cards = bool(self.gpu_total[row] > 0)
+        self.known_usage[row] = float(self.cpu_usage[row]) + (memory if has_memory else 0.0)
+        self.usage_terms[row] = 1 + has_memory + has_cards
+        self.has_cards[row] = has_cards
+        self.card_divisor[row] = self.gpu_total[row] if has_cards else 1
         self.row_version[row] += 1
-        self.touched_ids.add(node.id)
+
+    def _refresh_many(self, rows: list[int]) -> None:
+        index = np.array(rows, np.int64)
+        nodes = [self.nodes[row] for row in rows]
+        for (name, _), values in zip(_NODE_COLUMNS, zip(*(self._node_values(node) for node in nodes))):
+            getattr(self, name)[index] = values
+        width = self.width
+        positions, raw = [], []
+        for position, node in enumerate(nodes):
+            for column, card in enumerate(node.cards[:width]):
+                positions.append(position * width + column)
+                raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
+                            card.shard_memory_mb))
+        flat = np.zeros((len(rows) * width, len(_CARD_COLUMNS)))
+        if raw:
+            flat[positions] = self._card_columns(np.array(raw, dtype=float))
+        for column, (name, dtype) in enumerate(_CARD_COLUMNS):
+            getattr(self, name)[index] = flat[:, column].reshape(len(rows), width).astype(dtype)
+        self._derive(index)
+        self.row_version[index] += 1
 
     def _node_values(self, node: NodeInfo) -> tuple:
         """One row of _NODE_COLUMNS, in that order."""
@@ -166,17 +233,8 @@ class NodeTable:
             cards_are_uniform(node),
         )
 
-    def _card_values(self, node: NodeInfo) -> list[tuple]:
-        """Rows of _CARD_COLUMNS, one per card, in that order."""
-        config = self.config
-        return [
-            (True, card.is_free, card.whole_card_tasks == 0, not config.card_overloaded(card), card.active_tasks > 0,
-             config.card_free_mb(card), card.memory_total_mb - config.reserve_mb(card.memory_total_mb))
-            for card in node.cards[: self.width]
-        ]
-
     def _card_columns(self, raw: np.ndarray) -> np.ndarray:
-        """`_card_values` for many cards at once: raw columns total MB, used MB, whole-card tasks, shard tasks,
+        """The card columns of many cards at once: raw columns total MB, used MB, whole-card tasks, shard tasks,
         shard MB → one row of _CARD_COLUMNS per card."""
         config = self.config
         total, used, whole, shards, shard_mb = raw.T
@@ -197,6 +255,15 @@ class NodeTable:
             return np.full(len(rows), -1, np.int64)
         bits = mask.astype(np.int64) @ (np.int64(1) << np.arange(self.width, dtype=np.int64))
         return np.where(self.cards_by_position[rows], bits, -1)
+
+
+def static_signature(node: NodeInfo) -> tuple:
+    """What a node is, apart from its usage (GPUs in use, card occupancy and memory, load, inference count): the
+    fields the rules that ignore usage read (`RowPlugin.follows_usage`). An in-memory placement never changes it."""
+    labels = node.labels
+    return (node.status, node.schedulable, node.dedicated_tenant_id, node.region, node.zone, node.rack,
+            node.gpu_type, labels.get("rdma"), labels.get("rdma-speed"),
+            tuple((card.index, card.type, card.model) for card in node.cards))
 
 
 def _rdma(labels: dict[str, str]) -> tuple[float, bool]:

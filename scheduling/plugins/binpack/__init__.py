@@ -6,7 +6,7 @@ from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
-from scheduling.plugins.spread import mean_usage
+from scheduling.plugins.spread import mean_usage, usage_key
 
 NAME = "binpack"
 
@@ -16,6 +16,9 @@ class Binpack(RowPlugin):
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return 100 * mean_usage(task, table, rows)
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return usage_key(task, table)
 
 
 def factory(setting: PluginSetting) -> Binpack:

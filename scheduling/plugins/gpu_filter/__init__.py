@@ -9,7 +9,7 @@ both: bind re-checks against live data.
 
 import numpy as np
 
-from scheduling.framework.cards import card_groups, model_expression
+from scheduling.framework.cards import card_class, card_groups, model_expression
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -22,6 +22,7 @@ GPU_MODEL_MISMATCH = "GPU model mismatch"
 
 class GpuFilter(RowPlugin):
     name = NAME
+    follows_usage = False
     reasons = (GPU_TYPE_MISMATCH, GPU_MODEL_MISMATCH)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -43,6 +44,9 @@ class GpuFilter(RowPlugin):
                 if not any(len(cards) >= needed for _, cards in card_groups(task, table.nodes[rows[position]])):
                     codes[position] = 2
         return codes
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return *card_class(task), max(1, task.gpu_required) if model_expression(task) else 0
 
 
 def factory(setting: PluginSetting) -> GpuFilter:

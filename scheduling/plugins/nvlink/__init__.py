@@ -26,6 +26,7 @@ import numpy as np
 
 from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.framework import whole_card_candidates
 from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
@@ -123,6 +124,14 @@ class Nvlink(RowPlugin):
             return np.zeros(len(rows), np.int8)
         # NaN (no topology data) compares False: the node passes.
         return (self._per_row(table, rows, LARGEST) < task.gpu_required).astype(np.int8)
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
+            return EVERY_ROW_PASSES
+        return (task.gpu_required,)
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return (max(task.gpu_required, 1),)
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if task.gpu_required < 2:

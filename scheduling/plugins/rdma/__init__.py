@@ -6,6 +6,7 @@ Filter: task label `rdma: required` removes only nodes labelled `false`; unlabel
 
 import numpy as np
 
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -17,12 +18,19 @@ RDMA_REQUIRED = "RDMA required"
 
 class Rdma(RowPlugin):
     name = NAME
+    follows_usage = False
     reasons = (RDMA_REQUIRED,)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         if not label_is(task.labels, "rdma", "required"):
             return np.zeros(len(rows), np.int8)
         return table.rdma_false[rows].astype(np.int8)
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return () if label_is(task.labels, "rdma", "required") else EVERY_ROW_PASSES
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return ()
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return table.rdma_score[rows]

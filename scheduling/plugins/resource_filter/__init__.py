@@ -14,10 +14,10 @@ judged on its own and the node passes when one group can hold the task.
 import numpy as np
 
 from scheduling.framework import reasons as r
-from scheduling.framework.cards import card_groups
+from scheduling.framework.cards import card_class, card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
-from scheduling.framework.sharing import card_admits_tenant
+from scheduling.framework.sharing import card_admits_tenant, may_share
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -26,6 +26,8 @@ INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
 INSUFFICIENT_GPU_MEMORY = r.INSUFFICIENT_GPU_MEMORY
 CARDS_OVERLOADED = "GPU memory above threshold"
 NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
+# `_sole_occupants` for a card nobody occupies, and for one several tenants share (checked card by card).
+NOBODY, SEVERAL = -1, -2
 
 
 class ResourceFilter(RowPlugin):
@@ -48,6 +50,12 @@ class ResourceFilter(RowPlugin):
         for position in np.flatnonzero(~table.uniform_cards[rows]):
             codes[position] = self._grouped(state, task, table, rows[position])
         return codes
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        # The tenant matters only to a shard (who it may share a card with), the card class only on a node with
+        # several card groups (elsewhere gpu-filter has judged the type and model).
+        return (task.gpu_required, task.gpu_memory_mb, task.tenant_id if task.is_fractional else None,
+                *(() if table.all_uniform else card_class(task)))
 
     def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
         """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""
@@ -95,12 +103,44 @@ class ResourceFilter(RowPlugin):
         open_card = (open_cards & roomy).any(axis=1)
         codes[~has_candidate] = 2
         codes[~has_candidate & overloaded] = 3
-        # Only nodes whose every candidate card already has occupants need the per-occupant tenant check.
-        for position in np.flatnonzero(has_candidate & ~open_card):
-            cards = table.nodes[rows[position]].cards
-            if not any(card_admits_tenant(cards[column], task.tenant_id, state.tenancy)
-                       for column in np.flatnonzero(candidate[position])):
-                codes[position] = 4
+        # Only nodes whose every candidate card already has occupants need the per-occupant tenant check: by array
+        # for cards of one occupant tenant (the usual case), card by card for cards several tenants share.
+        positions = np.flatnonzero(has_candidate & ~open_card)
+        if not len(positions):
+            return
+        occupants = _sole_occupants(table, rows[positions])
+        candidates = candidate[positions]
+        tenants = np.unique(occupants[candidates & (occupants >= 0)]).tolist()
+        sharing = [tenant for tenant in tenants if may_share(task.tenant_id, tenant, state.tenancy)]
+        # A card occupied by no known tenant admits anyone (as `card_admits_tenant` has it).
+        admitted = (candidates & (np.isin(occupants, sharing) | (occupants == NOBODY))).any(axis=1)
+        for index in np.flatnonzero(~admitted & (candidates & (occupants == SEVERAL)).any(axis=1)):
+            cards = table.nodes[rows[positions[index]]].cards
+            admitted[index] = any(card_admits_tenant(cards[column], task.tenant_id, state.tenancy)
+                                  for column in np.flatnonzero(candidates[index] & (occupants[index] == SEVERAL)))
+        codes[positions[~admitted]] = 4
+
+
+def _sole_occupants(table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    """Per row and card position: the one tenant occupying the card, NOBODY, or SEVERAL. Kept in the table per row
+    version, so only the rows changed since are read again."""
+    cache = table.plugin_cache.get(NAME)
+    if cache is None:
+        cache = table.plugin_cache[NAME] = (np.full((table.size, table.width), NOBODY, np.int64),
+                                            np.full(table.size, -1, np.int64))
+    occupants, versions = cache
+    stale = rows[versions[rows] != table.row_version[rows]]
+    for row in stale.tolist():
+        occupants[row] = NOBODY
+        for column, card in enumerate(table.nodes[row].cards[: table.width]):
+            tenants = card.occupant_tenants
+            if len(tenants) == 1:
+                (tenant,) = tenants
+                occupants[row, column] = tenant if isinstance(tenant, int) and tenant >= 0 else SEVERAL
+            elif tenants:
+                occupants[row, column] = SEVERAL
+    versions[stale] = table.row_version[stale]
+    return occupants[rows]
 
 
 def factory(setting: PluginSetting) -> ResourceFilter:

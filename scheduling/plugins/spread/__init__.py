@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scheduling.framework.cards import card_groups
+from scheduling.framework.cards import card_class, card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import TaskInfo
@@ -22,6 +22,12 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     return (table.known_usage[rows] + gpu) / table.usage_terms[rows]
 
 
+def usage_key(task: TaskInfo, table: NodeTable) -> tuple:
+    """What `mean_usage` reads of a task (its equivalence class, `scheduling.framework.equivalence`): the card
+    class matters only on a node with several card groups."""
+    return task.gpu_required, *(() if table.all_uniform else card_class(task))
+
+
 def _group_usage(task: TaskInfo, node, fallback: float) -> float:
     """u_gpu on a node with cards of several types or models: of the card group the task would take from (the
     smallest that holds it, as Reserve chooses; SPEC §15.3), not of cards it cannot use."""
@@ -38,6 +44,9 @@ class Spread(RowPlugin):
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         return 100 * (1 - mean_usage(task, table, rows))
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return usage_key(task, table)
 
 
 def factory(setting: PluginSetting) -> Spread:

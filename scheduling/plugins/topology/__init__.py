@@ -18,6 +18,7 @@ BONUS = {"region": 5.0, "zone": 15.0, "rack": 10.0}
 
 class Topology(RowPlugin):
     name = NAME
+    follows_usage = False
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         scores = np.full(len(rows), BASE)
@@ -29,6 +30,9 @@ class Topology(RowPlugin):
             if code != NO_CODE:
                 scores[column[rows] == code] += BONUS[field]
         return scores
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return tuple(str(task.labels.get(field, "")).strip() for field in BONUS)
 
 
 def factory(setting: PluginSetting) -> Topology:

@@ -364,3 +364,16 @@ def test_permit_holds_a_gang_to_every_member_and_runs_the_permit_plugins():
     assert (partial.is_success, partial.attempt_code) == (False, reasons.GANG_INCOMPLETE)
     refused = fw.permit([(task, frozen, [0])])
     assert (refused.is_success, refused.attempt_code, refused.reason) == (False, "Frozen", "frozen node")
+
+
+def test_ranked_node_ids_are_the_totals_best_first_ties_in_node_order():
+    """The bind's runners-up: what sorting `totals` by total gives, ties (the empty nodes) in node order."""
+    nodes = [make_node(cards=8, cpu_percent=percent) for percent in (30, 0, 50, 0, 30, 0, 10)]
+    for card in nodes[2].cards[:4]:
+        occupy(card, 1)
+    nodes[2].gpu_used = 4
+    result = framework().schedule(make_task(gpu_required=1), make_snapshot(*nodes), random.Random(0))
+
+    expected = [node_id for node_id, _ in sorted(result.totals.items(), key=lambda item: -item[1])]
+    assert result.ranked_node_ids() == expected
+    assert expected[:3] == [nodes[1].id, nodes[3].id, nodes[5].id]

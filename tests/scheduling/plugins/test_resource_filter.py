@@ -1,8 +1,14 @@
+import random
+
+import numpy as np
+
 from scheduling.framework import reasons
+from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import TenancyView
+from scheduling.framework.table import NodeTable
 from scheduling.plugins import resource_filter
 from scheduling.plugins.resource_filter import ResourceFilter
-from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
+from tests.scheduling.framework.builders import CONFIG, make_node, make_state, make_task, occupy
 
 # 81920 MB cards: reserve = max(500, 10 %) = 8192 MB.
 
@@ -82,3 +88,33 @@ def test_task_without_gpus_passes():
     node = make_node(cards=1)
     occupy(node.cards[0], tenant_id=2)
     assert check(make_task(cpu_cores=2), node).is_success
+
+
+def test_the_tenant_rule_over_many_nodes_is_the_card_by_card_rule():
+    """The array form of the shard's tenant check (one occupant tenant per card, the usual case) rejects exactly
+    the nodes whose candidate cards `card_admits_tenant` refuses one by one, with several occupants and share
+    groups, and cards occupied by nobody known."""
+    rng = random.Random(5)
+    nodes = []
+    for _ in range(300):
+        node = make_node(cards=rng.choice((1, 2, 4)), memory_mb=40960)
+        for card in node.cards:
+            for _ in range(rng.choice((0, 1, 1, 2, 3))):
+                occupy(card, tenant_id=rng.randint(1, 5), shard_mb=rng.choice((1024, 4096)))
+            if rng.random() < 0.05:
+                card.shard_tasks += 1   # an occupant whose tenant the snapshot does not know
+        nodes.append(node)
+    tenancy = TenancyView(groups_of={1: frozenset({1}), 2: frozenset({1, 2}), 4: frozenset({2})})
+    table = NodeTable(nodes, CONFIG)
+    rows = np.arange(table.size)
+
+    for tenant_id in range(1, 7):
+        task = make_task(tenant_id=tenant_id, gpu_memory_mb=4096)
+        codes = ResourceFilter().filter_rows(make_state(tenancy), task, table, rows)
+        for row, node in enumerate(nodes):
+            candidates = [card for card in node.cards if card.whole_card_tasks == 0
+                          and CONFIG.card_free_mb(card) >= task.gpu_memory_mb]
+            refused = bool(candidates) and all(card.active_tasks for card in candidates) and not any(
+                card_admits_tenant(card, tenant_id, tenancy) for card in candidates)
+            assert (codes[row] == 4) == refused, (tenant_id, node.name)
+        assert 0 < int((codes == 4).sum()) < table.size
