@@ -90,12 +90,7 @@ class NodeTable:
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
         # cluster), as `refresh_rows` does for the nodes that changed.
-        positions, raw = [], []
-        for row, node in enumerate(nodes):
-            for column, card in enumerate(node.cards[:width]):
-                positions.append(row * width + column)
-                raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
-                            card.shard_memory_mb))
+        positions, raw = _raw_card_figures(nodes, width)
         flat = np.zeros((count * width, len(_CARD_COLUMNS)))
         if raw:
             flat[positions] = self._card_columns(np.array(raw, dtype=float))
@@ -196,12 +191,7 @@ class NodeTable:
         for (name, _), values in zip(_NODE_COLUMNS, zip(*(self._node_values(node) for node in nodes))):
             getattr(self, name)[index] = values
         width = self.width
-        positions, raw = [], []
-        for position, node in enumerate(nodes):
-            for column, card in enumerate(node.cards[:width]):
-                positions.append(position * width + column)
-                raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
-                            card.shard_memory_mb))
+        positions, raw = _raw_card_figures(nodes, width)
         flat = np.zeros((len(rows) * width, len(_CARD_COLUMNS)))
         if raw:
             flat[positions] = self._card_columns(np.array(raw, dtype=float))
@@ -292,3 +282,14 @@ def table_for(snapshot: ClusterSnapshot, config: SchedulerConfig) -> NodeTable:
 def single_row_table(node: NodeInfo, config: SchedulerConfig) -> NodeTable:
     """A one-node table, so the per-node plugin entry points share the row code."""
     return NodeTable([node], config)
+
+
+def _raw_card_figures(nodes, width: int) -> tuple[list[int], list[tuple]]:
+    """Each card's flat position in a `len(nodes) × width` grid and its raw figures, in `_CARD_COLUMNS` order."""
+    positions, raw = [], []
+    for row, node in enumerate(nodes):
+        for column, card in enumerate(node.cards[:width]):
+            positions.append(row * width + column)
+            raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
+                        card.shard_memory_mb))
+    return positions, raw
