@@ -166,6 +166,10 @@ REST_FRAMEWORK = {
     # The API speaks JSON only (pages post their forms to views of their own): one body encoding, whose nesting the
     # schema describes exactly.
     "DEFAULT_PARSER_CLASSES": ["heteroflow_site.parsers.StorableJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "heteroflow_site.renderers.ORJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "heteroflow_site.schema.NestedSerializerAutoSchema",
