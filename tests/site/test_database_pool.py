@@ -2,6 +2,7 @@
 request runs in a thread of its own, so without the pool every request opens a PostgreSQL connection."""
 
 import time
+import uuid
 
 import pytest
 import requests
@@ -10,10 +11,11 @@ from django.db import connection
 from tests.asgi_server import daphne_serving
 
 
-def _server_connections() -> list[tuple[int, float]]:
+def _server_connections(application_name: str) -> list[tuple[int, float]]:
+    """The server's open connections, told from any other by the name libpq gives them (`PGAPPNAME`)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid, extract(epoch FROM backend_start) FROM pg_stat_activity "
-                       "WHERE datname = %s AND pid <> pg_backend_pid()", [connection.settings_dict["NAME"]])
+                       "WHERE application_name = %s", [application_name])
         return cursor.fetchall()
 
 
@@ -28,9 +30,10 @@ def _ask(base: str, requests_sent: int) -> float:
 
 @pytest.mark.django_db
 def test_the_pooled_web_server_serves_many_requests_on_a_few_connections_opened_before_them(tmp_path):
-    with daphne_serving(log=tmp_path / "server.log", DATABASE_POOL="true") as base:
+    name = f"pool-test-{uuid.uuid4().hex[:8]}"
+    with daphne_serving(log=tmp_path / "server.log", DATABASE_POOL="true", PGAPPNAME=name) as base:
         last_sent = _ask(base, 15)
-        kept = _server_connections()
+        kept = _server_connections(name)
 
     assert 1 <= len(kept) <= 16
     assert all(started < last_sent for _, started in kept), "the last request found its connection in the pool"
@@ -38,8 +41,9 @@ def test_the_pooled_web_server_serves_many_requests_on_a_few_connections_opened_
 
 @pytest.mark.django_db
 def test_without_the_pool_each_request_closes_the_connection_it_opened(tmp_path):
-    with daphne_serving(log=tmp_path / "server.log", DATABASE_POOL="false") as base:
+    name = f"pool-test-{uuid.uuid4().hex[:8]}"
+    with daphne_serving(log=tmp_path / "server.log", DATABASE_POOL="false", PGAPPNAME=name) as base:
         _ask(base, 5)
-        kept = _server_connections()
+        kept = _server_connections(name)
 
     assert kept == []
