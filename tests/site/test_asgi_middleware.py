@@ -1,7 +1,10 @@
 """Under ASGI the middleware stack runs in the event loop: the project's own middleware (the request log, the
 static files) answer as under WSGI."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -25,3 +28,13 @@ def test_static_files_request_ids_and_the_request_log_work_under_daphne(tmp_path
     assert missing.status_code == 404
     lines = log.read_text()
     assert re.search(r"GET /api/v1/tasks 200 [\d.]+ms \[asgi-check-0001 asgi-user@" + re.escape(tenant.name), lines), lines
+
+
+def test_the_asgi_application_leaves_its_startup_objects_out_of_garbage_collection():
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import gc, heteroflow_site.asgi, sys; "
+                               "print(gc.get_freeze_count(), 'scheduling.api.task_apis' in sys.modules)"],
+        env={**os.environ, "SECRET_KEY": "asgi-test-secret-key", "DEBUG": "false"}, capture_output=True, text=True,
+        timeout=120)
+    frozen, views_imported = loaded.stdout.split()
+    assert int(frozen) > 10_000 and views_imported == "True", loaded.stderr[-2000:]

@@ -72,3 +72,31 @@ def test_a_bad_filter_is_a_400_in_the_apis_error_shape(tenant_client, query, fie
     body = tenant_client.get(f"/api/v1/tasks?{query}").json()
 
     assert body["code"] and body["message"] and field in body["errors"]
+
+
+@pytest.fixture
+def attempted(tenant):
+    from scheduling.models import SchedulingAttempt
+
+    task = make_task(tenant=tenant)
+    SchedulingAttempt.objects.create(
+        task=task, code="InsufficientResources", message="0/2 nodes are available: 2 Insufficient GPU.",
+        nodes={"filtered": {"Insufficient GPU": ["a", "b"]}, "plugins": [], "scored": []})
+    return task
+
+
+@pytest.mark.django_db
+def test_a_summary_list_carries_each_attempts_code_and_message_only(tenant_client, attempted):
+    listed = tenant_client.get("/api/v1/tasks?diagnostics=summary").json()
+
+    assert listed[0]["diagnostics"] == {"code": "InsufficientResources",
+                                        "message": "0/2 nodes are available: 2 Insufficient GPU."}
+    full = tenant_client.get("/api/v1/tasks").json()[0]["diagnostics"]
+    assert [entry["node"] for entry in full["nodes"]] == ["a", "b"]
+
+
+@pytest.mark.django_db
+def test_an_unknown_diagnostics_mode_is_a_400_naming_it(tenant_client, attempted):
+    response = tenant_client.get("/api/v1/tasks?diagnostics=everything")
+
+    assert response.status_code == 400 and "diagnostics" in response.json()["errors"]
