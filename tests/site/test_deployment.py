@@ -36,6 +36,9 @@ def test_every_process_runs_from_the_one_image_against_the_compose_services():
         environment = services[name]["environment"]
         assert environment["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in environment["DATABASE_URL"]
         assert environment["REDIS_URL"] == "redis://redis:6379/0"
+    assert services["web"]["environment"]["DATABASE_POOL"] == "true"
+    assert all("DATABASE_POOL" not in services[name]["environment"] for name in APP_SERVICES - {"web"}), \
+        "schedulers and workers hold session advisory locks on their one connection"
     assert "web" in services["fleet"]["depends_on"]
     assert services["web"]["healthcheck"]["test"][-1].count("/healthz") == 1
 
@@ -45,3 +48,9 @@ def test_the_image_installs_the_same_pinned_requirements():
     assert "COPY requirements.txt ." in dockerfile and "pip install -r requirements.txt" in dockerfile
     assert all("==" in line for line in (REPOSITORY / "requirements.txt").read_text().splitlines() if line.strip())
     assert ".env" in (REPOSITORY / ".dockerignore").read_text().split()
+
+
+def test_only_the_procfiles_web_process_pools_its_database_connections():
+    processes = dict(line.split(":", 1) for line in (REPOSITORY / "Procfile").read_text().splitlines() if line)
+    assert "DATABASE_POOL=true" in processes["web"]
+    assert all("DATABASE_POOL" not in command for name, command in processes.items() if name != "web")
