@@ -10,11 +10,8 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
     sync_capable = True
     async_capable = True
 
-    def __init__(self, get_response=None, settings=None):
-        if settings is None:
-            super().__init__(get_response)
-        else:
-            super().__init__(get_response, settings)
+    def __init__(self, get_response=None, *args, **kwargs):
+        super().__init__(get_response, *args, **kwargs)
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 

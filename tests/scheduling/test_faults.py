@@ -1,7 +1,6 @@
 """Faults of the real services (issue 13): a PostgreSQL connection killed in the middle of a cycle, Redis stopped
 while tasks are submitted. Nothing is left half-written and the ledgers equal the recount afterwards."""
 
-import socket
 import subprocess
 import time
 
@@ -11,6 +10,7 @@ from django.db import InterfaceError, OperationalError, connection, connections
 
 from nodes.models import Node
 from scheduling import immediate_queue, lifecycle
+from scheduling.bench.network import free_port
 from scheduling.cycle import run_cycle
 from scheduling.models import SchedulingAttempt, Task
 from scheduling.services.node_ledger import node_gpu_used_recount
@@ -72,11 +72,6 @@ def test_a_cycle_whose_database_connection_is_killed_mid_cycle_leaves_no_half_st
     assert_consistent()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def _start_redis(port: int) -> subprocess.Popen:
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -97,7 +92,7 @@ def _start_redis(port: int) -> subprocess.Popen:
 @pytest.fixture
 def own_redis(settings):
     """A redis-server of this test's own on a free port (never the machine's), and the settings pointing at it."""
-    port = _free_port()
+    port = free_port()
     holder = {"server": _start_redis(port), "port": port}
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     yield holder

@@ -1,7 +1,7 @@
 """Under ASGI the middleware stack runs in the event loop: the project's own middleware (the request log, the
 static files) answer as under WSGI."""
 
-import os
+import logging
 import re
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from tenants.services import tenant_user_create
-from tests.asgi_server import daphne_serving
+from tests.processes import daphne_serving, process_environment
 
 
 @pytest.mark.django_db(transaction=True)
@@ -34,7 +34,16 @@ def test_the_asgi_application_leaves_its_startup_objects_out_of_garbage_collecti
     loaded = subprocess.run(
         [sys.executable, "-c", "import gc, heteroflow_site.asgi, sys; "
                                "print(gc.get_freeze_count(), 'scheduling.api.task_apis' in sys.modules)"],
-        env={**os.environ, "SECRET_KEY": "asgi-test-secret-key", "DEBUG": "false"}, capture_output=True, text=True,
-        timeout=120)
+        env=process_environment(), capture_output=True, text=True, timeout=120)
     frozen, views_imported = loaded.stdout.split()
     assert int(frozen) > 10_000 and views_imported == "True", loaded.stderr[-2000:]
+
+
+def test_no_middleware_makes_an_asgi_request_hop_between_the_event_loop_and_threads(caplog, settings):
+    from django.core.handlers.asgi import ASGIHandler
+
+    settings.DEBUG = True  # Django says which middleware it adapts only then
+    with caplog.at_level(logging.DEBUG, logger="django.request"):
+        ASGIHandler()
+
+    assert not [record.getMessage() for record in caplog.records if "adapted for middleware" in record.getMessage()]

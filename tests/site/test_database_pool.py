@@ -8,7 +8,7 @@ import pytest
 import requests
 from django.db import connection
 
-from tests.asgi_server import daphne_serving
+from tests.processes import daphne_serving
 
 
 def _server_connections(application_name: str) -> list[tuple[int, float]]:

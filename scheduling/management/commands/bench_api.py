@@ -7,7 +7,6 @@ the clients did. Bounded: each client stops after --requests requests or --secon
 """
 
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from django.db import connections
 from scheduling.bench.bind_ceiling import measure_bind_ceiling
 from scheduling.bench.database import database_url, throwaway_database
 from scheduling.bench.figures import percentile
+from scheduling.bench.network import free_port
 
 SUBMIT, LIST = "submit", "list"
 SERVER_START_SECONDS = 60
@@ -100,7 +100,7 @@ def _run_load(url: str, tokens: list[str], requests_each: int, seconds: float):
     from scheduling.models import CycleRecord
 
     environment = {**_environment(), "DATABASE_URL": url}
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as logs:
         server = _start([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                          "heteroflow_site.asgi:application"], {**environment, "DATABASE_POOL": "true"},
@@ -176,7 +176,3 @@ def _wait_until_serving(base: str, server: subprocess.Popen, log: Path) -> None:
     raise CommandError(f"the server did not answer within {SERVER_START_SECONDS} s:\n{log.read_text()}")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

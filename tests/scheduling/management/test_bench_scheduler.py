@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from tests.benchmark_commands import benchmark_databases_left, run_benchmark
+from tests.processes import benchmark_databases_left, run_benchmark
 
 
 @pytest.mark.django_db
