@@ -228,10 +228,12 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# redis-py 8 reads with a 5 s socket timeout by default, the same 5 s the layer's blocking pop waits on an empty
+# channel: an idle socket then races the pop's own empty answer and dies with a TimeoutError.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
     }
 }
 

@@ -166,3 +166,14 @@ async def _wait_for(condition, seconds: float = 5.0) -> bool:
             return True
         await asyncio.sleep(0.05)
     return False
+
+
+def test_an_idle_socket_outlasts_the_layers_blocking_pop():
+    # An idle consumer's socket waits out a whole empty blocking pop; at redis-py 8's default 5 s read timeout it
+    # raced the pop's own 5 s answer and a websocket died with "Timeout reading from …" mid-test.
+    from channels.layers import get_channel_layer
+    from channels_redis.utils import create_pool
+
+    layer = get_channel_layer()
+    pool = create_pool(layer.hosts[0])
+    assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout + 5
