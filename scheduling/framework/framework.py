@@ -32,6 +32,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 import numpy as np
@@ -92,12 +93,32 @@ class ScheduleResult:
     @property
     def filtered(self) -> dict[int, Status]:
         """node id → the Status of the first filter that rejected it."""
-        statuses = {}
-        for row in np.flatnonzero(self._rejected_by):
-            rejection = self._rejections[self._rejected_by[row] - 1]
-            code = Code.UNSCHEDULABLE if rejection.resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            statuses[self._table.nodes[row].id] = Status(code, (rejection.reason,), rejection.plugin)
-        return statuses
+        statuses = self._rejection_statuses
+        nodes = self._table.nodes
+        rows = np.flatnonzero(self._rejected_by)
+        return {nodes[row].id: statuses[index - 1] for row, index in zip(rows.tolist(),
+                                                                         self._rejected_by[rows].tolist())}
+
+    def rejection(self, node_id: int) -> Status | None:
+        """`filtered.get(node_id)` without building the dict (preemption asks node by node)."""
+        row = self._table.row_of.get(node_id)
+        if row is None or not self._rejected_by[row]:
+            return None
+        return self._rejection_statuses[self._rejected_by[row] - 1]
+
+    def unresolvable_reasons(self) -> dict[int, str]:
+        """node id → reason, for the nodes a filter rejected whatever is freed (UnschedulableAndUnresolvable)."""
+        incurable = [index + 1 for index, rejection in enumerate(self._rejections) if not rejection.resolvable]
+        rows = np.flatnonzero(np.isin(self._rejected_by, incurable))
+        nodes, rejections = self._table.nodes, self._rejections
+        return {nodes[row].id: rejections[index - 1].reason
+                for row, index in zip(rows.tolist(), self._rejected_by[rows].tolist())}
+
+    @cached_property
+    def _rejection_statuses(self) -> list[Status]:
+        # A few distinct rejections per attempt, shared by every node they rejected (Status is frozen).
+        return [Status(Code.UNSCHEDULABLE if rejection.resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                       (rejection.reason,), rejection.plugin) for rejection in self._rejections]
 
     @property
     def scores(self) -> dict[int, dict[str, float]]:

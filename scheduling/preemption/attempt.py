@@ -69,7 +69,8 @@ class PreemptionHandle:
                 victims=tuple(victim.id for victim in unsettled),
             )
         fit_check = framework_fit_check(self.framework, snapshot)
-        search = plan_preemption(task, snapshot, candidates, fit_check, preempt_stage, result.filtered)
+        search = plan_preemption(task, snapshot, candidates, fit_check, preempt_stage,
+                                result.unresolvable_reasons())
         if search.plan is None:
             return PreemptionOutcome(code=result.code, message=f"{result.message} {search.failure_message}",
                                      node_reasons=search.node_reasons)
@@ -84,7 +85,7 @@ def framework_fit_check(framework: Framework, snapshot: ClusterSnapshot) -> FitC
         result = framework.schedule(task, alone, random.Random(task.id))
         if result.node is not None:
             return SUCCESS
-        return result.filtered.get(node.id) or Status.unschedulable(result.message)
+        return result.rejection(node.id) or Status.unschedulable(result.message)
 
     return fits
 

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from django.db.models import Q
+
 from scheduling import lifecycle
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskType
@@ -53,10 +55,12 @@ _FIELDS = (
 
 
 class CandidatePool:
-    """Every placed active task, read on the first preemption attempt of a cycle and then kept in step with the
-    cycle's own binds (`record_bind`) and evictions (`record_preempting`), so later attempts of the cycle see what a
-    fresh read would, without a query each. Work placed or stopped by others meanwhile is
-    judged at the next cycle, exactly as the snapshot's view of the nodes is."""
+    """Every active task on the nodes where preemption could act — those holding a task that some preemption may
+    evict or a victim still stopping — read on the first preemption attempt of a cycle and then kept in step with
+    the cycle's own binds (`record_bind`) and evictions (`record_preempting`), so later attempts of the cycle see
+    what a fresh read would, without a query each. Work placed or stopped by others meanwhile is judged at the next
+    cycle, exactly as the snapshot's view of the nodes is. Preemptible work is opt-in, so on many clusters most
+    nodes (often all) hold nothing to evict and are never read."""
 
     def __init__(self) -> None:
         self._on_node: dict[int, dict[int, ActiveTask]] | None = None
@@ -75,7 +79,7 @@ class CandidatePool:
         floors = self._floors_for(frozenset(victim_states))
         nodes = {node_id for node_id, floor in floors.items() if floor < priority}
         nodes.update(self._stopping_for.get(preemptor_id, ()))
-        return [task for node_id in nodes for task in on_node[node_id].values()]
+        return [task for node_id in nodes for task in on_node.get(node_id, {}).values()]
 
     def record_bind(self, task, *, node_id: int, cards, shard: dict | None, card_type: str = "") -> None:
         if self._on_node is None:
@@ -83,7 +87,12 @@ class CandidatePool:
         placed = _active_task(task.id, node_id, task.tenant_id, task.type, task.priority, task.preemptible,
                               lifecycle.SCHEDULED, task.created_at, task.gpu_required, list(cards),
                               task.gpu_memory_mb, shard, task.cpu_cores, task.memory_mb, None, card_type)
-        self._on_node[node_id][task.id] = placed
+        if node_id not in self._on_node:
+            if not _may_be_evicted(placed):
+                return
+            # The node held nothing to evict when the pool was read: its occupants now matter (card sharing).
+            self._read(Task.objects.filter(node_id=node_id))
+        self._on_node.setdefault(node_id, {})[task.id] = placed
         self._refresh_floors(node_id)
 
     def record_preempting(self, victim_ids: Iterable[int], *, preemptor_id: int) -> None:
@@ -98,16 +107,25 @@ class CandidatePool:
                 self._stopping_for[preemptor_id].add(node_id)
                 self._refresh_floors(node_id)
 
+    @property
+    def nodes_read(self) -> set[int]:
+        """Ids of the nodes whose active tasks the pool holds."""
+        return set(self._tasks_by_node())
+
     def _tasks_by_node(self) -> dict[int, dict[int, ActiveTask]]:
         if self._on_node is None:
-            self._on_node = defaultdict(dict)
-            rows = Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).values_list(*_FIELDS)
-            for row in rows:
-                task = _active_task(*row)
-                self._on_node[task.node_id][task.id] = task
-                if task.status == lifecycle.PREEMPTING and task.preempted_by is not None:
-                    self._stopping_for[task.preempted_by].add(task.node_id)
+            self._on_node = {}
+            acting = Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).filter(
+                Q(status=lifecycle.PREEMPTING) | Q(preemptible=True) & ~Q(type__in=NEVER_VICTIM_TYPES))
+            self._read(Task.objects.filter(node__in=acting.values("node_id")))
         return self._on_node
+
+    def _read(self, tasks) -> None:
+        for row in tasks.filter(status__in=ACTIVE_STATES, node__isnull=False).values_list(*_FIELDS):
+            task = _active_task(*row)
+            self._on_node.setdefault(task.node_id, {})[task.id] = task
+            if task.status == lifecycle.PREEMPTING and task.preempted_by is not None:
+                self._stopping_for[task.preempted_by].add(task.node_id)
 
     def _floors_for(self, victim_states: frozenset[str]) -> dict[int, int]:
         if victim_states not in self._floors:
@@ -132,7 +150,12 @@ class CandidatePool:
 
 def _evictable(task: ActiveTask, victim_states: frozenset[str]) -> bool:
     """The coarse victim rule, less the priority comparison."""
-    return task.status in victim_states and task.preemptible and task.type not in NEVER_VICTIM_TYPES
+    return task.status in victim_states and _may_be_evicted(task)
+
+
+def _may_be_evicted(task: ActiveTask) -> bool:
+    """The coarse victim rule for some preempt_stage: the nodes the pool reads hold such a task."""
+    return task.preemptible and task.type not in NEVER_VICTIM_TYPES
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from scheduling import lifecycle
 from scheduling.framework.cards import card_lookup, cards_by_key
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
-from scheduling.framework.status import Code, Status
+from scheduling.framework.status import Status
 from scheduling.models import TaskType
 from scheduling.preemption.candidates import NEVER_VICTIM_TYPES, ActiveTask
 
@@ -88,14 +88,14 @@ def eviction_order(victim: ActiveTask) -> tuple:
 
 def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Iterable[ActiveTask],
                     fit_check: FitCheck, preempt_stage: str,
-                    rejections: Mapping[int, Status] | None = None) -> PlanSearch:
+                    unresolvable: Mapping[int, str] | None = None) -> PlanSearch:
     """Per node, the shortest prefix of eligible victims that makes `task` fit; the best such node overall.
 
     Best: fewest victims, then smallest priority sum, then node id. No feasible node ⇒ no plan, nobody is evicted.
-    `rejections` (node id → why the normal attempt passed it over) lets nodes that no eviction can cure (wrong GPU
-    type, offline, dedicated elsewhere) be skipped without re-running their filters.
+    `unresolvable` (node id → why the normal attempt passed it over, for the nodes that no eviction can cure: wrong
+    GPU type, offline, dedicated elsewhere) lets them be skipped without re-running their filters.
     """
-    rejections = rejections or {}
+    unresolvable = unresolvable or {}
     on_node: dict[int, list[ActiveTask]] = defaultdict(list)
     for candidate in candidates:
         on_node[candidate.node_id].append(candidate)
@@ -103,11 +103,14 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
     best: PreemptionPlan | None = None
     reasons: dict[str, str] = {}
     for node in sorted(snapshot.nodes, key=lambda node: node.id):
-        rejection = rejections.get(node.id)
-        if rejection is not None and rejection.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-            reasons[node.name] = f"preemption would not help ({rejection.reason})"
+        incurable = unresolvable.get(node.id)
+        if incurable is not None:
+            reasons[node.name] = f"preemption would not help ({incurable})"
             continue
-        occupants = on_node.get(node.id, [])
+        occupants = on_node.get(node.id)
+        if not occupants:
+            reasons[node.name] = "no eligible victims"
+            continue
         victims = sorted(
             (v for v in occupants if ineligibility(v, preemptor=task, preempt_stage=preempt_stage) is None),
             key=eviction_order,

@@ -242,3 +242,14 @@ def test_a_pool_finds_a_preemptors_own_unsettled_victims(tenant):
     assert [task.id for task in pool.candidates(preemptor_id=4242, priority=5, victim_states={"running"})] == [
         victim.id]
     assert pool.candidates(preemptor_id=4243, priority=5, victim_states={"running"}) == []
+
+
+def test_a_pool_reads_only_the_nodes_holding_something_to_evict_or_stopping(tenant):
+    evictable, stopping, locked_in = make_node(cards=8), make_node(cards=8), make_node(cards=8)
+    placed_task(tenant=tenant, node=evictable, gpus=[0], priority=10)
+    placed_task(tenant=tenant, node=evictable, gpus=[1], priority=99, preemptible=False)
+    placed_task(tenant=tenant, node=stopping, gpus=[0], priority=10, status="preempting", preemptible=False)
+    placed_task(tenant=tenant, node=locked_in, gpus=[0], priority=10, preemptible=False)
+    placed_task(tenant=tenant, node=locked_in, gpus=[1], priority=10, preemptible=True, type="inference")
+
+    assert CandidatePool().nodes_read == {evictable.id, stopping.id}
