@@ -7,7 +7,7 @@ one scheduler's batches well below its bind ceiling, so the cycle itself, not th
 instances that take turns keep every cycle's decisions valid and each process's cache warm.
 
 A cycle holds a session-level PostgreSQL advisory lock on its connection. Another instance that wants to run one
-waits for it (up to `wait` seconds, then skips: the next tick comes soon), so the instances are hot standbys of
+waits for it in PostgreSQL's lock queue (up to `wait` seconds, then skips: the next tick comes soon), so the instances are hot standbys of
 each other: when the one holding the lock dies, its connection closes, PostgreSQL releases the lock and a waiting
 instance starts its cycle at once.
 
@@ -15,15 +15,13 @@ instance starts its cycle at once.
 correct; the concurrency tests use it).
 """
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
 CYCLE_LOCK_KEY = 0x4846_4359  # "HFCY"
-POLL_SECONDS = 0.02
 
 
 @contextmanager
@@ -33,22 +31,32 @@ def cycle_turn(*, wait: float) -> Iterator[bool]:
     if settings.SCHEDULER["concurrent_cycles"]:
         yield True
         return
-    deadline = time.monotonic() + wait
-    while not _try_lock():
-        if time.monotonic() >= deadline:
-            yield False
-            return
-        time.sleep(POLL_SECONDS)
+    if not _lock(wait):
+        yield False
+        return
     try:
         yield True
     finally:
         _unlock()
 
 
-def _try_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CYCLE_LOCK_KEY])
-        return cursor.fetchone()[0]
+def _lock(wait: float) -> bool:
+    """Wait in PostgreSQL's lock queue rather than poll: a waiting instance costs no CPU and starts the moment the
+    turn is released, and the queue hands turns out in the order they were asked for. The session-level lock
+    outlives the short transaction that bounds the wait (`lock_timeout` applies to advisory locks too)."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('lock_timeout')")
+            (usual,) = cursor.fetchone()
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{max(int(wait * 1000), 1)}ms"])
+            cursor.execute("SELECT pg_advisory_lock(%s)", [CYCLE_LOCK_KEY])
+            # Inside a caller's transaction (tests) a local setting would outlive this block.
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [usual])
+    except OperationalError as error:
+        if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available: the wait ran out
+            return False
+        raise
+    return True
 
 
 def _unlock() -> None:

@@ -74,3 +74,51 @@ def test_concurrent_cycles_may_be_switched_back_on(pending_task, monkeypatch):
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", [CYCLE_LOCK_KEY])
         assert run_cycle().bound == 1
+
+
+def test_a_released_turn_goes_to_the_instance_waiting_for_it_not_back_to_the_releaser(db):
+    import threading
+
+    from django.db import connections
+
+    from scheduling.cycle_turns import cycle_turn
+
+    outcome, waiting_started = {}, threading.Event()
+
+    def standby():
+        try:
+            waiting_started.set()
+            with cycle_turn(wait=10) as turn:
+                outcome["turn"] = turn
+                outcome["holding"] = True
+                released.wait(10)
+        finally:
+            connections.close_all()
+
+    released = threading.Event()
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", [CYCLE_LOCK_KEY])
+        thread = threading.Thread(target=standby)
+        thread.start()
+        waiting_started.wait(5)
+        _wait_until_waiting(holder)
+        holder.execute("SELECT pg_advisory_unlock(%s)", [CYCLE_LOCK_KEY])
+        # The releaser asks again at once, as an instance whose cycle just ended does.
+        took_it_back = holder.execute("SELECT pg_try_advisory_lock(%s)", [CYCLE_LOCK_KEY]).fetchone()[0]
+        released.set()
+        thread.join(15)
+    assert outcome.get("turn") is True
+    assert not took_it_back
+
+
+def _wait_until_waiting(holder, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                                 " AND objid = %s", [CYCLE_LOCK_KEY & 0xFFFFFFFF]).fetchone()[0]
+        if waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the standby never queued for the turn")
