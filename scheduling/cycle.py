@@ -28,7 +28,9 @@ from scheduling import immediate_queue, lifecycle, metrics
 from scheduling.bind import BindOutcome, Placement, bind_batch
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, ScheduleResult, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.framework.status import Code, Status

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Sum
-
 from nodes.models import GPU, Node
+from scheduling.framework.occupancy import cards_held
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskStatus
+from scheduling.quotas import tenant_gpu_usage
 from tenants.models import Tenant
 
 
@@ -88,10 +88,9 @@ def ledger_audit() -> LedgerAudit:
     running: dict[int, list[tuple[int, set[int]]]] = defaultdict(list)
     for task_id, node_id, status, gpu_required, gpus, shard in active:
         recount[node_id] += gpu_required
-        cards = {int(index) for index in gpus or ()}
-        if shard and shard.get("card") is not None:
-            cards.add(int(shard["card"]))
-        else:
+        cards = set(cards_held(gpus, shard))
+        if not shard:
+            # Shards share their card by design; only whole cards can be booked twice.
             for index in cards:
                 holders[(node_id, index)].append(task_id)
         held[node_id] |= cards
@@ -114,8 +113,7 @@ def ledger_audit() -> LedgerAudit:
             idle_running_tasks=tuple(sorted(task_id for task_id, cards in running[node_id]
                                             if not cards & busy_cards[node_id])),
         ))
-    usage = dict(Task.objects.filter(status__in=ACTIVE_STATES).order_by().values("tenant_id")
-                 .annotate(used=Sum("gpu_required")).values_list("tenant_id", "used"))
+    usage = tenant_gpu_usage()
     for tenant_id, name, quota in Tenant.objects.order_by("name").values_list("id", "name", "gpu_quota"):
         audit.tenants.append(TenantLedger(name=name, gpus_in_use=usage.get(tenant_id) or 0, quota=quota))
     return audit

@@ -6,7 +6,9 @@ cycle cannot overshoot together. Across scheduler instances the bind pipeline ap
 the tenant's row lock (`scheduling.bind`).
 """
 
-from django.db.models import Sum
+from collections.abc import Iterable
+
+from django.db.models import QuerySet, Sum
 
 from scheduling.framework.snapshot import TenantQuotas
 from scheduling.lifecycle import ACTIVE_STATES
@@ -14,15 +16,18 @@ from scheduling.models import Task
 from tenants.models import Tenant
 
 
-def tenant_gpu_usage() -> dict[int, int]:
+def tenant_gpu_usage_rows(tenant_ids: Iterable[int] | None = None) -> QuerySet:
+    """THE tenant-usage reader: (tenant id, whole GPUs its active tasks hold) rows, tenants holding none absent;
+    only `tenant_ids` when given. The bind's locked read runs this same query in its pipeline."""
+    rows = Task.objects.filter(status__in=ACTIVE_STATES, gpu_required__gt=0)
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=list(tenant_ids))
+    return rows.values("tenant_id").annotate(used=Sum("gpu_required")).order_by().values_list("tenant_id", "used")
+
+
+def tenant_gpu_usage(tenant_ids: Iterable[int] | None = None) -> dict[int, int]:
     """Whole GPUs held by each tenant's active tasks, in one query (tenants holding none are absent)."""
-    rows = (
-        Task.objects.filter(status__in=ACTIVE_STATES, gpu_required__gt=0)
-        .values("tenant_id")
-        .annotate(used=Sum("gpu_required"))
-        .order_by()
-    )
-    return {row["tenant_id"]: row["used"] for row in rows}
+    return {tenant_id: int(used) for tenant_id, used in tenant_gpu_usage_rows(tenant_ids)}
 
 
 def load_tenant_quotas() -> TenantQuotas:

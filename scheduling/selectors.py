@@ -6,6 +6,7 @@ from django.db.models import Count, Q, QuerySet
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.framework.occupancy import cards_held
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskType
@@ -85,17 +86,11 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
         entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
                  "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
                  "fractional": task.is_fractional}
-        for index in _cards_held(task):
+        for index in cards_held(task.gpus, task.shard):
             tasks_by_card.setdefault((task.card_type or task.gpu_type or node.gpu_type, index), []).append(entry)
     return tasks_by_card
 
 
-def _cards_held(task: Task) -> list[int]:
-    if task.gpus:
-        return list(task.gpus)
-    if task.shard and task.shard.get("card") is not None:
-        return [task.shard["card"]]
-    return []
 
 
 def agent_work(node: Node) -> dict:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
+from scheduling.framework.occupancy import cards_held
 from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.snapshot_builder import build_tenancy
@@ -92,17 +93,15 @@ def occupancy_of(placements: Iterable[tuple[int, list[int] | None, dict[str, Any
         )
 
     for tenant_id, gpus, shard in placements:
-        if shard:
-            card = entry(shard["card"])
-            card["memory_mb"] += shard["memory_limit_mb"]
-            card["compute_percent"] += shard["compute_percent"]
-            card["shards"] += 1
-            card["tenants"].add(tenant_id)
-            continue
-        for card_index in gpus or []:
+        for card_index in cards_held(gpus, shard):
             card = entry(card_index)
-            card["whole_card"] = True
             card["tenants"].add(tenant_id)
+            if shard:
+                card["memory_mb"] += shard["memory_limit_mb"]
+                card["compute_percent"] += shard["compute_percent"]
+                card["shards"] += 1
+            else:
+                card["whole_card"] = True
     return occupancy
 
 

@@ -9,10 +9,11 @@ from collections.abc import Iterable
 from dataclasses import fields
 
 from nodes.models import GPU, Node
-from scheduling.framework.cards import card_lookup, cards_by_key
+from scheduling.framework.cards import cards_by_key
+from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task, TaskType
+from scheduling.models import Task
 from tenants.models import ShareGroup
 
 _NODE_FIELDS = (
@@ -125,26 +126,8 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
     for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type in placement_rows:
         node = nodes.get(node_id)
         if node is not None:
-            occupy(node, cards_of[node_id], tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
-                   gpu_memory_mb=gpu_memory_mb, card_type=card_type)
+            # The node rows' gpu_used already counts them (the database's ledger).
+            assume(node, Occupant.of_row(tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
+                                         gpu_memory_mb=gpu_memory_mb, card_type=card_type),
+                   cards=cards_of[node_id], ledger=False)
     return list(nodes.values())
-
-
-def occupy(node: NodeInfo, cards: dict[tuple[str, int], CardInfo], *, tenant_id: int, task_type: str,
-           gpus: list[int] | None, shard: dict | None, gpu_memory_mb: int, card_type: str = "") -> None:
-    """Count one active task on `node` (its `cards` by `(type, index)`, the task's cards of `card_type`): the
-    snapshot's and bind's live reads alike."""
-    if task_type == TaskType.INFERENCE:
-        node.inference_tasks += 1
-    if shard:
-        card = card_lookup(cards, card_type=card_type, index=shard.get("card"), node_gpu_type=node.gpu_type)
-        if card is not None:
-            card.shard_tasks += 1
-            card.shard_memory_mb += int(shard.get("memory_limit_mb") or gpu_memory_mb)
-            card.occupant_tenants.add(tenant_id)
-        return
-    for index in gpus or ():
-        card = card_lookup(cards, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
-        if card is not None:
-            card.whole_card_tasks += 1
-            card.occupant_tenants.add(tenant_id)

@@ -14,10 +14,11 @@ from django.db import connection
 
 from nodes.models import GPU, Node
 from scheduling.framework.cards import cards_by_key
+from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import CardInfo, NodeInfo, TenantQuotas
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.snapshot_builder import occupy
+from scheduling.quotas import tenant_gpu_usage_rows
 from tenants.models import Tenant
 
 _ACTIVE = sorted(ACTIVE_STATES)
@@ -47,15 +48,6 @@ SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t
   FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
 """
 
-_QUOTA_USAGE = f"""
-SELECT t.tenant_id, coalesce(sum(t.gpu_required), 0) FROM {Task._meta.db_table} t
- WHERE t.tenant_id IN (SELECT q.id FROM {Tenant._meta.db_table} q
-                        WHERE q.id = ANY(%(tenant_ids)s) AND q.gpu_quota IS NOT NULL)
-   AND t.status = ANY(%(active)s)
- GROUP BY t.tenant_id
-"""
-
-
 @dataclass
 class LivePlacement:
     """One active task on a live node, as bind weighs it."""
@@ -67,6 +59,10 @@ class LivePlacement:
     port: int | None
     gpu_memory_mb: int = 0
     card_type: str = ""
+
+    def occupant(self, gpu_required: int = 0) -> Occupant:
+        return Occupant.of_row(tenant_id=self.tenant_id, task_type=self.type, gpus=self.gpus, shard=self.shard,
+                               gpu_memory_mb=self.gpu_memory_mb, card_type=self.card_type, gpu_required=gpu_required)
 
 
 @dataclass
@@ -90,10 +86,13 @@ class LiveNode:
     public_ip: str | None
     card_rows: list[list] = field(default_factory=list)
     placements: list[LivePlacement] = field(default_factory=list)
+    _node: NodeInfo | None = field(default=None, init=False, repr=False)
 
     def hold(self, placement: LivePlacement, gpu_required: int) -> None:
         self.placements.append(placement)
         self.gpu_used += gpu_required
+        if self._node is not None:
+            assume(self._node, placement.occupant(gpu_required))
 
     def card_row(self, index: int, card_type: str) -> list | None:
         """The card `(card_type, index)`; any card of that index when the type is not known."""
@@ -103,7 +102,10 @@ class LiveNode:
             None if card_type else next(iter(rows), None))
 
     def node_info(self) -> NodeInfo:
-        """The node as the framework sees nodes: cards with their reported figures and live occupants."""
+        """The node as the framework sees nodes: cards with their reported figures and live occupants (built once;
+        `hold` keeps it current)."""
+        if self._node is not None:
+            return self._node
         node = NodeInfo(id=self.id, name=self.name, status=self.status, schedulable=self.schedulable,
                         dedicated_tenant_id=self.dedicated_tenant_id, labels=self.labels, gpu_type=self.gpu_type,
                         gpu_total=self.gpu_total, gpu_used=self.gpu_used, memory_gb=self.memory_gb,
@@ -114,8 +116,8 @@ class LiveNode:
                             key=lambda card: (card.type, card.index))
         cards = cards_by_key(node)
         for held in self.placements:
-            occupy(node, cards, tenant_id=held.tenant_id, task_type=held.type, gpus=held.gpus, shard=held.shard,
-                   gpu_memory_mb=held.gpu_memory_mb, card_type=held.card_type)
+            assume(node, held.occupant(), cards=cards, ledger=False)
+        self._node = node
         return node
 
 
@@ -145,8 +147,10 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
         tenants.execute(_LOCK_QUOTA_TENANTS, {"tenant_ids": tenant_ids})
         read = raw.cursor()
         read.execute(_LIVE_NODES, {"node_ids": node_ids, "active": _ACTIVE})
-        usage = raw.cursor()
-        usage.execute(_QUOTA_USAGE, {"tenant_ids": tenant_ids, "active": _ACTIVE})
+        usage = None
+        if tenant_ids:
+            usage = raw.cursor()
+            usage.execute(*tenant_gpu_usage_rows(tenant_ids).query.sql_with_params())
     nodes = {}
     for row in locked.fetchall():
         node = LiveNode(*row)
@@ -163,5 +167,6 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
             node.card_rows = rows
         else:
             node.placements = [LivePlacement(*row) for row in rows]
-    quotas.used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()}
+    # Usage of every involved tenant; only those with a quota (locked above) are ever asked about.
+    quotas.used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()} if usage is not None else {}
     return LiveCluster(nodes=nodes, quotas=quotas)

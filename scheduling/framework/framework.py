@@ -8,7 +8,7 @@ run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-
     else:
         cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (SPEC §5.3)
         status = framework.permit([(task, result.node, cards)])               # Permit
-        apply_bind(snapshot, task, result.node, cards)   # the next task of the cycle sees the usage
+        apply_bind(snapshot, task, result.node, cards)   # the next task sees the usage (framework/occupancy.py)
         framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
 Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
@@ -24,6 +24,9 @@ are built only when someone reads them.
 
 Filter codes and scores of the row plugins are shared by the tasks of one equivalence class within a snapshot
 (`scheduling.framework.equivalence`): a later task of the class pays only for the rows changed since.
+
+Beside this module: `result` (what an attempt returns), `reserve` (the built-in card choice) and `occupancy`
+(assume/forget a placement on a node).
 """
 
 from __future__ import annotations
@@ -31,26 +34,25 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
-from scheduling.framework.cards import ChosenCards, card_groups, card_lookup, cards_by_key
+from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
-from scheduling.framework.sharing import card_admits_tenant
-from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.reserve import default_cards
+from scheduling.framework.result import ScheduleResult, Rejection
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
 
 logger = logging.getLogger(__name__)
 
-DIAGNOSTIC_FEASIBLE_NODES = 50
 # Runs right after the tenant step (see `_filter_order`).
 GPU_FILTER = "gpu-filter"
 _GANG_PERMIT = GangPermit()
@@ -58,131 +60,6 @@ P = TypeVar("P")
 O = TypeVar("O")
 # Totals closer than this are a tie (float sums of the same scores in another order differ in the last bits).
 TIE_TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class _Rejection:
-    plugin: str
-    reason: str
-    resolvable: bool
-    attempt_code: str = ""
-
-
-@dataclass
-class ScheduleResult:
-    """The outcome of one attempt. `node` is None when nothing fits; then `code` is a SPEC §12 code.
-
-    `message` is the summary line `0/N nodes are available: …` (also on success, where it reads `k/N …`); when
-    a PreFilter refused the task (`pre_filtered`), it is that refusal and no node was looked at.
-    """
-
-    task: TaskInfo
-    node: NodeInfo | None
-    code: str | None
-    message: str
-    total_nodes: int
-    _table: NodeTable = field(repr=False)
-    _rejected_by: np.ndarray = field(repr=False)       # per table row: 0 feasible, else 1 + index in _rejections
-    _rejections: list[_Rejection] = field(repr=False)
-    _feasible_rows: np.ndarray = field(repr=False)
-    _scorer_names: list[str] = field(repr=False)
-    _score_matrix: np.ndarray = field(repr=False)      # scorers × feasible rows
-    _total_scores: np.ndarray = field(repr=False)
-    pre_filtered: bool = False
-
-    @property
-    def filtered(self) -> dict[int, Status]:
-        """node id → the Status of the first filter that rejected it."""
-        statuses = self._rejection_statuses
-        nodes = self._table.nodes
-        rows = np.flatnonzero(self._rejected_by)
-        return {nodes[row].id: statuses[index - 1] for row, index in zip(rows.tolist(),
-                                                                         self._rejected_by[rows].tolist())}
-
-    def rejection(self, node_id: int) -> Status | None:
-        """`filtered.get(node_id)` without building the dict (preemption asks node by node)."""
-        row = self._table.row_of.get(node_id)
-        if row is None or not self._rejected_by[row]:
-            return None
-        return self._rejection_statuses[self._rejected_by[row] - 1]
-
-    def unresolvable_reasons(self) -> dict[int, str]:
-        """node id → reason, for the nodes a filter rejected whatever is freed (UnschedulableAndUnresolvable)."""
-        incurable = [index + 1 for index, rejection in enumerate(self._rejections) if not rejection.resolvable]
-        rows = np.flatnonzero(np.isin(self._rejected_by, incurable))
-        nodes, rejections = self._table.nodes, self._rejections
-        return {nodes[row].id: rejections[index - 1].reason
-                for row, index in zip(rows.tolist(), self._rejected_by[rows].tolist())}
-
-    @cached_property
-    def _rejection_statuses(self) -> list[Status]:
-        # A few distinct rejections per attempt, shared by every node they rejected (Status is frozen).
-        return [Status(Code.UNSCHEDULABLE if rejection.resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                       (rejection.reason,), rejection.plugin) for rejection in self._rejections]
-
-    @property
-    def scores(self) -> dict[int, dict[str, float]]:
-        """node id → {plugin name: raw score} for every feasible node."""
-        return {self._table.nodes[row].id: self._scores_at(position)
-                for position, row in enumerate(self._feasible_rows)}
-
-    @property
-    def totals(self) -> dict[int, float]:
-        """node id → Σ weight × score for every feasible node."""
-        return {self._table.nodes[row].id: float(total) for row, total in zip(self._feasible_rows, self._total_scores)}
-
-    def ranked_node_ids(self) -> list[int]:
-        """Ids of the feasible nodes, best total first (ties in node order): `totals` sorted, without the dict."""
-        order = np.argsort(-self._total_scores, kind="stable")
-        return [self._table.nodes[row].id for row in self._feasible_rows[order].tolist()]
-
-    def reason_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for index, count in enumerate(np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]):
-            if count:
-                reason = self._rejections[index].reason
-                counts[reason] = counts.get(reason, 0) + int(count)
-        return counts
-
-    def filtered_by_reason(self, limit: int | None = None) -> dict[str, list[str]]:
-        """reason → names of the nodes filtered for it (the first `limit` filtered nodes in node order, when
-        given), no per-node dict."""
-        rows = np.flatnonzero(self._rejected_by)
-        if limit is not None:
-            rows = rows[:limit]
-        indices = self._rejected_by[rows]
-        grouped: dict[str, list[str]] = {}
-        for index in np.unique(indices).tolist():
-            names = self._table.name_array[rows[indices == index]].tolist()
-            grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
-        return grouped
-
-    @property
-    def filtered_count(self) -> int:
-        return int(np.count_nonzero(self._rejected_by))
-
-    def compact_diagnostics(self, limit: int = DIAGNOSTIC_FEASIBLE_NODES,
-                            filtered_limit: int | None = None) -> dict[str, Any]:
-        """Per-node diagnostics in the form an attempt stores: `{"filtered": {reason: [names]}, "plugins": [scorer
-        names], "scored": [[name, total, *scores in plugins' order]]}`, the best `limit` feasible nodes first.
-        No per-node dict: a filtered node costs its name."""
-        names = self._table.names
-        best = self._best_positions(limit)
-        rows = [[names[row], total, *scores] for row, total, scores in zip(
-            self._feasible_rows[best].tolist(), self._total_scores[best].round(3).tolist(),
-            self._score_matrix[:, best].round(3).T.tolist())]
-        return {"filtered": self.filtered_by_reason(filtered_limit), "plugins": list(self._scorer_names), "scored": rows}
-
-    def _best_positions(self, limit: int) -> np.ndarray:
-        """Positions of the best `limit` feasible nodes, best total first."""
-        if len(self._total_scores) > limit:
-            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
-            return best[np.argsort(-self._total_scores[best], kind="stable")]
-        return np.argsort(-self._total_scores, kind="stable")
-
-    def _scores_at(self, position: int) -> dict[str, float]:
-        return {name: round(float(self._score_matrix[index, position]), 3)
-                for index, name in enumerate(self._scorer_names)}
 
 
 class Framework:
@@ -193,7 +70,7 @@ class Framework:
         self.config = config
         self._pre_filters = [*BUILTIN_PRE_FILTERS, *plugin_set.pre_filters]
         self._filters = _filter_order(plugin_set.filters)
-        self._rejections: list[_Rejection] = []
+        self._rejections: list[Rejection] = []
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
@@ -423,7 +300,7 @@ class Framework:
         key = (plugin, reason, resolvable, attempt_code)
         if key not in self._rejection_ids:
             self._rejection_ids[key] = len(self._rejections)
-            self._rejections.append(_Rejection(plugin, reason, resolvable, attempt_code))
+            self._rejections.append(Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
 
 
@@ -456,100 +333,3 @@ def _pick_tied(candidates: np.ndarray, rng: random.Random) -> int:
     """Uniform choice among the tied rows with one draw (a Python draw per tied row cost more than scoring when
     thousands of empty nodes tie)."""
     return int(candidates[rng.randrange(len(candidates))]) if len(candidates) > 1 else int(candidates[0])
-
-
-def whole_card_candidates(task: TaskInfo, node: NodeInfo, config: SchedulerConfig) -> list[CardInfo]:
-    """The cards resource-filter would accept for a whole-card task: free, under the memory threshold, with the
-    task's card memory free after reserve."""
-    return [card for card in node.cards
-            if card.is_free and not config.card_overloaded(card)
-            and (not task.gpu_memory_mb or config.card_free_mb(card) >= task.gpu_memory_mb)]
-
-
-def default_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
-                  tenancy: TenancyView | None = None) -> list[int]:
-    """The built-in Reserve (SPEC §5.3), over the cards resource-filter would accept.
-
-    Whole-card task: fewest active tasks, ties → lowest index. Fractional task: the one eligible card (no
-    whole-card occupant, under the memory threshold, enough free memory after reserve, every occupant may share
-    with the tenant) with the most free memory, ties → lowest index — stacking shards on the emptiest card keeps
-    each shard's headroom largest.
-    """
-    if task.gpu_required > 0:
-        candidates = whole_card_candidates(task, node, config)
-        if len(candidates) < task.gpu_required:
-            return []
-        ordered = sorted(candidates, key=lambda card: (card.active_tasks, card.index))
-        return sorted(card.index for card in ordered[: task.gpu_required])
-    if task.is_fractional:
-        tenancy = tenancy if tenancy is not None else TenancyView()
-        eligible = [card for card in node.cards
-                    if card.whole_card_tasks == 0 and not config.card_overloaded(card)
-                    and config.card_free_mb(card) >= task.gpu_memory_mb
-                    and card_admits_tenant(card, task.tenant_id, tenancy)]
-        if not eligible:
-            return []
-        return [min(eligible, key=lambda card: (-config.card_free_mb(card), card.index)).index]
-    return []
-
-
-def held_cards(task: TaskInfo, node: NodeInfo, cards: list[int]) -> list[CardInfo]:
-    """The node's cards that `cards` (indexes as Reserve chose them, of one type) name."""
-    by_key = cards_by_key(node)
-    card_type = getattr(cards, "card_type", "") or task.gpu_type
-    return [card for card in (card_lookup(by_key, card_type=card_type, index=index, node_gpu_type=node.gpu_type)
-                              for index in cards) if card is not None]
-
-
-def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
-    """Record a bind in the snapshot (`cards` as Reserve chose them, of one type): ledger gpu_used, card occupancy
-    (whole card or shard), inference count, the
-    tenant's quota usage and the node's derived data. Mutate snapshot nodes only through this function and
-    `apply_release` (or set `snapshot.table = None` after changing them some other way)."""
-    held = held_cards(task, node, cards)
-    if task.gpu_required > 0:
-        node.gpu_used += task.gpu_required
-        for card in held:
-            card.whole_card_tasks += 1
-            card.occupant_tenants.add(task.tenant_id)
-    elif task.is_fractional:
-        for card in held:
-            card.shard_tasks += 1
-            card.shard_memory_mb += task.gpu_memory_mb
-            card.occupant_tenants.add(task.tenant_id)
-    if task.type == "inference":
-        node.inference_tasks += 1
-    snapshot.quotas.record_bind(task)
-    _node_changed(snapshot, node)
-
-
-def apply_release(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int], *,
-                  staying: Sequence[tuple[TaskInfo, list[int]]]) -> None:
-    """Undo `apply_bind` for a task that finished: the trace replay's departures (a cycle never releases in its
-    snapshot; it reads the cluster again). `staying`: the placements (task, cards) still on the node, so a tenant
-    keeps its place on a card another of its tasks still shares."""
-    held = held_cards(task, node, cards)
-    if task.gpu_required > 0:
-        node.gpu_used -= task.gpu_required
-        for card in held:
-            card.whole_card_tasks -= 1
-    elif task.is_fractional:
-        for card in held:
-            card.shard_tasks -= 1
-            card.shard_memory_mb -= task.gpu_memory_mb
-    still_held = {id(card) for other, other_cards in staying if other.tenant_id == task.tenant_id
-                  for card in held_cards(other, node, other_cards)}
-    for card in held:
-        if id(card) not in still_held:
-            card.occupant_tenants.discard(task.tenant_id)
-    if task.type == "inference":
-        node.inference_tasks -= 1
-    snapshot.quotas.forget_bind(task)
-    _node_changed(snapshot, node)
-
-
-def _node_changed(snapshot: ClusterSnapshot, node: NodeInfo) -> None:
-    node.cache.clear()
-    table = snapshot.table
-    if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
-        table.refresh_row(table.row_of[node.id])

@@ -12,7 +12,8 @@ from typing import Any
 
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.groups.parallelism import PlanContext, path_key

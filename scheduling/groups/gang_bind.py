@@ -22,7 +22,8 @@ from scheduling.bind.live import LiveNode
 from scheduling.diagnostics import AttemptBatch
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import TENANT_INACTIVE_MESSAGE
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
 from scheduling.groups.network import NodeAddress, communication_plan

@@ -5,7 +5,8 @@ import random
 from dataclasses import replace
 
 from scheduling import lifecycle
-from scheduling.framework.framework import Framework, ScheduleResult
+from scheduling.framework.framework import Framework
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import SUCCESS, Status

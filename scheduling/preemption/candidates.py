@@ -9,6 +9,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from scheduling import lifecycle
+from scheduling.framework.occupancy import Occupant
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskType
 
@@ -44,8 +45,15 @@ class ActiveTask:
         return self.shard_card is not None
 
     @property
+    def occupant(self) -> Occupant:
+        shard = {"card": self.shard_card, "memory_limit_mb": self.shard_memory_mb} if self.is_shard else None
+        return Occupant.of_row(tenant_id=self.tenant_id, task_type=self.type, gpus=list(self.gpus), shard=shard,
+                               gpu_memory_mb=self.gpu_memory_mb, card_type=self.card_type,
+                               gpu_required=self.gpu_required)
+
+    @property
     def cards(self) -> tuple[int, ...]:
-        return (self.shard_card,) if self.is_shard else self.gpus
+        return self.occupant.cards
 
 
 _FIELDS = (
@@ -106,11 +114,6 @@ class CandidatePool:
                                                preempted_by=preemptor_id)
                 self._stopping_for[preemptor_id].add(node_id)
                 self._refresh_floors(node_id)
-
-    @property
-    def nodes_read(self) -> set[int]:
-        """Ids of the nodes whose active tasks the pool holds."""
-        return set(self._tasks_by_node())
 
     def _tasks_by_node(self) -> dict[int, dict[int, ActiveTask]]:
         if self._on_node is None:

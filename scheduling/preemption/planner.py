@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduling import lifecycle
-from scheduling.framework.cards import card_lookup, cards_by_key
+from scheduling.framework.cards import cards_by_key
+from scheduling.framework.occupancy import forget
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Status
 from scheduling.models import TaskType
@@ -141,28 +142,18 @@ def _released(node: NodeInfo, victims: list[ActiveTask], occupants: list[ActiveT
         cache={},
     )
     victim_ids = {victim.id for victim in victims}
-    staying = [task for task in occupants if task.id not in victim_ids]
+    staying = [task.occupant for task in occupants if task.id not in victim_ids]
     cards = cards_by_key(freed)
     for victim in victims:
-        freed.gpu_used = max(freed.gpu_used - victim.gpu_required, 0)
+        # The reported figures are not occupancy: what the victim used of them leaves with it (the agent's next
+        # report confirms).
         if freed.cpu_cores:
             freed.cpu_percent = max(freed.cpu_percent - 100.0 * victim.cpu_cores / freed.cpu_cores, 0.0)
         freed.memory_used_mb = max(freed.memory_used_mb - victim.memory_mb, 0)
-        for index in victim.cards:
-            card = card_lookup(cards, card_type=victim.card_type, index=index, node_gpu_type=freed.gpu_type)
-            if card is None:
-                continue
+        for card in forget(freed, victim.occupant, staying=staying, cards=cards):
             if victim.is_shard:
-                card.shard_tasks = max(card.shard_tasks - 1, 0)
-                card.shard_memory_mb = max(card.shard_memory_mb - victim.shard_memory_mb, 0)
                 card.memory_used_mb = max(card.memory_used_mb - victim.shard_memory_mb, 0)
-            else:
-                card.whole_card_tasks = max(card.whole_card_tasks - 1, 0)
-            if not any(other.tenant_id == victim.tenant_id and index in other.cards
-                       and other.card_type == victim.card_type for other in staying):
-                card.occupant_tenants.discard(victim.tenant_id)
             if card.is_free:
-                # The last occupant's memory and load leave with it; the agent's next report confirms.
                 card.memory_used_mb = 0
                 card.utilization = 0.0
     return freed

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from scheduling import lifecycle
 from scheduling.framework import reasons
+from scheduling.framework.cards import card_groups, card_type_of
+from scheduling.framework.occupancy import Occupant, assume, forget, node_changed
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.models import Task
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
@@ -20,7 +22,7 @@ from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 @dataclass
 class _Hold:
     node: NodeInfo
-    cards: list[CardInfo]
+    occupants: list[Occupant]
 
 
 @dataclass
@@ -34,32 +36,28 @@ class HeldCards:
         node = snapshot.node(node_id)
         if node is None or task.gpu_required <= 0 or task.id in self.holds:
             return
-        wanted = task.gpu_type.strip().lower()
-        free = [card for card in node.cards if card.is_free and (not wanted or card.type.lower() == wanted)]
+        # The cards the framework would let it take (its card groups: type and gpu-model), lowest indexes first.
+        free = [card for _, group in card_groups(task, node) for card in group if card.is_free]
         cards = sorted(free, key=lambda card: card.index)[: task.gpu_required]
         if cards:
-            self.holds[task.id] = _Hold(node, cards)
-            _occupy(snapshot, node, cards, +1)
+            held = [_held_for_nobody(node, card) for card in cards]
+            self.holds[task.id] = _Hold(node, held)
+            for occupant in held:
+                assume(node, occupant)
+            node_changed(snapshot, node)
 
     def release_for(self, task: TaskInfo, snapshot: ClusterSnapshot) -> None:
         """The nominee is about to be placed: its held cards are free for it."""
         held = self.holds.pop(task.id, None)
         if held is not None:
-            _occupy(snapshot, held.node, held.cards, -1)
-
-    @property
-    def nominee_ids(self) -> set[int]:
-        return set(self.holds)
+            for occupant in held.occupants:
+                forget(held.node, occupant)
+            node_changed(snapshot, held.node)
 
 
-def _occupy(snapshot: ClusterSnapshot, node: NodeInfo, cards: list[CardInfo], step: int) -> None:
-    for card in cards:
-        card.whole_card_tasks += step
-    node.gpu_used += step * len(cards)
-    node.cache.clear()
-    table = snapshot.table
-    if table is not None and node.id in table.row_of:
-        table.refresh_row(table.row_of[node.id])
+def _held_for_nobody(node: NodeInfo, card: CardInfo) -> Occupant:
+    """A card held as a whole-card occupant of no tenant yet, counted in the node's ledger."""
+    return Occupant(None, "", (card.index,), card_type_of(card, node), ledger_gpus=1)
 
 
 def hold_nominated_cards(snapshot: ClusterSnapshot) -> HeldCards:

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduling.framework.framework import Framework, apply_bind, apply_release, held_cards
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import Occupant, apply_bind, apply_release, occupied_cards
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import PluginSet, PluginSetting
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
@@ -188,7 +189,7 @@ class Replay:
                 book(node, task, +1)
                 apply_bind(snapshot, task, node, cards)
                 self.placements.append((task, node.id, cards))
-                placed = _Placed(task, node, cards, _allocated_milli(task, held_cards(task, node, cards)))
+                placed = _Placed(task, node, cards, _allocated_milli(task, occupied_cards(node, Occupant.of_task(task, cards))))
                 allocated += placed.allocated_milli
                 if arrival.leaves_at < math.inf:
                     on_node[node.id].append(placed)

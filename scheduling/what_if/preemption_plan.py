@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduling import lifecycle
-from scheduling.framework.framework import Framework, ScheduleResult
+from scheduling.framework.framework import Framework
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.models import Task

@@ -13,7 +13,8 @@ from typing import Any
 
 from scheduling.diagnostics import fragmentation
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 

@@ -14,7 +14,8 @@ from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.demo_cluster import DEMO_FLEET, topology_label
 from nodes.models import GPU_TYPES as TYPES
 from scheduling.diagnostics import attempt_nodes
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.plugins import build_plugin_set
 

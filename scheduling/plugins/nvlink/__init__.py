@@ -27,7 +27,7 @@ import numpy as np
 from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
-from scheduling.framework.framework import whole_card_candidates
+from scheduling.framework.reserve import whole_card_candidates
 from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable

@@ -11,7 +11,8 @@ import pytest
 from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.demo_cluster import DEMO_FLEET, topology_label
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, apply_bind
+from scheduling.framework.framework import Framework
+from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import CardInfo, TenancyView
 from scheduling.plugins import build_plugin_set, fgd, resource_filter

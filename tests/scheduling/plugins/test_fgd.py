@@ -89,7 +89,7 @@ def test_model_constrained_shapes_count_other_models_cards_as_fragment():
 
 
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
-    from scheduling.framework.framework import apply_bind
+    from scheduling.framework.occupancy import apply_bind
 
     plugin = Fgd(lambda: WORKLOAD)
     nodes = [node(1, [600, 0]), node(2, [0, 0])]

@@ -252,4 +252,5 @@ def test_a_pool_reads_only_the_nodes_holding_something_to_evict_or_stopping(tena
     placed_task(tenant=tenant, node=locked_in, gpus=[0], priority=10, preemptible=False)
     placed_task(tenant=tenant, node=locked_in, gpus=[1], priority=10, preemptible=True, type="inference")
 
-    assert CandidatePool().nodes_read == {evictable.id, stopping.id}
+    # The nodes whose active tasks the pool read (what the pool is for has no public reader of it).
+    assert set(CandidatePool()._tasks_by_node()) == {evictable.id, stopping.id}
