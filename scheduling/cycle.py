@@ -25,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import immediate_queue, lifecycle, metrics
-from scheduling.bind import BindOutcome, Placement, bind_batch
+from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
@@ -33,7 +33,6 @@ from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
-from scheduling.framework.status import Code, Status
 from scheduling.groups.gang_bind import GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
@@ -312,7 +311,7 @@ class _Placer:
     def _bind(self, placements: list[Placement]) -> list[BindOutcome]:
         config, tenancy = self.framework.config, self.snapshot.tenancy
         return self.framework.bind(
-            placements, tenancy=tenancy, plugin_outcome=_plugin_bind_outcome,
+            placements, tenancy=tenancy, plugin_outcome=plugin_bind_outcome,
             default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy,
                                                     reserve=self.framework.reserve),
         )
@@ -349,15 +348,6 @@ class _Placer:
         self.attempts.add(attempt.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
                           nodes, extra)
         return code
-
-
-def _plugin_bind_outcome(placement: Placement, status: Status) -> BindOutcome:
-    """What a Bind plugin's own answer means for the cycle: bound by the plugin, or refused with its reason."""
-    if status.code == Code.SUCCESS:
-        return BindOutcome(code=reasons.SCHEDULED, message=f"bound to {placement.node.name} by {status.plugin}",
-                           cards=tuple(placement.cards))
-    return BindOutcome(code=status.attempt_code or reasons.NO_SCHEDULABLE_NODES,
-                       message=f"{status.plugin}: {status.reason}")
 
 
 def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped: set[int]):

@@ -4,7 +4,7 @@
 holds now, `recheck` judges each placement against it and `claim` writes the accepted ones in one statement.
 """
 
-from scheduling.bind.pipeline import BindOutcome, Placement, bind_batch, bind_task
+from scheduling.bind.pipeline import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.bind.recheck import BindRefused, card_under_thresholds
 
-__all__ = ["BindOutcome", "BindRefused", "Placement", "bind_batch", "bind_task", "card_under_thresholds"]
+__all__ = ["BindOutcome", "BindRefused", "Placement", "bind_batch", "plugin_bind_outcome", "card_under_thresholds"]

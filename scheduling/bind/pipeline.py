@@ -37,6 +37,7 @@ from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.status import Code, Status
 
 LOST_CLAIM = "another scheduler instance bound the task first"
 
@@ -148,10 +149,14 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
     return outcomes
 
 
-def bind_task(task: TaskInfo, node: NodeInfo, cards: list[int], *, config: SchedulerConfig,
-              tenancy: TenancyView | None = None, reserve: Reserve | None = None) -> BindOutcome:
-    """Place `task` on `node` or change nothing: a batch of one."""
-    return bind_batch([Placement(task, node, cards)], config=config, tenancy=tenancy, reserve=reserve)[0]
+def plugin_bind_outcome(placement: Placement, status: Status) -> BindOutcome:
+    """What a Bind plugin's own answer means (`Framework.bind`): bound by the plugin, or refused with its
+    reason."""
+    if status.code == Code.SUCCESS:
+        return BindOutcome(code=reasons.SCHEDULED, message=f"bound to {placement.node.name} by {status.plugin}",
+                           cards=tuple(placement.cards))
+    return BindOutcome(code=status.attempt_code or reasons.NO_SCHEDULABLE_NODES,
+                       message=f"{status.plugin}: {status.reason}")
 
 
 def _recheck_all(batch: _Batch, live: LiveCluster) -> list[BindOutcome | None]:

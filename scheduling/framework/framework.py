@@ -85,14 +85,16 @@ class Framework:
         """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
         return self.plugin_set.describe()
 
-    def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random) -> ScheduleResult:
+    def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
+                 admitted: bool = False) -> ScheduleResult:
         """PreFilter → Filter (built-in chain and plugins) → PreScore → Score → PostScore; pick the best total,
-        ties at random (one draw from `rng`). The snapshot is only read; `apply_bind` records a bind."""
+        ties at random (one draw from `rng`). The snapshot is only read; `apply_bind` records a bind.
+        `admitted`: the PreFilters already ran for the task's gang as a whole (`pre_filter_gang`)."""
         table = table_for(snapshot, self.config)
         state = CycleState(self.config, snapshot.tenancy)
         rejected_by = np.zeros(table.size, np.int32)
-        for plugin in self._pre_filters:
-            status = plugin.pre_filter(state, task, snapshot)
+        if not admitted:
+            status = self._run_pre_filters(state, task, snapshot)
             if not status.is_success:
                 return self._pre_filtered(task, table, rejected_by, status)
 
@@ -118,6 +120,19 @@ class Framework:
                                    follows_usage=plugin.follows_usage)
             matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def pre_filter_gang(self, members: Sequence[TaskInfo], snapshot: ClusterSnapshot) -> Status:
+        """PreFilter for a gang, once with its totals: the members as one task asking for all their cards (the
+        tenant's quota admits the gang whole or not at all). Its members are then scheduled `admitted`."""
+        gang = replace(members[0], gpu_required=sum(member.gpu_required for member in members))
+        return self._run_pre_filters(CycleState(self.config, snapshot.tenancy), gang, snapshot)
+
+    def _run_pre_filters(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
+        for plugin in self._pre_filters:
+            status = plugin.pre_filter(state, task, snapshot)
+            if not status.is_success:
+                return status
+        return SUCCESS
 
     def _filter(self, task: TaskInfo, table: NodeTable, state: CycleState, cache: EquivalenceCache,
                 rejected_by: np.ndarray) -> np.ndarray:
@@ -200,11 +215,16 @@ class Framework:
         return SUCCESS
 
     def bind(self, placements: Sequence[P], *, default_binder: Callable[[list[P]], list[O]],
-             plugin_outcome: Callable[[P, Status], O], tenancy: TenancyView | None = None) -> list[O]:
+             plugin_outcome: Callable[[P, Status], O], tenancy: TenancyView | None = None,
+             all_or_nothing: bool = False) -> list[O]:
         """Bind: each placement (with `.task`, `.node`, `.cards`) goes through the Bind plugins in order; one that
         answers SKIP passes it on, and what every plugin skips goes to `default_binder` (the bind pipeline) in one
         batch. A plugin's own answer — SUCCESS: it bound the placement itself; anything else: the bind is
-        refused — becomes `plugin_outcome(placement, status)`."""
+        refused — becomes `plugin_outcome(placement, status)`.
+
+        `all_or_nothing` (a gang, whose `default_binder` binds its batch whole or not at all): the first refusal
+        refuses every placement — each gets `plugin_outcome(placement, refusal)` — and nothing goes to the
+        default binder. A plugin that binds members itself binds the whole gang: it sees every member."""
         if not self.plugin_set.binders:
             return default_binder(list(placements))
         state = CycleState(self.config, tenancy)
@@ -214,6 +234,8 @@ class Framework:
             for plugin in self.plugin_set.binders:
                 status = plugin.bind(state, placement.task, placement.node, list(placement.cards))
                 if status.code != Code.SKIP:
+                    if all_or_nothing and status.code != Code.SUCCESS:
+                        return [plugin_outcome(each, status) for each in placements]
                     outcomes[position] = plugin_outcome(placement, status)
                     break
             else:
@@ -223,10 +245,8 @@ class Framework:
         return outcomes
 
     def _pre_filtered(self, task, table, rejected_by, status: Status) -> ScheduleResult:
-        code = status.attempt_code or (reasons.INSUFFICIENT_RESOURCES if status.code == Code.UNSCHEDULABLE
-                                       else reasons.NO_SCHEDULABLE_NODES)
         return ScheduleResult(
-            task=task, node=None, code=code, message=status.reason, total_nodes=table.size, _table=table,
+            task=task, node=None, code=refusal_code(status), message=status.reason, total_nodes=table.size, _table=table,
             _rejected_by=rejected_by, _rejections=self._rejections, _feasible_rows=np.zeros(0, np.int64),
             _scorer_names=[], _score_matrix=np.zeros((0, 0)), _total_scores=np.zeros(0), pre_filtered=True,
         )
@@ -302,6 +322,12 @@ class Framework:
             self._rejection_ids[key] = len(self._rejections)
             self._rejections.append(Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
+
+
+def refusal_code(status: Status) -> str:
+    """The SPEC §12 code of a PreFilter's refusal."""
+    return status.attempt_code or (reasons.INSUFFICIENT_RESOURCES if status.code == Code.UNSCHEDULABLE
+                                   else reasons.NO_SCHEDULABLE_NODES)
 
 
 def _apply_last_first(rejected_by: np.ndarray, shared: list[tuple[np.ndarray, np.ndarray]]) -> None:

@@ -1,21 +1,23 @@
 """Gang placement of a training group (SPEC §10): every member gets a node and cards, or the gang gets nothing.
 
-Pure over the cycle's snapshot: members are placed in rank order on a copy-on-write scratch view of it, each with
-the framework's own filters (availability, tenant, GPU type, resources), so a node's capacity is never counted
-twice; the parallelism path (`parallelism.py`) orders the nodes that pass. Rank 0's node is the master.
+Pure over the cycle's snapshot: members are placed in rank order on a copy-on-write scratch view of it, each through
+the framework's Filter, Score and Reserve (its PreFilters ran once for the gang's totals), so a node's capacity is
+never counted twice; the parallelism path (`parallelism.py`) orders the nodes that pass. Rank 0's node is the master.
 Nothing here touches the database: `gang_bind.bind_gang` turns a `GangPlan` into placements.
 """
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.framework import reasons
+from scheduling.framework.builtin_filters import AvailabilityFilter, TenantFilter
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
-from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.groups.parallelism import PlanContext, path_key
 
 
@@ -75,21 +77,22 @@ class GangFailure:
 
 def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapshot, framework: Framework,
               rng: random.Random) -> GangPlan | GangFailure:
-    """Place `members` (in rank order: members[i] gets rank i) on `snapshot` without changing it."""
+    """Place `members` (in rank order: members[i] gets rank i) on `snapshot` without changing it. The gang's
+    PreFilters ran already (`Framework.pre_filter_gang`): each member meets the Filters, Scores and Reserve."""
     gpu_type = common_gpu_type(members)
-    if gpu_type:
-        unavailable = gpu_type_unavailable(gpu_type, group.tenant_id, snapshot)
-        if unavailable:
-            return GangFailure(group, reasons.GPU_TYPE_UNAVAILABLE, unavailable, reason=unavailable)
     scratch = _Scratch(snapshot)
     order = path_key(group.parallelism)
     context: PlanContext | None = None
     placements: list[MemberPlacement] = []
     for rank, member in enumerate(members):
-        result = framework.schedule(member, scratch.snapshot, rng)
+        result = framework.schedule(member, scratch.snapshot, rng, admitted=True)
         totals = result.totals
         candidates = [node for node in map(scratch.node, totals) if node is not None
                       and (not gpu_type or gpu_type in node.gpu_types)]
+        if not candidates and not placements and gpu_type:
+            unavailable = gpu_type_unavailable(gpu_type, result, snapshot)
+            if unavailable:
+                return GangFailure(group, reasons.GPU_TYPE_UNAVAILABLE, unavailable, reason=unavailable)
         if context is None:
             context = PlanContext.start(candidates, cards_per_member=member.gpu_required, members=len(members),
                                         config=framework.config)
@@ -110,17 +113,18 @@ def common_gpu_type(members: list[TaskInfo]) -> str:
     return types.pop() if len(types) == 1 else ""
 
 
-def gpu_type_unavailable(gpu_type: str, tenant_id: int, snapshot: ClusterSnapshot) -> str:
-    """Why no node of `gpu_type` can serve the tenant at all right now ("" when some can)."""
+def gpu_type_unavailable(gpu_type: str, result: ScheduleResult, snapshot: ClusterSnapshot) -> str:
+    """Why no node of `gpu_type` can serve the gang at all right now ("" when some can), from the filters'
+    rejections of its first member (`result`): the tenant filter's, or the availability filter's."""
     of_type = [node for node in snapshot.nodes if gpu_type in node.gpu_types]
     if not of_type:
         return f"no {gpu_type} node in the cluster"
-    reachable = [node for node in of_type if node.dedicated_tenant_id in (None, tenant_id)]
-    if not reachable:
+    refused_by = Counter(getattr(result.rejection(node.id), "plugin", "") for node in of_type)
+    if refused_by[TenantFilter.name] == len(of_type):
         return (f"no {gpu_type} node within the tenant's reach: {len(of_type)} "
                 f"{reasons.DEDICATED_OTHER_TENANT}")
-    if not any(node.status in AVAILABLE_STATUSES and node.schedulable for node in reachable):
-        return f"no {gpu_type} node available now: {len(reachable)} offline or cordoned"
+    if refused_by[AvailabilityFilter.name] + refused_by[TenantFilter.name] == len(of_type):
+        return f"no {gpu_type} node available now: {refused_by[AvailabilityFilter.name]} offline or cordoned"
     return ""
 
 

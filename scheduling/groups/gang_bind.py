@@ -5,7 +5,9 @@ bind pipeline (`scheduling.bind`): the same locks, live re-checks, quota rule an
 with each member's rank and the group's communication plan in its environment. Any refusal or lost
 compare-and-swap rolls the whole batch back: nothing of a gang that does not fit is held.
 
-`schedule_groups` is the cycle's entry: it plans and binds the gangs the queue hands it, in queue order.
+`schedule_groups` is the cycle's entry: it plans and binds the gangs the queue hands it, in queue order. A gang
+meets the framework's extension points like a task: its PreFilters once with its totals (`pre_filter_gang`), each
+member Filter, Score and Reserve (`plan_gang`), the gang Permit, then Bind with `all_or_nothing`.
 """
 
 import logging
@@ -14,26 +16,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max
 
 from scheduling import lifecycle
-from scheduling.bind import Placement, bind_batch
+from scheduling.bind import Placement, bind_batch, plugin_bind_outcome
 from scheduling.bind.live import LiveNode
 from scheduling.diagnostics import AttemptBatch
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import TENANT_INACTIVE_MESSAGE
-from scheduling.framework.framework import Framework
+from scheduling.framework.framework import Framework, refusal_code
+from scheduling.framework.registry import PluginSet
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
 from scheduling.groups.network import NodeAddress, communication_plan
-from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.models import Task, TaskGroup
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 
 logger = logging.getLogger(__name__)
 
 MASTER_PORT = 29500
-GANG_GROUPS_PER_CYCLE = 50
 _GROUP_FIELDS = ("id", "tenant_id", "name", "world_size", "gpus_per_worker", "gpu_type", "parallelism")
 
 
@@ -68,8 +68,9 @@ class GangResult:
 
 def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
               framework: Framework | None = None) -> GangBindOutcome:
-    """Bind every member of `plan` or none; record the group's diagnostics and every member's attempt either way.
-    `framework` chooses cards again where the plan's went stale (its Reserve)."""
+    """Bind every member of `plan` or none, through the framework's Bind (its plugins see the gang; what they skip
+    is one all-or-nothing batch of the bind pipeline); record the group's diagnostics and every member's attempt
+    either way. `framework` chooses cards again where the plan's went stale (its Reserve)."""
     config = config or (framework.config if framework is not None else SchedulerConfig.from_settings())
     group = plan.group
     world_size = len(plan.placements)
@@ -99,9 +100,11 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
                          None, {"group": group.id, "rank": member.rank})
         attempts.flush()
 
-    reserve = framework.reserve if framework is not None else None
-    outcomes = bind_batch(placements, config=config, reserve=reserve, all_or_nothing=True, env_for=env_for,
-                          after_claim=after_claim)
+    framework = framework or Framework(PluginSet(), config)
+    outcomes = framework.bind(
+        placements, all_or_nothing=True, plugin_outcome=plugin_bind_outcome,
+        default_binder=lambda batch: bind_batch(batch, config=config, reserve=framework.reserve, all_or_nothing=True,
+                                                env_for=env_for, after_claim=after_claim))
     if outcomes[0].bound:
         return GangBindOutcome(reasons.SCHEDULED, bound["message"], bound["master_addr"], bound["backend"])
     position = next((index for index, outcome in enumerate(outcomes) if outcome.culprit), 0)
@@ -135,18 +138,6 @@ def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None
         attempts.flush()
 
 
-def schedule_pending_groups(snapshot: ClusterSnapshot, framework: Framework, rng: random.Random, *,
-                            exclude_task_ids: Iterable[int] = (),
-                            limit: int = GANG_GROUPS_PER_CYCLE) -> list[GangResult]:
-    """Plan and bind the waiting training gangs, highest member priority first (`schedule_groups`). Groups with a
-    member in `exclude_task_ids` are left alone this time."""
-    excluded = set(exclude_task_ids)
-    groups = _waiting_gangs(limit)
-    members_of = _live_members({group.id for group in groups})
-    groups = [group for group in groups if not excluded & {task.id for task, _ in members_of.get(group.id, [])}]
-    return [_schedule_one(group, members_of.get(group.id, []), snapshot, framework, rng) for group in groups]
-
-
 def schedule_groups(group_ids: list[int], snapshot: ClusterSnapshot, framework: Framework,
                     rng: random.Random) -> list[GangResult]:
     """Plan and bind these gangs in this order, each whole or not at all; a bound gang is applied to `snapshot`
@@ -166,13 +157,10 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
                               f"gang {group.name}: {len(pending)} of {group.world_size} members pending, "
                               f"{len(live) - len(pending)} still active; a gang is placed only whole")
         return _failed(failure, pending)
-    if group.tenant_id in snapshot.inactive_tenant_ids:
-        return _failed(GangFailure(group, reasons.TENANT_INACTIVE, f"gang {group.name}: {TENANT_INACTIVE_MESSAGE}",
-                                   reason=TENANT_INACTIVE_MESSAGE), pending)
-    refusal = snapshot.quotas.refusal(group.tenant_id, sum(task.gpu_required for task in pending))
-    if refusal is not None:
-        return _failed(GangFailure(group, reasons.QUOTA_EXCEEDED, f"gang {group.name}: {refusal}", reason=refusal),
-                       pending)
+    admission = framework.pre_filter_gang(pending, snapshot)
+    if not admission.is_success:
+        return _failed(GangFailure(group, refusal_code(admission), f"gang {group.name}: {admission.reason}",
+                                   reason=admission.reason), pending)
     outcome = plan_gang(group, pending, snapshot, framework, rng)
     if isinstance(outcome, GangFailure):
         return _failed(outcome, pending)
@@ -194,17 +182,6 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
 def _failed(failure: GangFailure, members: list) -> GangResult:
     record_gang_failure(failure, [task.id for task in members])
     return GangResult(failure.group.id, failure.code, failure.message)
-
-
-def _waiting_gangs(limit: int) -> list[GroupInfo]:
-    rows = (
-        TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1, members__status=lifecycle.PENDING)
-        .exclude(status=TaskGroup.Status.STOPPED)
-        .annotate(top_priority=Max("members__priority"))
-        .order_by("-top_priority", "created_at", "id")
-        .values_list(*_GROUP_FIELDS)[:limit]
-    )
-    return [GroupInfo(**dict(zip(_GROUP_FIELDS, row))) for row in rows]
 
 
 def _live_members(group_ids: set[int]) -> dict[int, list]:

@@ -5,7 +5,6 @@ from django.db import connection
 
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.bind import bind_task
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import QuotaPreFilter
 from scheduling.framework.interfaces import CycleState
@@ -16,6 +15,7 @@ from scheduling.quotas import load_tenant_quotas, tenant_gpu_usage
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
+from tests.scheduling.bind.single import bind_task
 
 pytestmark = pytest.mark.django_db
 

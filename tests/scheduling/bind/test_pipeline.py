@@ -9,7 +9,6 @@ from django.test.utils import CaptureQueriesContext
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
-from scheduling.bind import bind_task
 from scheduling.cycle import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
@@ -17,6 +16,7 @@ from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskType
 from scheduling.signals import task_transitioned
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node, make_task
+from tests.scheduling.bind.single import bind_task
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.db.models import F, Sum
 
 from nodes.models import Node
 from scheduling import cycle, lifecycle
-from scheduling.bind import Placement, bind_batch, bind_task
+from scheduling.bind import Placement, bind_batch
 from scheduling.cycle import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
@@ -20,6 +20,7 @@ from scheduling.signals import task_transitioned
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
+from tests.scheduling.bind.single import bind_task
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from scheduling.bind import pipeline
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
-from scheduling.groups.gang_bind import schedule_pending_groups
+from scheduling.groups.gang_bind import schedule_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
 from scheduling.plugins import build_plugin_set, gpu_filter
@@ -25,10 +25,16 @@ pytestmark = pytest.mark.django_db
 PATHS = ["tensor", "data", "greedy", "coschedule", "pipeline"]
 
 
-def run_gangs(seed: int = 1, **kwargs):
+def run_gangs(seed: int = 1):
     framework = Framework(build_plugin_set([]), SchedulerConfig.from_settings())
     snapshot = build_snapshot()
-    return schedule_pending_groups(snapshot, framework, random.Random(seed), **kwargs), snapshot
+    return schedule_groups(_waiting_group_ids(), snapshot, framework, random.Random(seed)), snapshot
+
+
+def _waiting_group_ids() -> list[int]:
+    """The groups with a pending member, oldest first (the queue's order for gangs of one priority)."""
+    return list(TaskGroup.objects.filter(members__status=lifecycle.PENDING).distinct().order_by("created_at", "id")
+                .values_list("id", flat=True))
 
 
 def training_group(tenant, *, world_size: int, gpus_per_worker: int = 1, parallelism: str = "data",
@@ -130,7 +136,7 @@ def test_live_recheck_refusing_one_node_leaves_the_whole_gang_pending(tenant):
     # After the snapshot was taken, every card of both rack-r1 nodes ran hot.
     GPU.objects.filter(node__name__in=["a1", "a2"]).update(temperature=85)
 
-    results = schedule_pending_groups(snapshot, framework, random.Random(1))
+    results = schedule_groups(_waiting_group_ids(), snapshot, framework, random.Random(1))
 
     assert [result.code for result in results] == [reasons.LOAD_THRESHOLD_EXCEEDED]
     assert {task.status for task in members(group)} == {lifecycle.PENDING}
@@ -248,18 +254,16 @@ def test_tensor_keeps_each_replica_on_one_node_inside_one_nvlink_domain(tenant):
     assert sorted(tuple(sorted(task.gpus)) for task in placed) == [(0, 1, 2, 3), (4, 5, 6, 7)]
 
 
-def test_gangs_are_left_alone_when_a_member_is_excluded_or_some_members_are_active(tenant):
+def test_a_gang_is_left_alone_when_some_members_are_active(tenant):
     three_nodes()
-    excluded = training_group(tenant, world_size=2, name="excluded")
     mixed = training_group(tenant, world_size=2, name="mixed")
     node = Node.objects.get(name="b")
     running = members(mixed)[1]
     Task.objects.filter(id=running.id).update(status=lifecycle.RUNNING, node=node, gpus=[0])
 
-    results, _ = run_gangs(exclude_task_ids=[members(excluded)[0].id])
+    results, _ = run_gangs()
 
     assert [(result.group_id, result.code) for result in results] == [(mixed.id, reasons.GANG_INCOMPLETE)]
-    assert {task.status for task in members(excluded)} == {lifecycle.PENDING}
     mixed.refresh_from_db()
     assert "1 of 2 members pending" in mixed.diagnostics["message"]
 
@@ -272,7 +276,7 @@ def test_the_gang_shares_the_single_binds_node_recheck(tenant):
     # After the snapshot was taken, one rack-r1 node's CPU crossed the threshold.
     Node.objects.filter(name="a1").update(cpu_percent=99)
 
-    results = schedule_pending_groups(snapshot, framework, random.Random(1))
+    results = schedule_groups(_waiting_group_ids(), snapshot, framework, random.Random(1))
 
     assert [result.code for result in results] == [reasons.LOAD_THRESHOLD_EXCEEDED]
     assert "node a1 CPU at 99 % (threshold 90 %)" in results[0].message
