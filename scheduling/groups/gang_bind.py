@@ -66,16 +66,17 @@ class GangResult:
         return self.code == reasons.SCHEDULED
 
 
-def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None,
-              framework: Framework | None = None) -> GangBindOutcome:
+def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None, framework: Framework | None = None,
+              snapshot: ClusterSnapshot | None = None) -> GangBindOutcome:
     """Bind every member of `plan` or none, through the framework's Bind (its plugins see the gang; what they skip
     is one all-or-nothing batch of the bind pipeline); record the group's diagnostics and every member's attempt
-    either way. `framework` chooses cards again where the plan's went stale (its Reserve)."""
+    either way. `framework` chooses cards again where the plan's went stale (its Reserve); Bind plugins see the
+    members' nodes as `snapshot` holds them."""
     config = config or (framework.config if framework is not None else SchedulerConfig.from_settings())
     group = plan.group
     world_size = len(plan.placements)
     placements = [
-        Placement(member.task, NodeInfo(id=member.node_id, name=member.node_name), member.chosen_cards(),
+        Placement(member.task, _node(snapshot, member.node_id, member.node_name), member.chosen_cards(),
                   reason=f"gang {group.name}: rank {member.rank} bound to {member.node_name}", rank=member.rank)
         for member in plan.placements
     ]
@@ -169,7 +170,7 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
     if not permit.is_success:
         return _failed(GangFailure(group, permit.attempt_code or reasons.GANG_INCOMPLETE,
                                    f"gang {group.name}: {permit.reason}", reason=permit.reason), pending)
-    bound = bind_gang(outcome, framework=framework)
+    bound = bind_gang(outcome, framework=framework, snapshot=snapshot)
     if not bound:
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.
         refresh_nodes(snapshot, outcome.node_ids)
@@ -195,6 +196,11 @@ def _live_members(group_ids: set[int]) -> dict[int, list]:
         task = task_info_from_row(tuple(fields))
         members.setdefault(task.group_id, []).append((task, status))
     return members
+
+
+def _node(snapshot: ClusterSnapshot | None, node_id: int, name: str) -> NodeInfo:
+    node = snapshot.node(node_id) if snapshot is not None else None
+    return node if node is not None else NodeInfo(id=node_id, name=name)
 
 
 def _address(node: LiveNode) -> NodeAddress:

@@ -1,5 +1,5 @@
 """The Bind extension point runs in the cycle: a custom Bind plugin from HETEROFLOW_EXTRA_PLUGINS refuses, binds
-itself or hands placements on to the default binder (the bind pipeline)."""
+itself or hands placements on to the default binder (the bind pipeline); gangs meet them too."""
 
 import random
 
@@ -8,6 +8,7 @@ import pytest
 from scheduling import lifecycle
 from scheduling.cycle import run_cycle
 from scheduling.framework import reasons
+from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from tests.example_plugins import gatekeeper
 from tests.factories import make_node, make_task
@@ -67,3 +68,31 @@ def test_a_bind_plugin_that_binds_a_task_itself_keeps_the_default_binder_out(ten
     assert (ordinary.status, ordinary.gpus) == (lifecycle.SCHEDULED, [2])
     assert SchedulingAttempt.objects.get(task=external).code == reasons.SCHEDULED
     assert Task.objects.filter(status=lifecycle.SCHEDULED).count() == 1
+
+
+def test_a_gang_meets_the_bind_plugins_and_one_refused_member_leaves_the_whole_gang_pending(tenant,
+                                                                                           with_gatekeeper):
+    make_node(name="open", cards=2)
+    make_node(name="closed", cards=2, labels={"maintenance": "true"})
+    group = task_group_create(tenant=tenant, name="llm", type="training", world_size=4, gpus_per_worker=1,
+                              parallelism="data")
+
+    run_cycle(rng=random.Random(1))
+
+    group.refresh_from_db()
+    assert set(group.members.values_list("status", flat=True)) == {lifecycle.PENDING}
+    assert group.diagnostics["code"] == reasons.NO_SCHEDULABLE_NODES
+    assert gatekeeper.UNDER_MAINTENANCE in group.diagnostics["message"]
+    assert not TaskEvent.objects.filter(to_status=lifecycle.SCHEDULED).exists()
+
+
+def test_a_gang_the_bind_plugins_skip_is_bound_whole_by_the_default_binder(tenant, with_gatekeeper):
+    make_node(name="a", cards=2)
+    make_node(name="b", cards=2)
+    group = task_group_create(tenant=tenant, name="llm", type="training", world_size=4, gpus_per_worker=1,
+                              parallelism="data")
+
+    run_cycle(rng=random.Random(1))
+
+    assert set(group.members.values_list("status", flat=True)) == {lifecycle.SCHEDULED}
+    assert gatekeeper.BOUND_EXTERNALLY == []
