@@ -6,7 +6,9 @@ class SchedulingConfig(AppConfig):
 
     def ready(self) -> None:
         # Receivers must be wired in every process that changes nodes or tasks (web, Celery workers, scheduler
-        # loops): the heartbeat's gpu_used recount, the queue's activations and the live pushes.
+        # loops): the heartbeat's gpu_used recount, the queue's activations, the groups following their members
+        # and the live pushes.
+        import scheduling.groups.receivers  # noqa: F401
         import scheduling.queue.receivers  # noqa: F401
         import scheduling.services.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401

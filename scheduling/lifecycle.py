@@ -19,6 +19,12 @@ TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 TIMEOUT_REASON = "Timeout"
 NODE_LOST_REASON = "NodeLost"
 
+
+def final_status_after_stop(reason: str) -> str:
+    """What a confirmed stop ends in, by the stopping task's reason: a timed-out task fails with `Timeout`; a
+    user's stop is `stopped`."""
+    return FAILED if reason == TIMEOUT_REASON else STOPPED
+
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
     {
         (PENDING, SCHEDULED),

@@ -50,11 +50,6 @@ def enforce_task_timeouts(now: datetime | None = None) -> int:
                for task_id in overdue)
 
 
-def final_status_after_stop(task: Task) -> str:
-    """What a confirmed stop ends in: a timed-out task fails with `Timeout`; a user's stop is `stopped`."""
-    return lifecycle.FAILED if task.reason == TIMEOUT_REASON else lifecycle.STOPPED
-
-
 def wake_borrowed_training() -> int:
     """Re-queue pending training tasks that waited for cards, now that a node of their type has enough free."""
     waiting = Task.objects.filter(status=lifecycle.PENDING, type=TaskType.TRAINING,

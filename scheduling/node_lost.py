@@ -23,9 +23,8 @@ from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.groups.restart import reconciles_deferred
 from scheduling.lifecycle import ACTIVE_STATES, NODE_LOST_REASON
-from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
-from scheduling.preemption.settle import settle_preempted
+from scheduling.services.preemption_settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 
 logger = logging.getLogger(__name__)
@@ -105,7 +104,7 @@ def _release(task_id: int, *, node_id: int, node_name: str, cutoff: datetime) ->
             won = task_transition(task_id, status, lifecycle.FAILED, reason=NODE_LOST_REASON)
             return "failed" if won else None
         if status == lifecycle.STOPPING:
-            won = task_transition(task_id, status, final_status_after_stop(task))
+            won = task_transition(task_id, status, lifecycle.final_status_after_stop(task.reason))
             return "stopped" if won else None
         return "settled" if settle_preempted(task_id, forced=True, reason=f"preempted: {gone}") else None
 

@@ -1,8 +1,9 @@
 """What this machine's PostgreSQL can commit, one bind at a time: the reference the scheduler benchmarks divide by.
 
-`measure_bind_ceiling` commits bind-shaped transactions on one connection: the `pending → scheduled`
-compare-and-swap on a task row, the `gpu_used += 1` ledger on a node row and one timeline row, with
-`synchronous_commit off` as the scheduler's binds do, each transaction sent in one round trip. Tasks bound per
+`measure_bind_ceiling` commits bind-shaped transactions on one connection: the bind's own claim statement
+(`scheduling.bind.claim.CLAIM`: the `pending → scheduled` compare-and-swap on a task row, the `gpu_used += 1` ledger
+on a node row and one timeline row) for one task, with `synchronous_commit off` as the scheduler's binds do, each
+transaction sent in one round trip. Tasks bound per
 second by the scheduler divided by this ceiling (`ratio=`) compares figures taken on different machines, or on one
 machine under different load. It works on the real tables of the current database (same indexes, same triggers),
 on rows of its own that it deletes afterwards; nothing else may be scheduling in that database meanwhile.
@@ -12,34 +13,16 @@ import time
 from dataclasses import dataclass
 
 from django.db import connection
-from django.utils import timezone
 
 from nodes.models import Node
-from scheduling import lifecycle
-from scheduling.models import Task, TaskEvent
+from scheduling.bind.claim import CLAIM, Claim, claim_params
+from scheduling.framework.snapshot import TaskInfo
+from scheduling.models import Task
 from tenants.models import Tenant
 
 FIXTURE_NAME = "bind-ceiling"
 # Transactions committed before the clock starts (connection, plan cache and buffers warm up).
 WARM_UP = 50
-
-_BIND = f"""
-WITH claimed AS (
-    UPDATE {Task._meta.db_table}
-       SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, node_id = %(node_id)s,
-           gpus = '[0]'::jsonb, reason = %(reason)s
-     WHERE id = %(task_id)s AND status = %(from_status)s
- RETURNING id, gpu_required
-), ledger AS (
-    UPDATE {Node._meta.db_table} n SET gpu_used = n.gpu_used + claimed.gpu_required
-      FROM claimed WHERE n.id = %(node_id)s
-), timeline AS (
-    INSERT INTO {TaskEvent._meta.db_table} (task_id, from_status, to_status, reason, at)
-    SELECT id, %(from_status)s, %(to_status)s, %(reason)s, %(now)s FROM claimed
-)
-SELECT count(*) FROM claimed
-"""
-
 
 @dataclass(frozen=True)
 class BindCeiling:
@@ -77,15 +60,15 @@ def commit_bind(cursor, *, task_id: int, node_id: int) -> bool:
     `cursor` is a cursor of the raw psycopg connection, in autocommit mode (Django's is, outside atomic blocks).
     """
     connection_ = cursor.connection
-    params = {"task_id": task_id, "node_id": node_id, "now": timezone.now(), "reason": "bound (bind ceiling)",
-              "from_status": lifecycle.PENDING, "to_status": lifecycle.SCHEDULED}
+    params = claim_params([Claim(TaskInfo(id=task_id, tenant_id=0), node_id, [0], None, None,
+                                 "bound (bind ceiling)")])
     with connection_.pipeline():
         cursor.execute("BEGIN")
         cursor.execute("SET LOCAL synchronous_commit TO off")
         claim = connection_.cursor()
-        claim.execute(_BIND, params)
+        claim.execute(CLAIM, params)
         cursor.execute("COMMIT")
-    return claim.fetchone()[0] == 1
+    return len(claim.fetchall()) == 1
 
 
 def _create_fixture(*, tasks: int, nodes: int) -> tuple[list[int], list[int]]:

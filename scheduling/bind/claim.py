@@ -1,7 +1,10 @@
 """The claim of bind: the `pending → scheduled` arc of `task_transition` for many tasks in ONE statement.
 
 Per row a compare-and-swap (the task must still be pending), the node's `gpu_used` ledger summed per node and the
-timeline row; `task_transitioned` is sent after commit for each task won, by `task_transition`'s own path.
+timeline row. These three are SQL here, not `task_transition`'s ORM calls, because a batch of hundreds of binds
+must cost one round trip (`bench_scheduler`); what follows the won arcs — the groups' status, `task_transitioned`
+after commit — is `task_transition`'s own piece (`after_arcs_won`). The bind-ceiling benchmark runs this same
+statement (`CLAIM`, `claim_params`).
 """
 
 import json
@@ -14,11 +17,10 @@ from django.utils import timezone
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework.snapshot import TaskInfo
-from scheduling.groups.status import refresh_group_status
 from scheduling.models import Task, TaskEvent
-from scheduling.services.task_transition import send_transitioned_after_commit
+from scheduling.services.task_transition import WonArc, after_arcs_won
 
-_CLAIM = f"""
+CLAIM = f"""
 WITH batch AS (
     SELECT * FROM unnest(%(task_ids)s::bigint[], %(node_ids)s::bigint[], %(gpus)s::text[], %(ports)s::integer[],
                          %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[], %(ranks)s::integer[],
@@ -38,7 +40,7 @@ WITH batch AS (
            queue_backoff = 0, parked_until = NULL, nominated_node_id = NULL
       FROM batch b JOIN locked l ON l.id = b.task_id
      WHERE t.id = b.task_id AND t.status = %(from_status)s
- RETURNING t.id, t.tenant_id, t.gpu_required, t.node_id, t.reason
+ RETURNING t.id, t.tenant_id, t.gpu_required, t.node_id, t.reason, t.group_id
 ), ledger AS (
     UPDATE {Node._meta.db_table} n SET gpu_used = n.gpu_used + used.gpus
       FROM (SELECT node_id, sum(gpu_required) AS gpus FROM claimed GROUP BY node_id) used
@@ -47,7 +49,7 @@ WITH batch AS (
     INSERT INTO {TaskEvent._meta.db_table} (task_id, from_status, to_status, reason, at)
     SELECT id, %(from_status)s, %(to_status)s, reason, %(now)s FROM claimed
 )
-SELECT id, tenant_id, reason FROM claimed
+SELECT id, tenant_id, group_id, reason FROM claimed
 """
 
 
@@ -70,8 +72,17 @@ def claim(claims: list[Claim]) -> set[int]:
     """Claim every placement in one statement; the ids of the tasks won (the others were no longer pending)."""
     if not claims:
         return set()
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM, claim_params(claims))
+        won = [WonArc(*row) for row in cursor.fetchall()]
+    after_arcs_won(won, from_status=lifecycle.PENDING, to_status=lifecycle.SCHEDULED)
+    return {arc.task_id for arc in won}
+
+
+def claim_params(claims: list[Claim]) -> dict[str, Any]:
+    """The parameters of `CLAIM` for these placements."""
     lifecycle.check_transition(lifecycle.PENDING, lifecycle.SCHEDULED)
-    params = {
+    return {
         "from_status": lifecycle.PENDING,
         "to_status": lifecycle.SCHEDULED,
         "now": timezone.now(),
@@ -85,15 +96,3 @@ def claim(claims: list[Claim]) -> set[int]:
         "ranks": [item.rank for item in claims],
         "card_types": [item.card_type for item in claims],
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM, params)
-        rows = cursor.fetchall()
-    for task_id, tenant_id, reason in rows:
-        send_transitioned_after_commit(task_id=task_id, tenant_id=tenant_id, from_status=lifecycle.PENDING,
-                                       to_status=lifecycle.SCHEDULED, reason=reason)
-    won = {row[0] for row in rows}
-    # The groups' statuses follow their members in the claim's transaction, once per group however many it bound.
-    for group_id in sorted({item.task.group_id for item in claims
-                            if item.task.group_id is not None and item.task.id in won}):
-        refresh_group_status(group_id)
-    return won

@@ -246,8 +246,8 @@ class Framework:
 
     def _pre_filtered(self, task, table, rejected_by, status: Status) -> ScheduleResult:
         return ScheduleResult(
-            task=task, node=None, code=refusal_code(status), message=status.reason, total_nodes=table.size, _table=table,
-            _rejected_by=rejected_by, _rejections=self._rejections, _feasible_rows=np.zeros(0, np.int64),
+            task=task, node=None, code=refusal_code(status), message=status.reason, total_nodes=table.size,
+            _table=table, _rejected_by=rejected_by, _rejections=self._rejections, _feasible_rows=np.zeros(0, np.int64),
             _scorer_names=[], _score_matrix=np.zeros((0, 0)), _total_scores=np.zeros(0), pre_filtered=True,
         )
 

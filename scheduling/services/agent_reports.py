@@ -4,9 +4,8 @@ from django.db import transaction
 
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.loops import final_status_after_stop
 from scheduling.models import Task
-from scheduling.preemption.settle import settle_preempted
+from scheduling.services.preemption_settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 
 # The arcs of the task state machine (docs/scheduling.md) that only the node running the container can observe.
@@ -63,6 +62,6 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
         if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
             # A stop the scheduler ordered for a timeout ends as a failure with that reason.
             stopping = Task.objects.only("reason").get(id=task_id)
-            if final_status_after_stop(stopping) == lifecycle.FAILED:
+            if lifecycle.final_status_after_stop(stopping.reason) == lifecycle.FAILED:
                 return task_transition(task_id, from_status, lifecycle.FAILED, reason=stopping.reason)
         return task_transition(task_id, from_status, to_status, reason=reason)

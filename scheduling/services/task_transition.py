@@ -1,3 +1,5 @@
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -6,14 +8,11 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.groups.status import refresh_group_status
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
 from scheduling.queue.services import queue_activate
-from scheduling.signals import task_transitioned
+from scheduling.signals import group_members_moved, task_transitioned
 
-# A gang member arriving here may leave the rest of its gang running alone.
-_GANG_BREAKING = frozenset({lifecycle.FAILED, lifecycle.PENDING, lifecycle.STOPPED})
 # Returning to the queue forgets the placement and enters the queue active (SPEC §15.1); finishing keeps node and
 # cards as history.
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
@@ -27,8 +26,8 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
 
     The conditional UPDATE, the GPU ledger, the timeline row and any caller side effects run in one transaction,
     so a failure in any of them leaves the task as it was. The loser of a race changes nothing. A caller moving
-    many members of one group in its own transaction passes `derive_group_status=False` and calls
-    `refresh_group_status` once at the end instead of once per member.
+    many members of one group in its own transaction passes `derive_group_status=False` and refreshes the group's
+    status once at the end instead of once per member.
     """
     check_transition(from_status, to_status)
     now = timezone.now()
@@ -63,31 +62,35 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             queue_activate(reason=f"task {task_id} left node {held['node_id']}",
                            gpu_types=[held["card_type"]] if held["card_type"] else None)
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
-        if held["group_id"] is not None:
-            _after_member_change(held["group_id"], to_status, derive_group_status)
-        send_transitioned_after_commit(task_id=task_id, tenant_id=held["tenant_id"], from_status=from_status,
-                                       to_status=to_status, reason=reason)
+        after_arcs_won([WonArc(task_id, held["tenant_id"], held["group_id"], reason)], from_status=from_status,
+                       to_status=to_status, derive_group_status=derive_group_status)
     return True
 
 
-def send_transitioned_after_commit(*, task_id: int, tenant_id: int, from_status: str, to_status: str,
-                                   reason: str) -> None:
-    """`task_transitioned` for a won arc, once the transaction commits (every arc's one signal path, bind's too)."""
-    transaction.on_commit(
-        lambda: task_transitioned.send(sender=Task, task_id=task_id, tenant_id=tenant_id, from_status=from_status,
-                                       to_status=to_status, reason=reason)
-    )
+@dataclass(frozen=True)
+class WonArc:
+    """One task whose compare-and-swap won, as what follows it needs it."""
+
+    task_id: int
+    tenant_id: int
+    group_id: int | None
+    reason: str
 
 
-def _after_member_change(group_id: int, to_status: str, derive_group_status: bool) -> None:
-    """The group's status follows its members in the same transaction; a gang that may have lost a member is
-    made whole again right after the commit."""
-    from scheduling.groups.restart import reconcile_gang  # it transitions tasks itself
-
-    if derive_group_status:
-        refresh_group_status(group_id)
-    if to_status in _GANG_BREAKING:
-        transaction.on_commit(lambda: reconcile_gang(group_id))
+def after_arcs_won(arcs: Sequence[WonArc], *, from_status: str, to_status: str,
+                   derive_group_status: bool = True) -> None:
+    """What follows won arcs inside their transaction, for one task (`task_transition`) or a claimed batch (bind's
+    claim): the groups' rules, once per group (`group_members_moved`), and `task_transitioned` after the commit
+    for each task — every arc's one path."""
+    group_ids = sorted({arc.group_id for arc in arcs if arc.group_id is not None})
+    if group_ids:
+        group_members_moved.send(sender=Task, group_ids=group_ids, to_status=to_status,
+                                 derive_group_status=derive_group_status)
+    for arc in arcs:
+        transaction.on_commit(
+            lambda arc=arc: task_transitioned.send(sender=Task, task_id=arc.task_id, tenant_id=arc.tenant_id,
+                                                   from_status=from_status, to_status=to_status, reason=arc.reason)
+        )
 
 
 def _apply_gpu_ledger(*, from_status: str, to_status: str, gpu_required: int, node_before, node_after) -> None:

@@ -5,7 +5,8 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import immediate_queue
-from scheduling.loops import enforce_task_timeouts, final_status_after_stop, recover_backlog, wake_borrowed_training
+from scheduling.lifecycle import final_status_after_stop
+from scheduling.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.models import SchedulingAttempt, Task
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.services.task_transition import task_transition
@@ -54,12 +55,12 @@ def test_timeout_stops_overdue_tasks_and_their_stop_ends_failed_with_timeout(ten
 
     overdue.refresh_from_db()
     assert (overdue.status, overdue.reason) == ("stopping", "Timeout")
-    assert final_status_after_stop(overdue) == "failed"
-    assert task_transition(overdue.id, "stopping", final_status_after_stop(overdue), reason="Timeout")
+    assert final_status_after_stop(overdue.reason) == "failed"
+    assert task_transition(overdue.id, "stopping", final_status_after_stop(overdue.reason), reason="Timeout")
     node.refresh_from_db()
     assert node.gpu_used == 1
     recent.refresh_from_db()
-    assert recent.status == "running" and final_status_after_stop(recent) == "stopped"
+    assert recent.status == "running" and final_status_after_stop(recent.reason) == "stopped"
 
 
 @pytest.mark.django_db

@@ -11,7 +11,7 @@ from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import execute_plan
 from scheduling.preemption.planner import PreemptionPlan
-from scheduling.preemption.settle import settle_preempted
+from scheduling.services.preemption_settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import end_backoffs, make_node, make_task
