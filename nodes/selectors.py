@@ -177,7 +177,8 @@ def node_usage(node: Node) -> dict:
 
 
 def capacity_by_architecture() -> list[dict]:
-    """Cards per GPU architecture: used (the ledger), free on reachable nodes, and cards on offline nodes."""
+    """Cards per GPU architecture: used (the ledger of reachable nodes), free on reachable nodes, and cards on offline
+    nodes — the one reading of it, for the dashboard and Prometheus alike."""
     offline = Q(status=Node.Status.OFFLINE)
     rows = (
         Node.objects.exclude(gpu_type="").values("gpu_type")

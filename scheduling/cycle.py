@@ -30,8 +30,8 @@ from scheduling.diagnostics import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
-from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSetting
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.groups.gang_bind import GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task

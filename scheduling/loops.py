@@ -2,6 +2,7 @@
 other loops)."""
 
 import logging
+import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -10,11 +11,15 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import immediate_queue, lifecycle
+from scheduling.framework.framework import Framework
+from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.isolation import isolated
 from scheduling.lifecycle import TIMEOUT_REASON
 from scheduling.models import Task, TaskType
 from scheduling.queue.services import queue_activate
+from scheduling.selectors import current_plugin_set
 from scheduling.services.task_transition import task_transition
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -51,23 +56,17 @@ def enforce_task_timeouts(now: datetime | None = None) -> int:
 
 
 def wake_borrowed_training() -> int:
-    """Re-queue pending training tasks that waited for cards, now that a node of their type has enough free."""
-    waiting = Task.objects.filter(status=lifecycle.PENDING, type=TaskType.TRAINING,
-                                  attempt__code__in=WAITING_FOR_CARDS).values("id", "gpu_type", "gpu_required")
+    """Re-queue pending training tasks that waited for cards, now that the framework finds them a node (its own
+    rule of what fits, over a fresh snapshot; nothing is bound here)."""
+    waiting = list(Task.objects.filter(status=lifecycle.PENDING, type=TaskType.TRAINING,
+                                       attempt__code__in=WAITING_FOR_CARDS).values_list(*TASK_INFO_FIELDS))
     if not waiting:
         return 0
-    free_by_type: dict[str, int] = {}
-    for node in Node.objects.filter(status__in=[Node.Status.ONLINE, Node.Status.BUSY], schedulable=True).values(
-        "gpu_type", "gpu_total", "gpu_used"
-    ):
-        free = node["gpu_total"] - node["gpu_used"]
-        free_by_type[node["gpu_type"]] = max(free_by_type.get(node["gpu_type"], 0), free)
-    woken = []
-    for task in waiting:
-        largest_free = (free_by_type.get(task["gpu_type"], 0) if task["gpu_type"]
-                        else max(free_by_type.values(), default=0))
-        if largest_free >= task["gpu_required"]:
-            woken.append(task["id"])
+    framework = Framework(current_plugin_set(), SchedulerConfig.from_settings())
+    snapshot = build_snapshot()
+    rng = random.Random(0)  # ties between nodes do not matter: only whether one fits
+    woken = [task.id for task in map(task_info_from_row, waiting)
+             if framework.schedule(task, snapshot, rng).node is not None]
     if woken:
         # Parked ones go back to the active queue at once; the immediate queue makes the next cycle start sooner.
         queue_activate(reason="training wake-up", task_ids=woken)

@@ -19,12 +19,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Case, Count, Q, Sum, Value, When
+from django.db.models import Case, Count, Q, Value, When
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
+from nodes.selectors import capacity_by_architecture
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskStatus
 
@@ -158,11 +159,12 @@ class ClusterCollector:
         yield nodes
 
         total = GaugeMetricFamily("heteroflow_gpus_total", "Cards per GPU architecture", labels=["gpu_type"])
-        used = GaugeMetricFamily("heteroflow_gpus_used", "Cards held by active tasks (scheduler ledger)",
-                                 labels=["gpu_type"])
-        for row in Node.objects.values("gpu_type").annotate(total=Sum("gpu_total"), used=Sum("gpu_used")):
-            total.add_metric([row["gpu_type"] or "none"], row["total"] or 0)
-            used.add_metric([row["gpu_type"] or "none"], row["used"] or 0)
+        used = GaugeMetricFamily("heteroflow_gpus_used",
+                                 "Cards held by active tasks on reachable nodes (scheduler ledger)", labels=["gpu_type"])
+        # The dashboard's figures: one reader, so Prometheus and the page cannot disagree.
+        for row in capacity_by_architecture():
+            total.add_metric([row["architecture"]], row["total"])
+            used.add_metric([row["architecture"]], row["used"])
         yield total
         yield used
 

@@ -148,3 +148,17 @@ def test_every_metric_of_the_grafana_dashboard_is_exported(admin_user, tenant, o
             for name in re.findall(r"heteroflow_[a-z_]+", target["expr"])}
     assert len(used) >= 12
     assert sorted(used - exported) == []
+
+
+@pytest.mark.django_db
+def test_prometheus_and_the_dashboard_count_cards_per_architecture_alike(admin_user):
+    make_node(name="up", gpu_type="ascend", cards=8, gpu_used=3)
+    make_node(name="down", gpu_type="ascend", cards=8, gpu_used=2, status="offline")
+    client = Client()
+    client.force_login(admin_user)
+
+    body = client.get("/metrics").content.decode()
+
+    # The offline node's cards are in the total, and its stale ledger is not "in use", as on the dashboard.
+    assert 'heteroflow_gpus_total{gpu_type="ascend"} 16.0' in body
+    assert 'heteroflow_gpus_used{gpu_type="ascend"} 3.0' in body
