@@ -17,7 +17,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from pythonjsonlogger.json import JsonFormatter
 
 CONTEXT_FIELDS = ("request_id", "user", "tenant", "task_id", "cycle_id")
-# Node agents poll these routes every few seconds each (SPEC §14), probes poll the last two: at info level they would
+# Node agents poll these routes every few seconds each (design §14), probes poll the last two: at info level they would
 # drown everything else.
 POLLING_ROUTES = frozenset({"api-agent-heartbeat", "api-agent-work", "healthz", "readyz"})
 # A caller's own request id is kept when it looks like one (proxies set it), so one id follows a request across hops.

@@ -1,5 +1,5 @@
 """The API's JSON, encoded by orjson: a task list carries each task's latest attempt (up to 250 node entries a
-task, SPEC §14), and the standard library's encoder spent a fifth of such a request on it."""
+task, design §14), and the standard library's encoder spent a fifth of such a request on it."""
 
 import orjson
 from rest_framework.renderers import JSONRenderer

@@ -275,7 +275,7 @@ SCHEDULER = {
     "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
     # Off: scheduler instances take turns, one cycle at a time (scheduling.cycle_turns).
     "concurrent_cycles": env.bool("HETEROFLOW_CONCURRENT_CYCLES", default=False),
-    # Offline this long (seconds) and the node is lost: its tasks leave it (SPEC §15.4).
+    # Offline this long (seconds) and the node is lost: its tasks leave it (design §15.4).
     "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),

@@ -1,4 +1,4 @@
-"""Limits of input (SPEC §15.8): the fields every API serializer and form shares, so the OpenAPI schema (built from
+"""Limits of input (design §15.8): the fields every API serializer and form shares, so the OpenAPI schema (built from
 these fields' bounds, lengths and patterns) says exactly what the API accepts.
 
 Beyond a limit the request is a 400 naming the field, and nothing is written.

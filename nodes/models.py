@@ -62,7 +62,7 @@ class GPU(models.Model):
     numa = models.IntegerField(null=True, blank=True)
 
     class Meta:
-        # Each vendor numbers its cards from 0, so on a mixed node a card is known by its type and index (SPEC §15.3).
+        # Each vendor numbers its cards from 0, so on a mixed node a card is known by its type and index (design §15.3).
         ordering = ["node_id", "type", "index"]
         constraints = [models.UniqueConstraint(fields=["node", "type", "index"], name="gpu_unique_type_index_per_node")]
         verbose_name = "GPU"

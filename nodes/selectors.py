@@ -29,7 +29,7 @@ def card_holders_register(reader: CardHolders) -> None:
     _card_holders = reader
 
 
-# Which of the tasks an agent runs it must kill (SPEC §15.4) is scheduling's to say too, plugged in the same way.
+# Which of the tasks an agent runs it must kill (design §15.4) is scheduling's to say too, plugged in the same way.
 KillList = Callable[..., list[int]]
 
 
@@ -51,7 +51,7 @@ def tasks_to_kill(*, node_id: int, running: list[int]) -> list[int]:
 
 
 class NodeFilter(django_filters.FilterSet):
-    # A mixed node matches each type it has a card of, not only its majority type (SPEC §15.3).
+    # A mixed node matches each type it has a card of, not only its majority type (design §15.3).
     gpu_type = django_filters.ChoiceFilter(choices=GPU_TYPE_CHOICES, method="_has_gpu_type")
     status = django_filters.ChoiceFilter(choices=Node.Status.choices)
     region = django_filters.CharFilter()

@@ -32,7 +32,7 @@ def node_token_hash(token: str) -> str:
 
 
 class ReRegistrationRefused(Exception):
-    """An existing node name may be registered again only by an admin or by that node's own agent (SPEC §15.8)."""
+    """An existing node name may be registered again only by an admin or by that node's own agent (design §15.8)."""
 
 
 def agent_register(

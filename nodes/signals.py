@@ -6,5 +6,5 @@ from django.dispatch import Signal
 heartbeat_recorded = Signal()
 
 # Sent inside the transaction of a change that may let waiting work fit on the node — it came online, its cards or
-# labels changed, an admin edited it — with `node_id` and `reason`. Scheduling activates its parked work (SPEC §15.1).
+# labels changed, an admin edited it — with `node_id` and `reason`. Scheduling activates its parked work (design §15.1).
 node_changed = Signal()

@@ -22,7 +22,7 @@ class TaskAdmin(admin.ModelAdmin):
                     "node", "created_at"]
     list_filter = ["status", "type", "gpu_type", "tenant", "preemptible"]
     search_fields = ["name"]
-    # Status moves only through the state machine's CAS (SPEC §2), never by editing a form.
+    # Status moves only through the state machine's CAS (design §2), never by editing a form.
     readonly_fields = ["status", "node", "gpus", "port", "shard", "preempt_count"]
     inlines = [TaskEventInline]
 

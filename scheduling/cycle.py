@@ -1,4 +1,4 @@
-"""The scheduling cycle (SPEC §4, §15.1): take the first 200 active queue entries, place each one, record what
+"""The scheduling cycle (design §4, §15.1): take the first 200 active queue entries, place each one, record what
 happened, park what failed.
 
 Per cycle: the plugin set is read from the database (so every instance applies a change at its next cycle), the
@@ -57,7 +57,7 @@ BIND_TRIES = 4
 BIND_BATCH = 200
 # How long a cycle waits for another instance's cycle to end before it skips (the next tick comes soon).
 TURN_WAIT_SECONDS = 5.0
-# Attempts that end with these leave the task where it is; any other parks it (SPEC §15.1).
+# Attempts that end with these leave the task where it is; any other parks it (design §15.1).
 _NOT_PARKED = frozenset({reasons.SCHEDULED, reasons.BIND_CONFLICT})
 
 
@@ -207,7 +207,7 @@ class _Placer:
         self.pool = CandidatePool()
         self.preemption = PreemptionHandle(framework, self.pool)
         # Nodes a bind found over a CPU or memory threshold: skipped for the rest of the cycle (the filters leave
-        # node load to bind, SPEC §6).
+        # node load to bind, design §6).
         self.overloaded: set[int] = set()
         # Task id → the code its attempt ended with.
         self.outcomes: dict[int, str] = {}
@@ -328,7 +328,7 @@ class _Placer:
         outcome = self.framework.post_filter(task, result, self.snapshot, handle=self.preemption)
         nodes, extra = attempt_nodes(result)
         if task.id in self.preemption.nominated:
-            # The cards its victims free, and the free ones the plan counted on, are the nominee's (SPEC §15.1).
+            # The cards its victims free, and the free ones the plan counted on, are the nominee's (design §15.1).
             self.held.hold(task, self.preemption.nominated[task.id], self.snapshot)
         if outcome is not None:
             self.attempts.add(task.id, outcome.code, outcome.message, nodes, {**extra, **outcome.diagnostics})
@@ -361,7 +361,7 @@ def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped:
 
 
 def take_pending_entries(limit: int = CYCLE_LIMIT) -> list[QueueEntry]:
-    """The first `limit` active queue entries (SPEC §15.1). The immediate queue is drained: it only made this
+    """The first `limit` active queue entries (design §15.1). The immediate queue is drained: it only made this
     cycle start sooner, and never reorders the queue."""
     try:
         immediate_queue.drain(immediate_queue.QUEUE_CAPACITY)

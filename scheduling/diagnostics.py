@@ -1,4 +1,4 @@
-"""Scheduling diagnostics (SPEC §12): the latest attempt of every task, attempt counts per code, fragmentation.
+"""Scheduling diagnostics (design §12): the latest attempt of every task, attempt counts per code, fragmentation.
 
 A cycle collects its attempts in an `AttemptBatch` and writes them in two statements at its end, whatever the
 number of tasks: the per-task upsert would otherwise cost a round trip per attempt on the scheduler's hot path.
@@ -148,7 +148,7 @@ def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
 
 
 def fgd_fragmentation(nodes: list[NodeInfo]) -> dict[str, Any]:
-    """fgd's measure (SPEC §15.9) over the available `nodes`: the idle card capacity the recent tasks' shapes could
+    """fgd's measure (design §15.9) over the available `nodes`: the idle card capacity the recent tasks' shapes could
     not use, against all idle capacity, in cards."""
     from scheduling.framework.snapshot import SchedulerConfig
     from scheduling.framework.table import NodeTable

@@ -1,4 +1,4 @@
-"""The immediate queue of SPEC §3/§4: task ids pushed at creation, drained by the scheduler between ticks."""
+"""The immediate queue of design §3/§4: task ids pushed at creation, drained by the scheduler between ticks."""
 
 from functools import lru_cache
 

@@ -1,7 +1,7 @@
 """The ledger audit behind `manage.py audit_ledgers`: recount what the tasks say, compare with what is stored and
 with what the agents last reported. Reads only; `scheduling.services.node_ledger.node_ledgers_correct` corrects.
 
-Stored ledgers: each node's `gpu_used` (SPEC §7). Tenant usage has no stored ledger (quotas sum the active tasks
+Stored ledgers: each node's `gpu_used` (design §7). Tenant usage has no stored ledger (quotas sum the active tasks
 when a cycle starts), so tenants are recounted and compared with their quotas only. What agents report: the tasks
 they confirmed running (`scheduled -> running` comes only from the agent) and each card's memory in use in the last
 heartbeat. Agent disagreements are reported, never "fixed": the agent's next report or the liveness check settles

@@ -1,4 +1,4 @@
-"""The task state machine of SPEC §2, as data."""
+"""The task state machine of design §2, as data."""
 
 from scheduling.models import TaskStatus
 
@@ -15,7 +15,7 @@ STOPPED = TaskStatus.STOPPED.value
 ACTIVE_STATES: frozenset[str] = frozenset({SCHEDULED, RUNNING, PREEMPTING, STOPPING})
 TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 
-# Reasons the control plane itself gives a task's end (SPEC §11, §15.4).
+# Reasons the control plane itself gives a task's end (design §11, §15.4).
 TIMEOUT_REASON = "Timeout"
 NODE_LOST_REASON = "NodeLost"
 
@@ -38,7 +38,7 @@ TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
         (RUNNING, STOPPING),
         (RUNNING, PREEMPTING),
         (PREEMPTING, PENDING),
-        # The victim ended by itself before its stop took effect (SPEC §15.4).
+        # The victim ended by itself before its stop took effect (design §15.4).
         (PREEMPTING, SUCCEEDED),
         (PREEMPTING, FAILED),
         (STOPPING, STOPPED),

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 KEY_PREFIX = "heteroflow:metrics:"
 CYCLE_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 QUEUE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
-# Priorities run 0–100 (SPEC §3, default 50): the bands an on-call page groups the backlog by.
+# Priorities run 0–100 (design §3, default 50): the bands an on-call page groups the backlog by.
 PRIORITY_BANDS = (("high", 70), ("normal", 30), ("low", None))
 # Attempt outcomes after which a pending task still waits to be placed (until the backoff queue gives it a state).
 PLACED_CODES = (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)

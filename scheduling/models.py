@@ -30,7 +30,7 @@ class Parallelism(models.TextChoices):
 
 
 class TaskGroup(models.Model):
-    # Derived from the members by `scheduling.groups.status` whenever one changes (SPEC §15.5); never set by hand.
+    # Derived from the members by `scheduling.groups.status` whenever one changes (design §15.5); never set by hand.
     class Status(models.TextChoices):
         PENDING = "pending"
         SCHEDULED = "scheduled"
@@ -56,7 +56,7 @@ class TaskGroup(models.Model):
     replicas_before_window = models.PositiveIntegerField(null=True, blank=True)
     window_applied = models.CharField(max_length=16, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    # A training gang that loses a member is placed again whole, at most this many times (SPEC §15.5).
+    # A training gang that loses a member is placed again whole, at most this many times (design §15.5).
     max_restarts = models.PositiveIntegerField(default=3)
     # How many times it was; the members of the current run carry this number as their `group_run`.
     restarts = models.PositiveIntegerField(default=0)
@@ -100,14 +100,14 @@ class Task(models.Model):
     node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
     gpus = models.JSONField(default=list, blank=True)
     # The type of the cards in `gpus` (and of the shard's card): indexes are numbered per vendor on a mixed node
-    # (SPEC §15.3), and a task without `gpu_type` may get cards of any one type.
+    # (design §15.3), and a task without `gpu_type` may get cards of any one type.
     card_type = models.CharField(max_length=32, blank=True, default="")
     port = models.IntegerField(null=True, blank=True)
     # The fractional-GPU shard made at bind: {card, memory_limit_mb, compute_percent, qos, env}.
     shard = models.JSONField(null=True, blank=True)
     env = models.JSONField(default=dict, blank=True)
     preempt_count = models.PositiveIntegerField(default=0)
-    # The scheduling queue (SPEC §15.1, `scheduling.queue`): a pending task whose attempt failed is parked until
+    # The scheduling queue (design §15.1, `scheduling.queue`): a pending task whose attempt failed is parked until
     # `parked_until` (backoff doubling with `queue_backoff`, the failed attempts in a row) or until an event that
     # could make it fit clears it. `nominated_node`: where its preemption is freeing cards for it.
     queue_backoff = models.PositiveSmallIntegerField(default=0)
@@ -165,7 +165,7 @@ class TaskEvent(models.Model):
 
 
 class SchedulingAttempt(models.Model):
-    """The latest scheduling attempt of a task (SPEC §12), successful or not."""
+    """The latest scheduling attempt of a task (design §12), successful or not."""
 
     task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="attempt")
     code = models.CharField(max_length=40, blank=True, default="")
@@ -177,7 +177,7 @@ class SchedulingAttempt(models.Model):
     at = models.DateTimeField(auto_now=True)
 
     def node_entries(self) -> list[dict]:
-        """The nodes as the API shows them (SPEC §14): `[{node, reason | null, scores: {plugin: score}, total}]`,
+        """The nodes as the API shows them (design §14): `[{node, reason | null, scores: {plugin: score}, total}]`,
         the filtered nodes by reason, then the scored nodes best first."""
         plugins = self.nodes.get("plugins", [])
         entries = [{"node": name, "reason": reason, "scores": {}, "total": None}

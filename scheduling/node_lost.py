@@ -1,4 +1,4 @@
-"""Lost nodes and what their agents really run (SPEC §15.4).
+"""Lost nodes and what their agents really run (design §15.4).
 
 A node offline for longer than `node_lost_timeout` is lost: each of its active tasks leaves it in a transaction
 of its own — `scheduled → pending`, `running → failed` (`NodeLost`), `stopping → stopped` (or `failed` for a
@@ -111,7 +111,7 @@ def _release(task_id: int, *, node_id: int, node_name: str, cutoff: datetime) ->
 
 def tasks_to_kill(*, node_id: int, running: Iterable[int]) -> list[int]:
     """Of the task ids an agent says it runs, those it must kill: not, or no longer, placed on its node in a
-    running state (SPEC §15.4). A task it should still stop gracefully stays in its work list instead."""
+    running state (design §15.4). A task it should still stop gracefully stays in its work list instead."""
     reported = set(running)
     if not reported:
         return []

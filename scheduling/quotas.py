@@ -1,4 +1,4 @@
-"""Tenant GPU quotas (SPEC §1): a tenant's active tasks hold at most `gpu_quota` whole cards.
+"""Tenant GPU quotas (design §1): a tenant's active tasks hold at most `gpu_quota` whole cards.
 
 A cycle loads quotas and usage once into its snapshot (`load_tenant_quotas`); the framework's quota PreFilter
 admits each task by them and every bind of the cycle updates the usage, so several tasks of one tenant in one
@@ -36,5 +36,5 @@ def load_tenant_quotas() -> TenantQuotas:
 
 
 def inactive_tenant_ids() -> frozenset[int]:
-    """Tenants whose pending tasks the scheduler holds (SPEC §15.6)."""
+    """Tenants whose pending tasks the scheduler holds (design §15.6)."""
     return frozenset(Tenant.objects.filter(status=Tenant.Status.INACTIVE).values_list("id", flat=True))

@@ -47,7 +47,7 @@ def task_rows(*, task_ids, tenant_id: int | None) -> QuerySet[Task]:
 
 
 def pending_queue(*, limit: int) -> QuerySet[Task]:
-    """The head of the pending queue in queue order (SPEC §15.1; parked tasks included, `queue_state` tells)."""
+    """The head of the pending queue in queue order (design §15.1; parked tasks included, `queue_state` tells)."""
     return (Task.objects.filter(status=lifecycle.PENDING).select_related("tenant", "attempt", "nominated_node")
             .order_by("-priority", "created_at", "id")[:limit])
 
@@ -105,7 +105,7 @@ def agent_work(node: Node) -> dict:
                 "image": task.image,
                 "command": task.command,
                 "type": task.type,
-                # The cards' own type: a task without gpu_type may hold cards of any one type (SPEC §15.3).
+                # The cards' own type: a task without gpu_type may hold cards of any one type (design §15.3).
                 "gpu_type": task.card_type or task.gpu_type,
                 "gpus": list(task.gpus),
                 "port": task.port,

@@ -1,4 +1,4 @@
-"""Fractional-GPU shards (SPEC §7): the slice of one card a fractional task gets at bind, and its limits.
+"""Fractional-GPU shards (design §7): the slice of one card a fractional task gets at bind, and its limits.
 
 A shard lives in `task.shard` while the task is active. Occupancy is always derived from the active tasks, so a
 task that finishes stops counting at once (its shard stays on the row as history) and `task_transition` clears the
@@ -110,7 +110,7 @@ def shard_on_card(*, task, card_index: int, vendor: str, model: str, memory_tota
                   config: SchedulerConfig | None = None) -> dict[str, Any]:
     """The shard of fractional `task` on card `card_index`, over live figures its caller read under the node row
     lock (so concurrent binds on one node see each other's shards: memory and compute are never overcommitted and
-    tenants that may not share never meet on a card, SPEC §8, fail closed): the card's vendor, model and memory,
+    tenants that may not share never meet on a card, design §8, fail closed): the card's vendor, model and memory,
     what the node's active tasks hold on it (`occupancy_of`), and the share groups (`tenancy`; None reads them
     now). Raises ShardAllocationError when the card cannot hold it."""
     if held is not None:

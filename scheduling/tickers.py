@@ -1,4 +1,4 @@
-"""Every ticker of SPEC §4, §11 and §15 by its operator-facing name, each returning one line on what it did.
+"""Every ticker of design §4, §11 and §15 by its operator-facing name, each returning one line on what it did.
 
 Celery beat runs them on their periods (heteroflow_site.settings.CELERY_BEAT_SCHEDULE); `manage.py run_loops
 --once` runs them in-process, for cron, operators and tests.

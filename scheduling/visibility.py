@@ -1,4 +1,4 @@
-"""What a tenant user may read of scheduling diagnostics (SPEC §15.6, issue 13 item 8): nothing that names another
+"""What a tenant user may read of scheduling diagnostics (design §15.6, issue 13 item 8): nothing that names another
 tenant's tasks, priorities or dedicated nodes; such things are counted instead. Admins see everything."""
 
 from collections import Counter

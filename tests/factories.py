@@ -32,7 +32,7 @@ def make_task(*, tenant: Tenant, **fields) -> Task:
 
 
 def ledger_mismatches() -> list[tuple[str, int, int]]:
-    """(node, stored gpu_used, SUM of its active tasks' gpu_required) for every node where the two ledgers of SPEC §7
+    """(node, stored gpu_used, SUM of its active tasks' gpu_required) for every node where the two ledgers of design §7
     disagree; empty when they all agree."""
     from django.db.models import Sum
 
@@ -45,5 +45,5 @@ def ledger_mismatches() -> list[tuple[str, int, int]]:
 
 
 def end_backoffs() -> int:
-    """As if every parked task's backoff had run out (SPEC §15.1), for tests that retry failed work at once."""
+    """As if every parked task's backoff had run out (design §15.1), for tests that retry failed work at once."""
     return Task.objects.filter(parked_until__isnull=False).update(parked_until=timezone.now() - timedelta(seconds=1))

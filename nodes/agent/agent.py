@@ -12,7 +12,7 @@ Expected JSON shapes (the agent routes of /api/schema/docs/):
 A start item is claimed (``scheduled -> running``) before anything runs, and only a 200 starts the container: a
 409 means another claimant won and the item is dropped silently. Reports the server could not take are kept and
 sent again first thing in the next step, so an outage delays task outcomes but never loses them. On start the
-agent adopts what its runtime still runs from an earlier life (SPEC §15.4) instead of forgetting it.
+agent adopts what its runtime still runs from an earlier life (design §15.4) instead of forgetting it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Both runtimes share one interface (:class:`Runtime`): ``start(spec) -> handle``, ``poll(handle) -> exit code or
 None while running``, ``stop(handle)`` (graceful, then forced), and ``adopt() -> {task id: handle}``: what an
 earlier agent process on this host started and left running, so that a restarted agent carries on with it
-(SPEC §15.4). Docker finds its containers by name; the simulated runtime keeps a state directory.
+(design §15.4). Docker finds its containers by name; the simulated runtime keeps a state directory.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-# SPEC §6 defaults, frozen here: a migration must not follow later code changes.
+# design §6 defaults, frozen here: a migration must not follow later code changes.
 DEFAULT_PLUGINS = [
     ("resource-filter", True, 1, {}),
     ("gpu-filter", True, 1, {}),

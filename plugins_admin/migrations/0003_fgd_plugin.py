@@ -1,6 +1,6 @@
 from django.db import migrations
 
-# The fgd layout scorer's row (SPEC §15.9), off by default: spread stays the default layout policy.
+# The fgd layout scorer's row (design §15.9), off by default: spread stays the default layout policy.
 FGD = ("fgd", False, 0, {})
 
 

@@ -70,7 +70,7 @@ SUMMARY = "summary"
 
 
 class TaskListInput(serializers.Serializer):
-    # A task's full diagnostics name up to 250 nodes (SPEC §14), some 20 KB a task; a list that is polled seldom
+    # A task's full diagnostics name up to 250 nodes (design §14), some 20 KB a task; a list that is polled seldom
     # needs more than the code and the one-line summary.
     diagnostics = serializers.ChoiceField(choices=["full", SUMMARY], default="full")
 

@@ -28,7 +28,7 @@ class TaskInput(StrictSerializer):
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
-        """`gpu-model` must name at least one card model, in the grammar the scheduler matches (SPEC §15.2)."""
+        """`gpu-model` must name at least one card model, in the grammar the scheduler matches (design §15.2)."""
         if MODEL_LABEL in labels:
             error = patterns_error(labels[MODEL_LABEL])
             if error:

@@ -1,4 +1,4 @@
-"""Bind (SPEC §5): the one pipeline that turns the framework's placements into database state.
+"""Bind (design §5): the one pipeline that turns the framework's placements into database state.
 
 `pipeline` runs it (a batch of placements, optionally all or nothing), `live` locks and reads what the database
 holds now, `recheck` judges each placement against it and `claim` writes the accepted ones in one statement.

@@ -1,4 +1,4 @@
-"""Bind (SPEC §5): turn the framework's placements into database state, against live data.
+"""Bind (design §5): turn the framework's placements into database state, against live data.
 
 A placement batch is the only unit. A single bind is a batch of one; a gang is a batch bound all or nothing; the
 cycle commits up to BIND_BATCH placements at once. Whatever the size, one transaction of three round trips:

@@ -1,4 +1,4 @@
-"""The re-checks of bind (SPEC §5.2): a placement the framework chose over the snapshot, judged again against the
+"""The re-checks of bind (design §5.2): a placement the framework chose over the snapshot, judged again against the
 rows just locked. Each check raises `BindRefused` with the attempt code; the first that fails decides."""
 
 from collections.abc import Callable
@@ -56,7 +56,7 @@ def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], conf
                  tenancy: TenancyView | None, reserve: Reserve) -> ChosenCards:
     """The preferred cards if they all still qualify on live data, else the framework's choice over the live
     cards that qualify: a slightly stale snapshot costs nothing as long as the node still has room. Only cards of
-    the task's card groups qualify (its type and gpu-model, one type only: SPEC §15.2–§15.3)."""
+    the task's card groups qualify (its type and gpu-model, one type only: design §15.2–§15.3)."""
     wanted = task.gpu_required or (1 if task.is_fractional else 0)
     if not wanted:
         return ChosenCards()

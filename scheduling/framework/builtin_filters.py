@@ -1,6 +1,6 @@
-"""The built-in plugins every task meets whatever the plugin set: the tenant-status (SPEC §15.6) and quota (SPEC §1)
-PreFilters, the filter chain every task passes before the plugin filters (SPEC §4 step 1) — availability → tenant →
-resource pre-filter → affinity and cross-tenant constraints — and the gang Permit (SPEC §10).
+"""The built-in plugins every task meets whatever the plugin set: the tenant-status (design §15.6) and quota (design §1)
+PreFilters, the filter chain every task passes before the plugin filters (design §4 step 1) — availability → tenant →
+resource pre-filter → affinity and cross-tenant constraints — and the gang Permit (design §10).
 
 The resource pre-filter is deliberately coarse (node ledger and empty-card capacity); the per-card truth is the
 resource-filter plugin's. The cross-tenant card boundary needs card occupancy, so it lives there too (§8).
@@ -67,7 +67,7 @@ class ResourcePreFilter(RowPlugin):
 
 class AffinityFilter(RowPlugin):
     """`topology: required` turns the task's region/zone/rack labels into hard constraints on nodes that have
-    the field set; a node with the field empty still passes (SPEC §3, §6 topology)."""
+    the field set; a node with the field empty still passes (design §3, §6 topology)."""
 
     name = "affinity"
     follows_usage = False
@@ -96,7 +96,7 @@ TENANT_INACTIVE_MESSAGE = "the tenant is inactive: its pending tasks are held un
 
 
 class TenantActivePreFilter:
-    """A pending task of an inactive tenant is held, not scheduled; its running tasks go on (SPEC §15.6)."""
+    """A pending task of an inactive tenant is held, not scheduled; its running tasks go on (design §15.6)."""
 
     name = "tenant-active"
 
@@ -109,7 +109,7 @@ class TenantActivePreFilter:
 
 class QuotaPreFilter:
     """A task whose tenant has no GPU quota left waits, whatever the nodes. Unresolvable: preempting other
-    tenants' work frees nothing of this tenant's quota (SPEC §9)."""
+    tenants' work frees nothing of this tenant's quota (design §9)."""
 
     name = "quota"
 
@@ -122,7 +122,7 @@ class QuotaPreFilter:
 
 
 class GangPermit:
-    """A gang binds whole or not at all (SPEC §10): its batch is permitted only with a placement per member."""
+    """A gang binds whole or not at all (design §10): its batch is permitted only with a placement per member."""
 
     name = "gang"
 

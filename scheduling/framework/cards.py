@@ -1,4 +1,4 @@
-"""Which of a node's cards a task may take (SPEC §15.2, §15.3): the one rule filter, card choice (Reserve) and the
+"""Which of a node's cards a task may take (design §15.2, §15.3): the one rule filter, card choice (Reserve) and the
 bind re-check share.
 
 A card is known on its node by `(type, index)`: each vendor numbers its cards from 0, so a node with cards of two

@@ -1,4 +1,4 @@
-"""Runs the extension points for one task over an in-memory snapshot (SPEC §4–§5.3). Every extension point is
+"""Runs the extension points for one task over an in-memory snapshot (design §4–§5.3). Every extension point is
 run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-scheduler's order:
 
     framework = Framework(plugin_set, SchedulerConfig.from_settings())
@@ -6,7 +6,7 @@ run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-
     if result.node is None:
         outcome = framework.post_filter(task, result, snapshot, handle=...)   # PostFilter (preemption)
     else:
-        cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (SPEC §5.3)
+        cards = framework.reserve(task, result.node, snapshot.tenancy)        # Reserve (design §5.3)
         status = framework.permit([(task, result.node, cards)])               # Permit
         apply_bind(snapshot, task, result.node, cards)   # the next task sees the usage (framework/occupancy.py)
         framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
@@ -63,7 +63,7 @@ TIE_TOLERANCE = 1e-9
 
 
 class Framework:
-    """One configured scheduler: a plugin set and the SPEC §13 figures. Holds no per-cycle state."""
+    """One configured scheduler: a plugin set and the design §13 figures. Holds no per-cycle state."""
 
     def __init__(self, plugin_set: PluginSet, config: SchedulerConfig) -> None:
         self.plugin_set = plugin_set
@@ -82,7 +82,7 @@ class Framework:
                             for (plugin, _), by_rows in zip(plugin_set.scorers, self._row_scorers)]
 
     def describe(self) -> dict[str, Any]:
-        """SPEC §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
+        """design §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
         return self.plugin_set.describe()
 
     def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
@@ -177,9 +177,9 @@ class Framework:
         return None
 
     def reserve(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> ChosenCards:
-        """Reserve: card indexes for `task` on `node` (SPEC §5.3), all of one type (`ChosenCards.card_type`);
+        """Reserve: card indexes for `task` on `node` (design §5.3), all of one type (`ChosenCards.card_type`);
         empty when the node cannot hold it or it needs no card. Only cards of one of the task's card groups
-        qualify (`cards.card_groups`: its type and gpu-model, SPEC §15.2–§15.3); on a node with several groups the
+        qualify (`cards.card_groups`: its type and gpu-model, design §15.2–§15.3); on a node with several groups the
         best-fitting group that can hold it is used (fewest cards, so larger groups stay whole). Within a group the
         first Reserve plugin with an answer decides (nvlink's NVLink/NUMA choice), else `default_cards`. Pass the
         snapshot's `tenancy` for fractional tasks (without it only cards nobody occupies qualify)."""
@@ -325,7 +325,7 @@ class Framework:
 
 
 def refusal_code(status: Status) -> str:
-    """The SPEC §12 code of a PreFilter's refusal."""
+    """The design §12 code of a PreFilter's refusal."""
     return status.attempt_code or (reasons.INSUFFICIENT_RESOURCES if status.code == Code.UNSCHEDULABLE
                                    else reasons.NO_SCHEDULABLE_NODES)
 

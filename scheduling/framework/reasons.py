@@ -1,4 +1,4 @@
-"""Every reason a node can be filtered for, and the SPEC §12 attempt codes.
+"""Every reason a node can be filtered for, and the design §12 attempt codes.
 
 Reasons are short human phrases because the diagnostics summary counts them:
 `0/12 nodes are available: 3 Insufficient GPU, 8 GPU type mismatch, 1 dedicated to another tenant.`
@@ -6,7 +6,7 @@ Reasons are short human phrases because the diagnostics summary counts them:
 
 from collections.abc import Mapping
 
-# Built-in chain (SPEC §4 step 1).
+# Built-in chain (design §4 step 1).
 NODE_OFFLINE = "node offline"
 NODE_UNSCHEDULABLE = "node cordoned"
 DEDICATED_OTHER_TENANT = "dedicated to another tenant"
@@ -21,7 +21,7 @@ RACK_MISMATCH = "rack mismatch"
 # task ending, a preemption) can cure (`RowPlugin.resolvable`): kube-scheduler's Unschedulable vs
 # UnschedulableAndUnresolvable.
 
-# SPEC §12 attempt codes.
+# design §12 attempt codes.
 NO_SCHEDULABLE_NODES = "NoSchedulableNodes"
 INSUFFICIENT_RESOURCES = "InsufficientResources"
 NO_TENANT_ELIGIBLE_GPU = "NoTenantEligibleGPU"

@@ -1,4 +1,4 @@
-"""The plugin registry and the plugin set a scheduler holds (SPEC §6).
+"""The plugin registry and the plugin set a scheduler holds (design §6).
 
 A plugin is registered as a `PluginSpec`: its name, a factory `factory(setting) -> plugin`, the extension points
 it implements (`kinds`), its default setting and the description the plugin page shows. Each plugin package
@@ -134,7 +134,7 @@ class PluginSet:
     preempt_stage: str = "disabled"
 
     def describe(self) -> dict[str, Any]:
-        """SPEC §14 `GET /api/v1/scheduler/plugins`."""
+        """design §14 `GET /api/v1/scheduler/plugins`."""
         return {
             "filters": [plugin.name for plugin in self.filters],
             "scorers": [{"name": plugin.name, "weight": weight} for plugin, weight in self.scorers],
@@ -151,7 +151,7 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
     """Instantiate the enabled plugins, each extension point's in registry order.
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
-    enabled scorer with weight 0 gets weight 1 (SPEC §6). Settings naming unknown plugins are ignored (a custom
+    enabled scorer with weight 0 gets weight 1 (design §6). Settings naming unknown plugins are ignored (a custom
     plugin removed from settings leaves its row behind). If two mutually exclusive plugins are both enabled — the
     config service prevents it, this is a guard — the one registered first wins: spread is kept, binpack dropped.
     """

@@ -1,4 +1,4 @@
-"""The built-in Reserve (SPEC §5.3): which of a node's cards a task gets when no Reserve plugin answers."""
+"""The built-in Reserve (design §5.3): which of a node's cards a task gets when no Reserve plugin answers."""
 
 from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
@@ -14,7 +14,7 @@ def whole_card_candidates(task: TaskInfo, node: NodeInfo, config: SchedulerConfi
 
 def default_cards(task: TaskInfo, node: NodeInfo, config: SchedulerConfig, *,
                   tenancy: TenancyView | None = None) -> list[int]:
-    """The built-in Reserve (SPEC §5.3), over the cards resource-filter would accept.
+    """The built-in Reserve (design §5.3), over the cards resource-filter would accept.
 
     Whole-card task: fewest active tasks, ties → lowest index. Fractional task: the one eligible card (no
     whole-card occupant, under the memory threshold, enough free memory after reserve, every occupant may share

@@ -1,4 +1,4 @@
-"""The outcome of one scheduling attempt (`Framework.schedule`): the chosen node, or the SPEC §12 code and the
+"""The outcome of one scheduling attempt (`Framework.schedule`): the chosen node, or the design §12 code and the
 counted reasons why none, with per-node filter and score results built only when someone reads them."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Rejection:
 
 @dataclass
 class ScheduleResult:
-    """The outcome of one attempt. `node` is None when nothing fits; then `code` is a SPEC §12 code.
+    """The outcome of one attempt. `node` is None when nothing fits; then `code` is a design §12 code.
 
     `message` is the summary line `0/N nodes are available: …` (also on success, where it reads `k/N …`); when
     a PreFilter refused the task (`pre_filtered`), it is that refusal and no node was looked at.

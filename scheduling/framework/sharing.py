@@ -1,4 +1,4 @@
-"""The cross-tenant sharing boundary (SPEC §8): who may hold part of one physical card at the same time."""
+"""The cross-tenant sharing boundary (design §8): who may hold part of one physical card at the same time."""
 
 import logging
 

@@ -111,7 +111,7 @@ def quota_message(*, used: int, quota: int, asked: int) -> str:
 
 @dataclass
 class TenantQuotas:
-    """Tenant GPU quotas (SPEC §1: a tenant's active tasks hold at most `gpu_quota` whole cards) and usage as one
+    """Tenant GPU quotas (design §1: a tenant's active tasks hold at most `gpu_quota` whole cards) and usage as one
     cycle sees them; the cycle's binds keep the usage current. The quota PreFilter admits by it; bind applies
     the same rule again under the tenant's row lock."""
 
@@ -139,7 +139,7 @@ class ClusterSnapshot:
     nodes: list[NodeInfo]
     tenancy: TenancyView = field(default_factory=TenancyView)
     quotas: "TenantQuotas" = field(default_factory=lambda: TenantQuotas())
-    # Tenants whose pending tasks are held (SPEC §15.6).
+    # Tenants whose pending tasks are held (design §15.6).
     inactive_tenant_ids: frozenset[int] = frozenset()
 
     # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
@@ -157,7 +157,7 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """The SPEC §13 figures the scheduler uses, read from settings once (never inside filter/score loops)."""
+    """The design §13 figures the scheduler uses, read from settings once (never inside filter/score loops)."""
 
     gpu_reserve_fixed_mb: int = 500
     gpu_reserve_percent: float = 10
@@ -192,7 +192,7 @@ class SchedulerConfig:
         )
 
     def reserve_mb(self, memory_total_mb: int) -> float:
-        """SPEC §5: max(fixed MB, percent of the card)."""
+        """design §5: max(fixed MB, percent of the card)."""
         return max(self.gpu_reserve_fixed_mb, memory_total_mb * self.gpu_reserve_percent / 100)
 
     def card_free_mb(self, card: CardInfo) -> float:

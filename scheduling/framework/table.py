@@ -111,7 +111,7 @@ class NodeTable:
         memory = self.memory_usage[rows]
         has_memory = ~np.isnan(memory)
         has_cards = self.gpu_total[rows] > 0
-        # The node-usage terms of SPEC §6 that do not depend on the task (`spread.mean_usage` adds the GPU one).
+        # The node-usage terms of design §6 that do not depend on the task (`spread.mean_usage` adds the GPU one).
         known_usage = self.cpu_usage[rows] + np.where(has_memory, memory, 0.0)
         usage_terms = 1 + has_memory.astype(np.int64) + has_cards
         card_divisor = np.where(has_cards, self.gpu_total[rows], 1)
@@ -257,7 +257,7 @@ def static_signature(node: NodeInfo) -> tuple:
 
 
 def _rdma(labels: dict[str, str]) -> tuple[float, bool]:
-    """SPEC §6 rdma score: no label 50; `true` 70 + speed/10 capped at +30; `false` 40."""
+    """design §6 rdma score: no label 50; `true` 70 + speed/10 capped at +30; `false` 40."""
     value = str(labels.get("rdma", "")).strip().lower()
     if value == "true":
         try:

@@ -1,1 +1,1 @@
-"""Task groups (SPEC §10): creation, network domains, scheduling windows and gang placement."""
+"""Task groups (design §10): creation, network domains, scheduling windows and gang placement."""

@@ -1,4 +1,4 @@
-"""Gang placement of a training group (SPEC §10): every member gets a node and cards, or the gang gets nothing.
+"""Gang placement of a training group (design §10): every member gets a node and cards, or the gang gets nothing.
 
 Pure over the cycle's snapshot: members are placed in rank order on a copy-on-write scratch view of it, each through
 the framework's Filter, Score and Reserve (its PreFilters ran once for the gang's totals), so a node's capacity is

@@ -1,4 +1,4 @@
-"""Gang bind (SPEC §10, §5): a planned gang becomes placements in ONE transaction, every member or none.
+"""Gang bind (design §10, §5): a planned gang becomes placements in ONE transaction, every member or none.
 
 The framework's Permit approves the plan (every member placed); then the gang is an all-or-nothing batch of the
 bind pipeline (`scheduling.bind`): the same locks, live re-checks, quota rule and claim statement as any bind,

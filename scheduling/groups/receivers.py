@@ -1,4 +1,4 @@
-"""A group follows its members (SPEC §10): the writers of task state announce moved members
+"""A group follows its members (design §10): the writers of task state announce moved members
 (`group_members_moved`), and the groups' rules run here, in the writer's transaction."""
 
 from django.db import transaction

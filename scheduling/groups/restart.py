@@ -1,4 +1,4 @@
-"""Gangs after a member is lost (SPEC §15.5): never left half running.
+"""Gangs after a member is lost (design §15.5): never left half running.
 
 A training gang whose member failed (`NodeLost`, an error) or went back to the queue while others run has its
 remaining members stopped and is placed again whole, as a new run of `world_size` pending members, at most

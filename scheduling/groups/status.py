@@ -1,4 +1,4 @@
-"""`TaskGroup.status`, derived from the members of the group's current run (SPEC §15.5).
+"""`TaskGroup.status`, derived from the members of the group's current run (design §15.5).
 
 `refresh_group_status` runs inside the transaction of every change of a member's status (the transition service
 and the bind claims), so the stored status is always the one the members imply. It takes the group row's lock

@@ -1,4 +1,4 @@
-"""A task's `card_type` (which of its node's card types its `gpus` index, SPEC §15.3) is part of its placement: a
+"""A task's `card_type` (which of its node's card types its `gpus` index, design §15.3) is part of its placement: a
 change to it alone logs the node too, like the other placement columns of `0006_task_placements_log_node_changes`."""
 
 from django.db import migrations

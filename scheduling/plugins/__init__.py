@@ -1,4 +1,4 @@
-"""The built-in scheduling plugins (SPEC §6's eight and §15.9's fgd), one package each, kube-scheduler style: each exports its
+"""The built-in scheduling plugins (design §6's eight and §15.9's fgd), one package each, kube-scheduler style: each exports its
 `NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds, description included)."""
 
 from collections.abc import Iterable
@@ -15,7 +15,7 @@ BUILTIN_SPECS: tuple[PluginSpec, ...] = (
 
 
 def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
-    """The built-ins with their SPEC §6 / §15.9 defaults, then the custom plugins named by dotted path
+    """The built-ins with their design §6 / §15.9 defaults, then the custom plugins named by dotted path
     (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
     registry = Registry()
     for spec in BUILTIN_SPECS:

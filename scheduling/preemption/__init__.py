@@ -1,4 +1,4 @@
-"""Preemption (SPEC §9): evict lower-priority, preemptible work so that a more important task can run.
+"""Preemption (design §9): evict lower-priority, preemptible work so that a more important task can run.
 
 The `preempt` plugin's PostFilter decides when it applies and acts through `attempt.PreemptionHandle`, which the
 cycle lends it; `planner` chooses the victims (pure, over the snapshot), `execute` marks them `preempting`,

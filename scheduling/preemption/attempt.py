@@ -1,4 +1,4 @@
-"""The preemption service the cycle lends the `preempt` plugin's PostFilter (SPEC §9), after a task's attempt
+"""The preemption service the cycle lends the `preempt` plugin's PostFilter (design §9), after a task's attempt
 found no node for lack of room: find the candidates, plan the victims (pure, over the snapshot), evict them."""
 
 import random
@@ -23,7 +23,7 @@ class PreemptionHandle:
     def __init__(self, framework: Framework, pool: CandidatePool) -> None:
         self.framework = framework
         self.pool = pool
-        # Preemptor id → the node its victims are freeing cards on (it is nominated there, SPEC §15.1).
+        # Preemptor id → the node its victims are freeing cards on (it is nominated there, design §15.1).
         self.nominated: dict[int, int] = {}
 
     def preempt(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,

@@ -1,4 +1,4 @@
-"""The placed, active tasks that preemption may weigh as victims (SPEC §9): read once per cycle for all of its
+"""The placed, active tasks that preemption may weigh as victims (design §9): read once per cycle for all of its
 attempts (`CandidatePool`)."""
 
 from collections import defaultdict
@@ -13,7 +13,7 @@ from scheduling.framework.occupancy import Occupant
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskType
 
-# The victim rule's task types, defined once: training and inference are never evicted (SPEC §9).
+# The victim rule's task types, defined once: training and inference are never evicted (design §9).
 NEVER_VICTIM_TYPES = frozenset({TaskType.TRAINING.value, TaskType.INFERENCE.value})
 
 
@@ -37,7 +37,7 @@ class ActiveTask:
     memory_mb: int
     # The preemptor this task was last evicted for, as its diagnostics record it.
     preempted_by: int | None = None
-    # The type of its cards (indexes are numbered per vendor on a mixed node, SPEC §15.3).
+    # The type of its cards (indexes are numbered per vendor on a mixed node, design §15.3).
     card_type: str = ""
 
     @property

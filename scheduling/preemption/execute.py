@@ -1,4 +1,4 @@
-"""Carrying out a preemption plan (SPEC §9): mark the victims `preempting`; nothing is released here.
+"""Carrying out a preemption plan (design §9): mark the victims `preempting`; nothing is released here.
 
 The victims keep holding their cards until the agent confirms the stop (or the watchdog gives up waiting), so no
 other task can take the room meanwhile; the preemptor binds in a later cycle against the real ledgers.

@@ -1,4 +1,4 @@
-"""Which running work to evict so that a higher-priority task fits (SPEC §9). Pure: snapshot in, plan out.
+"""Which running work to evict so that a higher-priority task fits (design §9). Pure: snapshot in, plan out.
 
 "Fits" is decided by the node's own filter chain run on a copy of the node with the victims' resources given back,
 so every hard rule of a normal attempt (NVLink `required`, `gpu-model`, the preemptor's tenant-sharing boundary,
@@ -64,12 +64,12 @@ class PlanSearch:
 
 
 def may_preempt(task: TaskInfo) -> bool:
-    """Training never preempts (SPEC §9); batch and inference may."""
+    """Training never preempts (design §9); batch and inference may."""
     return task.type != TaskType.TRAINING
 
 
 def ineligibility(victim: ActiveTask, *, preemptor: TaskInfo, preempt_stage: str) -> str | None:
-    """Why `victim` may not be evicted for `preemptor`, or None when all four rules of SPEC §9 allow it."""
+    """Why `victim` may not be evicted for `preemptor`, or None when all four rules of design §9 allow it."""
     if victim.type in NEVER_VICTIM_TYPES:
         return f"{victim.type} tasks are never preempted"
     if not victim.preemptible:

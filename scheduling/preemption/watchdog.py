@@ -1,4 +1,4 @@
-"""The preemption watchdog (SPEC §9): a victim whose stop is not confirmed within 60 s is settled anyway."""
+"""The preemption watchdog (design §9): a victim whose stop is not confirmed within 60 s is settled anyway."""
 
 import logging
 from datetime import datetime, timedelta

@@ -1,4 +1,4 @@
-"""The scheduling queue (SPEC §15.1), kube-scheduler's activeQ / backoffQ / unschedulable design kept in PostgreSQL
+"""The scheduling queue (design §15.1), kube-scheduler's activeQ / backoffQ / unschedulable design kept in PostgreSQL
 so that every scheduler process shares it.
 
 Pending work — single tasks and training gangs alike — is ordered by priority descending (a gang by its highest

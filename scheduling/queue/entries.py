@@ -1,4 +1,4 @@
-"""Reading the scheduling queue: the first active entries in queue order (SPEC §15.1).
+"""Reading the scheduling queue: the first active entries in queue order (design §15.1).
 
 An entry is a single pending task, or a training gang (world_size > 1) with pending members, which is placed whole
 and ranks by its highest member priority and its own creation time. Each side is read along its order with its own

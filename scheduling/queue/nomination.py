@@ -1,4 +1,4 @@
-"""Nomination (SPEC §15.1): a task that started a preemption is nominated on its node, and the cards there are held
+"""Nomination (design §15.1): a task that started a preemption is nominated on its node, and the cards there are held
 for it — not given to lower-priority work — until its next attempt.
 
 `Task.nominated_node` is written when the preemption starts (`nominate`) and cleared once the nominee's attempt ends

@@ -1,4 +1,4 @@
-"""Changes the apps below scheduling announce that may let parked work fit: activate it (SPEC §15.1)."""
+"""Changes the apps below scheduling announce that may let parked work fit: activate it (design §15.1)."""
 
 from django.dispatch import receiver
 

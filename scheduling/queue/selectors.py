@@ -1,4 +1,4 @@
-"""Reading a task's place in the scheduling queue for the pages (SPEC §15.1)."""
+"""Reading a task's place in the scheduling queue for the pages (design §15.1)."""
 
 from datetime import datetime
 

@@ -1,4 +1,4 @@
-"""The trace replay protocol of SPEC §15.9 (the FGD paper's simulator protocol) on the production framework.
+"""The trace replay protocol of design §15.9 (the FGD paper's simulator protocol) on the production framework.
 
 `Replay` places a sequence of arrivals on an in-memory snapshot: each task at once by `Framework.schedule` and the
 framework's Reserve point (card choice), exactly as a scheduling cycle places it; a task that does not fit fails for

@@ -23,7 +23,7 @@ CORRECTION_ACTION = "ledger.correct"
 @receiver(heartbeat_recorded, dispatch_uid="scheduling.services.node_ledger.recount_on_heartbeat")
 def recount_on_heartbeat(sender, *, node_id: int, **kwargs) -> None:
     if node_gpu_used_recount(node_id=node_id) is not None:
-        # The ledger may have freed cards: parked work may fit now (SPEC §15.1).
+        # The ledger may have freed cards: parked work may fit now (design §15.1).
         queue_activate(reason=f"gpu_used of node {node_id} recounted")
 
 
@@ -66,7 +66,7 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
 
 
 def node_ledgers_correct(*, audit: LedgerAudit, actor=None) -> list[tuple[str, int, int]]:
-    """Set each wrong `gpu_used` to its recount, under the node's row lock (the recount of SPEC §7, so a bind
+    """Set each wrong `gpu_used` to its recount, under the node's row lock (the recount of design §7, so a bind
     racing it is ordered), with an audit row in the same transaction. Returns (node, before, after) per correction."""
     corrections = []
     for node in audit.nodes:

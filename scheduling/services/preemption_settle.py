@@ -1,4 +1,4 @@
-"""Settling a preemption once its container is gone (SPEC §9): the victim goes back to the queue, once."""
+"""Settling a preemption once its container is gone (design §9): the victim goes back to the queue, once."""
 
 import logging
 

@@ -13,7 +13,7 @@ from scheduling.models import Task, TaskEvent
 from scheduling.queue.services import queue_activate
 from scheduling.signals import group_members_moved, task_transitioned
 
-# Returning to the queue forgets the placement and enters the queue active (SPEC §15.1); finishing keeps node and
+# Returning to the queue forgets the placement and enters the queue active (design §15.1); finishing keeps node and
 # cards as history.
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
                       "queue_backoff": 0, "parked_until": None}

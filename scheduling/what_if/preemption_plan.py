@@ -3,7 +3,7 @@
 The task is attempted on the cluster as it is now, by the plugin set the scheduler runs with; when no node takes
 it, the real PostFilter runs with a preemption handle that plans and stops there (`PreemptionHandle.plan`), so the
 preview is the decision a cycle taking this task first would carry out. A tenant sees its own victims by id; of
-other tenants' victims only how many there are and their priorities (SPEC §15.6).
+other tenants' victims only how many there are and their priorities (design §15.6).
 """
 
 import random

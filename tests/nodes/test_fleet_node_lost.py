@@ -1,4 +1,4 @@
-"""End to end over HTTP with the simulated fleet (SPEC §15.4, §15.5): one agent dies mid-run.
+"""End to end over HTTP with the simulated fleet (design §15.4, §15.5): one agent dies mid-run.
 
 After `node_lost_timeout` its tasks are failed `NodeLost`, its cards free, the gang it ran restarts on the other
 nodes, and when the agent comes back (adopting the processes it left) its heartbeat gets them in a `kill` list,

@@ -1,4 +1,4 @@
-"""Nodes with cards of several vendors (SPEC §15.3): each vendor numbers its cards from 0."""
+"""Nodes with cards of several vendors (design §15.3): each vendor numbers its cards from 0."""
 
 import pytest
 

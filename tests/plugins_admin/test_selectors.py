@@ -21,7 +21,7 @@ DEFAULT_PLUGIN_SET = {
     "preempt": (True, 0, {"preempt_stage": "running"}),
     "resource-filter": (True, 1, {}),
     "gpu-filter": (True, 1, {}),
-    "fgd": (False, 0, {}),     # SPEC §15.9, its own migration
+    "fgd": (False, 0, {}),     # design §15.9, its own migration
 }
 
 

@@ -1,4 +1,4 @@
-"""Several scheduler PROCESSES running cycles at once over one queue (SPEC §4: correctness rests on the CAS)."""
+"""Several scheduler PROCESSES running cycles at once over one queue (design §4: correctness rests on the CAS)."""
 
 import os
 import subprocess

@@ -1,5 +1,5 @@
-"""Races of SPEC §15.4 with real threads on PostgreSQL: each settles exactly once, and afterwards both GPU ledgers
-agree (SPEC §7) whichever side won."""
+"""Races of design §15.4 with real threads on PostgreSQL: each settles exactly once, and afterwards both GPU ledgers
+agree (design §7) whichever side won."""
 
 import threading
 import time

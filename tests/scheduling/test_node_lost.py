@@ -1,4 +1,4 @@
-"""Lost nodes (SPEC §15.4), through `manage.py run_loops` against the database."""
+"""Lost nodes (design §15.4), through `manage.py run_loops` against the database."""
 
 from datetime import timedelta
 from io import StringIO

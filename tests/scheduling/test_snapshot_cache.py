@@ -74,7 +74,7 @@ def test_a_cache_that_missed_nothing_equals_a_fresh_build_after_every_kind_of_ch
     GPU.objects.filter(node=nodes[2], index=3).delete()
     Node.objects.filter(id=nodes[2].id).update(gpu_total=3)
     nodes[3].delete()
-    # A second vendor's card 0 beside the node's NVIDIA card 0: cards are known by (type, index) (SPEC §15.2).
+    # A second vendor's card 0 beside the node's NVIDIA card 0: cards are known by (type, index) (design §15.2).
     GPU.objects.create(node=nodes[2], index=0, uuid="NPU-0", type="ascend", model="910B", memory_total_mb=65536)
     Task.objects.filter(status=lifecycle.SCHEDULED, node=nodes[2]).update(card_type="nvidia")
     added = make_node(cards=8, region="cn-east")

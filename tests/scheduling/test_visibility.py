@@ -1,4 +1,4 @@
-"""Leaks between tenants (SPEC §15.6, issue 13 item 8): a tenant's diagnostics and preemption messages name none of
+"""Leaks between tenants (design §15.6, issue 13 item 8): a tenant's diagnostics and preemption messages name none of
 another tenant's task ids, priorities or dedicated nodes; node addresses are for staff."""
 
 import re

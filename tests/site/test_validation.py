@@ -1,4 +1,4 @@
-"""Limits of input (SPEC §15.8, issue 13 item 1): beyond them a 400 naming the field, nothing written, never a 500;
+"""Limits of input (design §15.8, issue 13 item 1): beyond them a 400 naming the field, nothing written, never a 500;
 and the OpenAPI schema declares the same limits."""
 
 import json

@@ -1,4 +1,4 @@
-"""Vendor card detectors, in the fixed detection priority of a mixed node (SPEC §1).
+"""Vendor card detectors, in the fixed detection priority of a mixed node (design §1).
 
 musa → hygon → cambricon → biren → ascend → kunlun → iluvatar → nvidia → metax → enflame
 """

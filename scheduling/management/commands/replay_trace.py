@@ -1,4 +1,4 @@
-"""Replay a workload on the production framework (SPEC §15.9) and print placement quality per policy.
+"""Replay a workload on the production framework (design §15.9) and print placement quality per policy.
 
     python manage.py replay_trace --policy spread,binpack,fgd [--pods data/traces/openb/openb_pod_list_gpushare40.csv]
     python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd --report
@@ -47,7 +47,7 @@ UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 HELP = """Replay a workload on the production scheduler; print allocation per layout policy.
 
 Without --from-db: tasks drawn from an openb-format trace (--pods) until --arrival x the GPUs of its node list
-(--nodes) have arrived, never leaving (SPEC 15.9).
+(--nodes) have arrived, never leaving (design §15.9).
 
 With --from-db: the tasks created in the last --since (all tenants, all states), replayed on the cluster's current
 nodes (the node table's nodes with their cards, as if online and empty; cordoned nodes left out). Arrival is the

@@ -4,7 +4,7 @@ from scheduling.tickers import TICKERS
 
 
 class Command(BaseCommand):
-    help = ("Run every scheduling ticker once, in-process, and print what each did (SPEC §15.7): "
+    help = ("Run every scheduling ticker once, in-process, and print what each did (design §15.7): "
             + ", ".join(TICKERS) + ".")
 
     def add_arguments(self, parser):

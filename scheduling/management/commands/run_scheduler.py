@@ -17,7 +17,7 @@ QUEUE_POLL_SECONDS = 0.5
 
 
 class Command(BaseCommand):
-    help = "Run scheduling cycles every --interval seconds (SPEC §4), or one with --once."
+    help = "Run scheduling cycles every --interval seconds (design §4), or one with --once."
 
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between cycle starts")

@@ -1,4 +1,4 @@
-"""fgd: Fragmentation Gradient Descent layout (Weng et al., USENIX ATC'23; SPEC §15.9). Exclusive with spread/binpack.
+"""fgd: Fragmentation Gradient Descent layout (Weng et al., USENIX ATC'23; design §15.9). Exclusive with spread/binpack.
 
 A node's fragmentation is measured against the target workload (`fragmentation`): the idle GPU capacity that the
 popular task shapes could not use there. The score prefers the node whose fragmentation grows least when the task
@@ -35,7 +35,7 @@ NEUTRAL = 50.0
 NO_TIE_BREAK = "none"
 BEST_FIT = "best-fit"
 TIE_BREAKS = (NO_TIE_BREAK, BEST_FIT)
-# The settings of HeteroFlow's improved fgd (SPEC §15.9 replay: above the paper's FGD on openb); `{}` is the paper's.
+# The settings of HeteroFlow's improved fgd (design §15.9 replay: above the paper's FGD on openb); `{}` is the paper's.
 IMPROVED = {"tie_break": BEST_FIT, "cpu_weight": 1.0}
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
 

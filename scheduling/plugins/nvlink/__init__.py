@@ -1,4 +1,4 @@
-"""nvlink: NVLink-aware placement for multi-card tasks (SPEC §6).
+"""nvlink: NVLink-aware placement for multi-card tasks (design §6).
 
 The node label `heteroflow.io/gpu-topology` (written by the agent, grammar in `nodes.topology_label`) gives NVLink
 pairs and each card's NUMA node; NVLink domains are its connected components. Only FREE cards (no active occupant,
@@ -12,7 +12,7 @@ Filter: with task label `nvlink: required`, a node whose largest set of free car
 than k is removed. No topology data, or a task of fewer than 2 cards ⇒ score 50 and pass.
 Group scores are cached per table row and recomputed only for rows an in-memory bind changed.
 
-Reserve (SPEC §5.3), for a whole-card task on a node with topology data: the smallest NVLink domain (fewest free
+Reserve (design §5.3), for a whole-card task on a node with topology data: the smallest NVLink domain (fewest free
 cards, then fewest cards) that holds the task, preferring one whose free cards fit on one NUMA node; inside it the
 tightest NUMA node that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most
 free cards first so the task spans as few domains as possible. Without topology data it leaves the choice to the

@@ -1,4 +1,4 @@
-"""preempt (PostFilter, SPEC §9): when no node can take a task for lack of room, evict lower-priority preemptible
+"""preempt (PostFilter, design §9): when no node can take a task for lack of room, evict lower-priority preemptible
 work so that it fits later. Its setting `preempt_stage` (disabled|scheduled|running) says which victims' states
 may be evicted.
 

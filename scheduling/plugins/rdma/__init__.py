@@ -1,4 +1,4 @@
-"""rdma: node labels `rdma: true|false` and optional `rdma-speed: <Gbps>` (SPEC §6).
+"""rdma: node labels `rdma: true|false` and optional `rdma-speed: <Gbps>` (design §6).
 
 Score: no label 50; `true` 70 + speed/10 capped at +30; `false` 40 (computed once per node in `NodeTable`).
 Filter: task label `rdma: required` removes only nodes labelled `false`; unlabelled nodes pass.

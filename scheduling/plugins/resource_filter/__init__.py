@@ -1,4 +1,4 @@
-"""resource-filter (always on): the per-card GPU admission check (SPEC §6, §8). CPU and memory are bind's job.
+"""resource-filter (always on): the per-card GPU admission check (design §6, §8). CPU and memory are bind's job.
 
 Whole-card task: at least `gpu_required` free cards (no active occupant) whose memory utilisation is under the
 threshold (95 %) and, when `gpu_memory_mb` is set, each with that much free memory after reserve.
@@ -6,7 +6,7 @@ Fractional task: one card without a whole-card occupant, under the threshold, wi
 (`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb`, whose
 occupants ALL may share with the task's tenant. When such cards exist but the tenant rule rejects each of them, the
 reason is NO_TENANT_ELIGIBLE_CARD, which the framework turns into NoTenantEligibleGPU.
-Only cards of one of the task's card groups count (its type and gpu-model, never a mix; SPEC §15.3): on a node whose
+Only cards of one of the task's card groups count (its type and gpu-model, never a mix; design §15.3): on a node whose
 cards are all of one type and model that is every card (gpu-filter has checked them), otherwise each group is
 judged on its own and the node passes when one group can hold the task.
 """
@@ -34,7 +34,7 @@ class ResourceFilter(RowPlugin):
     name = NAME
     reasons = (INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, NO_TENANT_ELIGIBLE_CARD)
     resolvable = frozenset({INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED})
-    # Cards exist but the tenant may share none of them: the attempt says so (SPEC §12).
+    # Cards exist but the tenant may share none of them: the attempt says so (design §12).
     attempt_codes = {NO_TENANT_ELIGIBLE_CARD: r.NO_TENANT_ELIGIBLE_GPU}
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:

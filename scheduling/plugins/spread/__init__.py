@@ -1,4 +1,4 @@
-"""spread: prefer the least used node (SPEC §6 node usage). Mutually exclusive with binpack and fgd."""
+"""spread: prefer the least used node (design §6 node usage). Mutually exclusive with binpack and fgd."""
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def usage_key(task: TaskInfo, table: NodeTable) -> tuple:
 
 def _group_usage(task: TaskInfo, node, fallback: float) -> float:
     """u_gpu on a node with cards of several types or models: of the card group the task would take from (the
-    smallest that holds it, as Reserve chooses; SPEC §15.3), not of cards it cannot use."""
+    smallest that holds it, as Reserve chooses; design §15.3), not of cards it cannot use."""
     fitting = [(len(cards), sum(1 for card in cards if not card.is_free)) for _, cards in card_groups(task, node)
                if sum(1 for card in cards if card.is_free) >= task.gpu_required]
     if not fitting:

@@ -1,4 +1,4 @@
-"""topology: placement preference by the task's `region` / `zone` / `rack` labels (SPEC §6).
+"""topology: placement preference by the task's `region` / `zone` / `rack` labels (design §6).
 
 Base 50; the node matches region +5, zone +15, rack +10, each independent (max 80). A node field left empty adds
 nothing. The `topology: required` hard constraint is the built-in affinity filter's.

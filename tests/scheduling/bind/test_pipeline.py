@@ -1,4 +1,4 @@
-"""Bind (SPEC §5) against PostgreSQL: the claim, the live re-checks, and all-or-nothing rollback."""
+"""Bind (design §5) against PostgreSQL: the claim, the live re-checks, and all-or-nothing rollback."""
 
 import random
 

@@ -1,5 +1,5 @@
-"""The scheduling cycle of SPEC §4 end to end against PostgreSQL: placement policy, the walk-through of SPEC §5,
-the 200-entry bound and the queue order of SPEC §15.1."""
+"""The scheduling cycle of design §4 end to end against PostgreSQL: placement policy, the walk-through of design §5,
+the 200-entry bound and the queue order of design §15.1."""
 
 import random
 from collections import Counter

@@ -1,4 +1,4 @@
-"""Attempt records, code counts and fragmentation (SPEC §12)."""
+"""Attempt records, code counts and fragmentation (design §12)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Real model names and mixed-vendor nodes end to end (SPEC §15.2, §15.3): a task takes cards of its type and
+"""Real model names and mixed-vendor nodes end to end (design §15.2, §15.3): a task takes cards of its type and
 gpu-model only, of one type when it names none, in filter, card choice (Reserve) and the bind re-check."""
 
 import random

@@ -18,5 +18,5 @@ def test_every_spec_error_code_is_defined():
     assert set(reasons.ERROR_CODES) == {
         "NoSchedulableNodes", "InsufficientResources", "NoTenantEligibleGPU", "PreemptionPending", "QuotaExceeded",
         "GPUTypeUnavailable", "LoadThresholdExceeded", "PortsExhausted", "ShardAllocationFailed", "GangIncomplete",
-        "BindConflict", "TenantInactive", "InternalError",  # SPEC §15.6, issue 13 (fault isolation)
+        "BindConflict", "TenantInactive", "InternalError",  # design §15.6, issue 13 (fault isolation)
     }

@@ -1,4 +1,4 @@
-"""Gang scheduling of training groups (SPEC §10) against PostgreSQL: placement, all-or-nothing, network, GPU type."""
+"""Gang scheduling of training groups (design §10) against PostgreSQL: placement, all-or-nothing, network, GPU type."""
 
 import itertools
 import random

@@ -1,4 +1,4 @@
-"""Gangs after a member is lost (SPEC §15.5), through `manage.py run_loops` and the agent's reports."""
+"""Gangs after a member is lost (design §15.5), through `manage.py run_loops` and the agent's reports."""
 
 from datetime import timedelta
 from io import StringIO

@@ -1,4 +1,4 @@
-"""`TaskGroup.status` derived from the members of the current run (SPEC §15.5)."""
+"""`TaskGroup.status` derived from the members of the current run (design §15.5)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""`manage.py replay_trace` (SPEC §15.9) on a small trace cut from openb, written to a temporary directory, and
+"""`manage.py replay_trace` (design §15.9) on a small trace cut from openb, written to a temporary directory, and
 with `--from-db` on tasks and nodes seeded in the test database."""
 
 import csv

@@ -1,4 +1,4 @@
-"""`manage.py run_loops --once [--only NAME ...]` (SPEC §15.7)."""
+"""`manage.py run_loops --once [--only NAME ...]` (design §15.7)."""
 
 from io import StringIO
 

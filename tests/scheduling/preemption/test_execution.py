@@ -1,4 +1,4 @@
-"""Carrying out a plan and settling it (SPEC §9): victims stay counted until their stop is confirmed."""
+"""Carrying out a plan and settling it (design §9): victims stay counted until their stop is confirmed."""
 
 import pytest
 from django.db import connection

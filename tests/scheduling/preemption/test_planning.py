@@ -1,4 +1,4 @@
-"""Which victims a preemption picks (SPEC §9), driven through the real scheduling cycle."""
+"""Which victims a preemption picks (design §9), driven through the real scheduling cycle."""
 
 import pytest
 

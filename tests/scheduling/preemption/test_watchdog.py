@@ -1,4 +1,4 @@
-"""The preemption watchdog and its race with the agent's late report (SPEC §9)."""
+"""The preemption watchdog and its race with the agent's late report (design §9)."""
 
 import threading
 from datetime import timedelta

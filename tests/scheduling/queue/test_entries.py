@@ -1,4 +1,4 @@
-"""The queue's order (SPEC §15.1): priority, then creation time, then id — single tasks and gangs alike, a gang
+"""The queue's order (design §15.1): priority, then creation time, then id — single tasks and gangs alike, a gang
 by its highest member priority; parked work is not taken."""
 
 from datetime import timedelta

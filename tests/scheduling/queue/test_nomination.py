@@ -1,4 +1,4 @@
-"""Nomination (SPEC §15.1): the cards a preemption frees, and the free ones its plan counted on, are held for the
+"""Nomination (design §15.1): the cards a preemption frees, and the free ones its plan counted on, are held for the
 preemptor, not given to lower-priority work while the victims stop."""
 
 from scheduling import lifecycle

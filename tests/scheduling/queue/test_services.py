@@ -1,4 +1,4 @@
-"""Parking and activation (SPEC §15.1), in PostgreSQL so every scheduler process shares them: backoff 1 s doubling
+"""Parking and activation (design §15.1), in PostgreSQL so every scheduler process shares them: backoff 1 s doubling
 to 60 s, activation at once by the events that could make parked work fit, from wherever they happen."""
 
 import threading

@@ -1,4 +1,4 @@
-"""The trace replay (SPEC §15.9) on a small subset of the openb trace: every 25th node, all pods."""
+"""The trace replay (design §15.9) on a small subset of the openb trace: every 25th node, all pods."""
 
 from pathlib import Path
 

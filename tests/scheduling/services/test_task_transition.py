@@ -43,7 +43,7 @@ def test_every_illegal_transition_is_refused_naming_both_states(tenant, from_sta
 
 
 def test_a_preempting_victim_may_end_by_itself():
-    """SPEC §15.4 makes `preempting → succeeded | failed` legal: the victim finished before its stop took effect."""
+    """design §15.4 makes `preempting → succeeded | failed` legal: the victim finished before its stop took effect."""
     assert {(lifecycle.PREEMPTING, lifecycle.SUCCEEDED), (lifecycle.PREEMPTING, lifecycle.FAILED)} <= TRANSITIONS
     with pytest.raises(IllegalTransition):
         lifecycle.check_transition(lifecycle.PREEMPTING, lifecycle.STOPPED)

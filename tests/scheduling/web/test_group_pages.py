@@ -1,4 +1,4 @@
-"""The task group form and page (SPEC §15.5: `max_restarts` on the form; the group's derived status)."""
+"""The task group form and page (design §15.5: `max_restarts` on the form; the group's derived status)."""
 
 import pytest
 from django.test import Client
