@@ -3,6 +3,10 @@
 "Fits" is decided by the node's own filter chain run on a copy of the node with the victims' resources given back,
 so every hard rule of a normal attempt (NVLink `required`, `gpu-model`, the preemptor's tenant-sharing boundary,
 dedicated nodes) holds for the plan as well.
+
+A victim's cards help only if they are in one of the preemptor's card groups (`cards.card_groups`: its GPU type, its
+model when it asks for one): on a node with cards of several vendors the plan is searched per card group, with the
+victims of that group alone, so work on cards the preemptor could never use is never evicted.
 """
 
 from collections import Counter, defaultdict
@@ -10,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduling import lifecycle
-from scheduling.framework.cards import cards_by_key
-from scheduling.framework.occupancy import forget
+from scheduling.framework.cards import card_groups, cards_by_key
+from scheduling.framework.occupancy import forget, occupied_cards
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Status
 from scheduling.models import TaskType
@@ -25,6 +29,7 @@ VICTIM_STATES: dict[str, frozenset[str]] = {
 }
 
 NO_VICTIMS_FOUND = "no preemption victims found"
+NO_VICTIM_ON_ITS_CARDS = "no eligible victim holds cards of its type"
 
 FitCheck = Callable[[TaskInfo, NodeInfo], Status]
 
@@ -112,26 +117,51 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
         if not occupants:
             reasons[node.name] = "no eligible victims"
             continue
-        victims = sorted(
+        eligible = sorted(
             (v for v in occupants if ineligibility(v, preemptor=task, preempt_stage=preempt_stage) is None),
             key=eviction_order,
         )
-        if not victims:
+        if not eligible:
             reasons[node.name] = "no eligible victims"
             continue
-        # Evicting more only frees more, so a node that all its victims cannot free is skipped at once.
-        status = fit_check(task, _released(node, victims, occupants))
-        if not status.is_success:
-            reasons[node.name] = f"all {len(victims)} eligible victims would not be enough ({status.reason})"
+        node_best: PreemptionPlan | None = None
+        shortfall = None
+        for victims in victims_per_card_group(task, node, eligible):
+            # Evicting more only frees more, so a group that all its victims cannot free is skipped at once.
+            status = fit_check(task, _released(node, victims, occupants))
+            if not status.is_success:
+                shortfall = f"all {len(victims)} eligible victims would not be enough ({status.reason})"
+                continue
+            prefix = next(
+                count for count in range(1, len(victims) + 1)
+                if count == len(victims) or fit_check(task, _released(node, victims[:count], occupants)).is_success
+            )
+            plan = PreemptionPlan(node_id=node.id, node_name=node.name, victims=tuple(victims[:prefix]))
+            if node_best is None or plan.rank < node_best.rank:
+                node_best = plan
+        if node_best is None:
+            reasons[node.name] = shortfall or NO_VICTIM_ON_ITS_CARDS
             continue
-        prefix = next(
-            count for count in range(1, len(victims) + 1)
-            if count == len(victims) or fit_check(task, _released(node, victims[:count], occupants)).is_success
-        )
-        plan = PreemptionPlan(node_id=node.id, node_name=node.name, victims=tuple(victims[:prefix]))
-        if best is None or plan.rank < best.rank:
-            best = plan
+        if best is None or node_best.rank < best.rank:
+            best = node_best
     return PlanSearch(plan=best, node_reasons={} if best else reasons)
+
+
+def victims_per_card_group(task: TaskInfo, node: NodeInfo, eligible: list[ActiveTask]) -> list[list[ActiveTask]]:
+    """Per card group of `node` the task may take from, the eligible victims (in eviction order) that can help it
+    there: those holding a card of that group (whole, or a shard on one) and those holding no card at all, whose
+    host CPU and memory every group needs. A task that needs no card may be helped by any victim."""
+    if task.gpu_required <= 0 and not task.is_fractional:
+        return [eligible]
+    cards = cards_by_key(node)
+    per_group = []
+    for _, group in card_groups(task, node):
+        in_group = {id(card) for card in group}
+        helping = [victim for victim in eligible if not victim.cards
+                   or any(id(card) in in_group for card in occupied_cards(node, victim.occupant, cards))]
+        if helping:
+            per_group.append(helping)
+    return per_group
 
 
 def _released(node: NodeInfo, victims: list[ActiveTask], occupants: list[ActiveTask]) -> NodeInfo:
