@@ -30,6 +30,9 @@ import re
 from dataclasses import dataclass, field
 
 TOPOLOGY_LABEL = "heteroflow.io/gpu-topology"
+# The label is written from `nvidia-smi topo -m`: on a node with cards of several vendors it describes the NVIDIA
+# cards only (each vendor numbers its cards from 0, so its indexes are the NVIDIA cards' indexes).
+LABELLED_CARD_TYPE = "nvidia"
 
 _PAIR = re.compile(r"(\d+)-(\d+)")
 _CARD = re.compile(r"(\d+):(\d+|-)")

@@ -32,7 +32,7 @@ from .client import AgentClient, AgentRequestError, ServerUnavailable
 from .detectors import Card, CommandRunner, detect_all, run_command
 from .host import CpuSampler, memory_used_mb
 from .runtime import Runtime, TaskSpec
-from .topology import TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
+from .topology import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +261,6 @@ class Agent:
 
 
 def _with_topology_numa(card: Card, topology: GpuTopology) -> Card:
-    if card.type != "nvidia" or card.numa is not None or card.index not in topology.numa:
+    if card.type != LABELLED_CARD_TYPE or card.numa is not None or card.index not in topology.numa:
         return card
     return dataclasses.replace(card, numa=topology.numa[card.index])

@@ -3,9 +3,10 @@
 
 import re
 
-from nodes.topology_label import TOPOLOGY_LABEL, GpuTopology, decode_label, encode_label, nvlink_domains
+from nodes.topology_label import (LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, decode_label, encode_label,
+                                  nvlink_domains)
 
-__all__ = ["TOPOLOGY_LABEL", "GpuTopology", "decode_label", "encode_label", "nvlink_domains",
+__all__ = ["LABELLED_CARD_TYPE", "TOPOLOGY_LABEL", "GpuTopology", "decode_label", "encode_label", "nvlink_domains",
            "parse_nvidia_smi_topo"]
 
 _GPU_NAME = re.compile(r"GPU(\d+)")

@@ -12,6 +12,10 @@ Filter: with task label `nvlink: required`, a node whose largest set of free car
 than k is removed. No topology data, or a task of fewer than 2 cards ⇒ score 50 and pass.
 Group scores are cached per table row and recomputed only for rows an in-memory bind changed.
 
+Per card group (design §15.3): the label describes a node's NVIDIA cards (`LABELLED_CARD_TYPE`; on a node of one type
+without types reported, all its cards). So a domain never spans vendors, only those cards count as free, and a task
+of another GPU type is scored as on a node without topology data (50, passes, default card choice).
+
 Reserve (design §5.3), for a whole-card task on a node with topology data: the smallest NVLink domain (fewest free
 cards, then fewest cards) that holds the task, preferring one whose free cards fit on one NUMA node; inside it the
 tightest NUMA node that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most
@@ -24,12 +28,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from nodes.topology_label import TOPOLOGY_LABEL, decode_label, nvlink_domains
+from nodes.topology_label import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, decode_label, nvlink_domains
+from scheduling.framework.cards import card_type_of
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.reserve import whole_card_candidates
 from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
-from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable
 
 NAME = "nvlink"
@@ -61,8 +66,22 @@ def node_topology(node: NodeInfo) -> NodeTopology | None:
     return _decode(text) if text else None
 
 
+_DESCRIBED_TYPES = frozenset({LABELLED_CARD_TYPE, ""})
+
+
+def is_described(card: CardInfo, node: NodeInfo) -> bool:
+    """Whether the topology label speaks of `card` (an NVIDIA card, or a card of no reported type)."""
+    return card_type_of(card, node) in _DESCRIBED_TYPES
+
+
+def takes_described_cards(task: TaskInfo) -> bool:
+    """Whether the task's cards can be ones the label describes: it asks for NVIDIA cards or names no type."""
+    return task.gpu_type.strip().lower() in _DESCRIBED_TYPES
+
+
 def free_cards(node: NodeInfo, config: SchedulerConfig) -> set[int]:
-    return {card.index for card in node.cards if card.is_free and not config.card_overloaded(card)}
+    return {card.index for card in node.cards
+            if is_described(card, node) and card.is_free and not config.card_overloaded(card)}
 
 
 def _numa_bonus(cards: list[int], numa: dict[int, int | None], k: int) -> float:
@@ -120,21 +139,21 @@ class Nvlink(RowPlugin):
     resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
+        if not _nvlink_required(task):
             return np.zeros(len(rows), np.int8)
         # NaN (no topology data) compares False: the node passes.
         return (self._per_row(table, rows, LARGEST) < task.gpu_required).astype(np.int8)
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
-        if task.gpu_required < 2 or not label_is(task.labels, "nvlink", "required"):
+        if not _nvlink_required(task):
             return EVERY_ROW_PASSES
         return (task.gpu_required,)
 
     def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
-        return (max(task.gpu_required, 1),)
+        return (max(task.gpu_required, 1) if takes_described_cards(task) else 0,)
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        if task.gpu_required < 2:
+        if task.gpu_required < 2 or not takes_described_cards(task):
             return np.full(len(rows), NEUTRAL)
         scores = self._per_row(table, rows, task.gpu_required)
         return np.where(np.isnan(scores), NEUTRAL, scores)
@@ -143,7 +162,8 @@ class Nvlink(RowPlugin):
         if task.gpu_required <= 0:
             return None
         topology = node_topology(node)
-        if topology is None:
+        # On a mixed node the framework offers one card group at a time: NVLink data speaks of NVIDIA cards only.
+        if topology is None or not all(is_described(card, node) for card in node.cards):
             return None
         candidates = whole_card_candidates(task, node, state.config)
         if len(candidates) < task.gpu_required:
@@ -161,11 +181,16 @@ class Nvlink(RowPlugin):
             for row, bits in zip(stale.tolist(), table.free_card_bits(stale).tolist()):
                 node = table.nodes[row]
                 text = node.labels.get(TOPOLOGY_LABEL)
-                if bits < 0:
+                # The table's bitmask counts every card; only a node of described cards alone may use it.
+                if bits < 0 or not (table.uniform_cards[row] and node.cards and is_described(node.cards[0], node)):
                     bits = sum(1 << card for card in free_cards(node, table.config) if card < 63)
                 values[row] = _row_value(text, bits, key) if text else np.nan
             versions[stale] = table.row_version[stale]
         return values[rows]
+
+
+def _nvlink_required(task: TaskInfo) -> bool:
+    return task.gpu_required >= 2 and takes_described_cards(task) and label_is(task.labels, "nvlink", "required")
 
 
 def factory(setting: PluginSetting) -> Nvlink:

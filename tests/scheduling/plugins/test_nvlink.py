@@ -1,12 +1,15 @@
 """nvlink on the real `nvidia-smi topo -m` captures, through the agent's parser and label encoding."""
 
+from dataclasses import replace
 
 import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_topo
-from scheduling.plugins import nvlink
+from scheduling.framework.framework import Framework
+from scheduling.framework.registry import PluginSetting
+from scheduling.plugins import build_plugin_set, nvlink
 from scheduling.plugins.nvlink import Nvlink, node_topology
-from tests.scheduling.framework.builders import make_node, make_state, make_task, occupy
+from tests.scheduling.framework.builders import CONFIG, make_cards, make_node, make_state, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
 
 CAPTURES = TOPOLOGY_CAPTURES
@@ -76,3 +79,53 @@ def test_required_passes_without_data_or_for_one_card():
     assert plugin.filter(state, make_task(gpu_required=4, labels={"nvlink": "required"}), make_node()).is_success
     one_card = make_task(gpu_required=1, labels={"nvlink": "required"})
     assert plugin.filter(state, one_card, captured_node("8gpu-pcie-pix-phb-sys.txt")).is_success
+
+
+def mixed_node(*, busy_nvidia: tuple[int, ...] = (), busy_ascend: tuple[int, ...] = ()):
+    """4 NVLinked NVIDIA cards (the label, from nvidia-smi, speaks of them) beside 4 Ascend cards numbered 0–3 too;
+    the node's type is Ascend, which detection finds first."""
+    topology = parse_nvidia_smi_topo((CAPTURES / "4gpu-nv4-2numa-1nic.txt").read_text())
+    nvidia_cards = make_cards(4)
+    ascend_cards = make_cards(4, gpu_type="ascend", model="910B")
+    for index in busy_nvidia:
+        occupy(nvidia_cards[index], tenant_id=9)
+    for index in busy_ascend:
+        occupy(ascend_cards[index], tenant_id=9)
+    return make_node(gpu_type="ascend", card_list=ascend_cards + nvidia_cards,
+                     labels={TOPOLOGY_LABEL: encode_label(topology)})
+
+
+def test_on_a_mixed_node_only_nvidia_cards_count_as_free_in_a_domain():
+    nvidia_only = captured_node("4gpu-nv4-2numa-1nic.txt", busy=(0, 1))
+    nvidia_task = make_task(gpu_required=2, gpu_type="nvidia")
+
+    mixed_score = Nvlink().score(make_state(), nvidia_task, mixed_node(busy_nvidia=(0, 1)))
+
+    assert mixed_score == Nvlink().score(make_state(), nvidia_task, nvidia_only)
+    assert mixed_score != Nvlink().score(make_state(), nvidia_task, mixed_node())
+
+
+def test_a_task_of_another_type_on_a_mixed_node_is_scored_as_without_topology_data():
+    ascend_task = make_task(gpu_required=2, gpu_type="ascend")
+    assert Nvlink().score(make_state(), ascend_task, mixed_node(busy_ascend=(0,))) == nvlink.NEUTRAL
+
+
+def test_required_on_a_mixed_node_counts_the_free_nvidia_cards_of_the_domain():
+    required = make_task(gpu_required=3, gpu_type="nvidia", labels={"nvlink": "required"})
+    plugin, state = Nvlink(), make_state()
+
+    assert not plugin.filter(state, required, mixed_node(busy_nvidia=(0, 1))).is_success
+    assert plugin.filter(state, required, mixed_node(busy_ascend=(0, 1))).is_success
+    ascend_required = make_task(gpu_required=3, gpu_type="ascend", labels={"nvlink": "required"})
+    assert plugin.filter(state, ascend_required, mixed_node()).is_success
+
+
+def test_card_choice_on_a_mixed_node_takes_nvlink_data_for_nvidia_cards_only():
+    framework = Framework(build_plugin_set([PluginSetting("nvlink", True, 1)]), CONFIG)
+    node = mixed_node(busy_nvidia=(0,))
+
+    nvidia_cards = framework.reserve(make_task(gpu_required=2, gpu_type="nvidia"), node)
+    ascend_group = replace(node, cards=[card for card in node.cards if card.type == "ascend"], cache={})
+
+    assert (nvidia_cards.card_type, sorted(nvidia_cards)) == ("nvidia", [2, 3])
+    assert Nvlink().reserve(make_state(), make_task(gpu_required=2, gpu_type="ascend"), ascend_group) is None
