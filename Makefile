@@ -25,7 +25,7 @@ RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF
 run: $(INSTALLED)
 	mkdir -p .data && (test -s .data/secret_key || $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" \
 		> .data/secret_key)
-	@$(WITH_SERVICES) $(MAKE) --no-print-directory serve
+	@$(PY) -m heteroflow_site.local_services run --tracked -- $(MAKE) --no-print-directory serve
 
 serve: $(INSTALLED)
 	$(RUN_ENV) $(PY) manage.py migrate --noinput

@@ -10,6 +10,11 @@ starts them, runs the command with their URLs in its environment and, when the c
 stops the servers it started. `python -m heteroflow_site.local_services stop` (`make stop`) stops whatever runs
 under the data folder, e.g. after a bare `pytest` that started them on its own.
 
+`run --tracked` (what `make run` uses) also marks every process of the command with `HETEROFLOW_RUN_OF` (the data
+folder) in its environment, which children inherit. `stop` ends the processes carrying the mark of this data folder
+— web, worker, beat, fleet, honcho — before the servers: a run whose terminal or honcho was killed with `kill -9`
+leaves orphans that no pid file names, but they still carry the mark.
+
 A server killed without warning leaves its pid and lock files behind; the next start removes those whose process
 is gone (or is some other program that got the same pid), so that a stale file never blocks the next start.
 """
@@ -32,6 +37,7 @@ from urllib.parse import quote
 EMBEDDED_DATABASE_NAME = "postgres"
 REPOSITORY = Path(__file__).resolve().parent.parent
 STOP_TIMEOUT_SECONDS = 30
+RUN_MARKER = "HETEROFLOW_RUN_OF"
 
 
 def default_data_dir() -> Path:
@@ -237,12 +243,57 @@ def _terminate(pid: int, *, first: signal.Signals, last: signal.Signals) -> None
         process.wait(STOP_TIMEOUT_SECONDS)
 
 
+# --- processes of a tracked run ---------------------------------------------------------------------------------
+
+
+def tracked_processes(data_dir: Path) -> list:
+    """The live processes a `run --tracked` under `data_dir` started, however deep, the embedded servers aside."""
+    import psutil
+
+    mark = str(data_dir.resolve())
+    servers = {pid for pid in (_postmaster_pid(data_dir / "pg"), _redis_server_pid(data_dir / "redis.pid")) if pid}
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid == os.getpid() or process.environ().get(RUN_MARKER) != mark:
+                continue
+            if process.pid in servers or servers & {parent.pid for parent in process.parents()}:
+                continue
+            found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def stop_tracked_processes(data_dir: Path) -> int:
+    """SIGTERM to every process of a tracked run, SIGKILL to those still alive after the timeout; how many ended."""
+    import psutil
+
+    processes = tracked_processes(data_dir)
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=STOP_TIMEOUT_SECONDS)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=STOP_TIMEOUT_SECONDS)
+    return len(processes)
+
+
 # --- command line -------------------------------------------------------------------------------------------------
 
 
-def run_with_services(command: list[str], *, data_dir: Path) -> int:
+def run_with_services(command: list[str], *, data_dir: Path, tracked: bool = False) -> int:
     """Run `command` with the embedded servers' URLs in its environment; stop the servers this call started when it
-    ends, however it ends. Ctrl-C reaches the command from the terminal; this process waits for it to finish."""
+    ends, however it ends. Ctrl-C reaches the command from the terminal; this process waits for it to finish.
+    `tracked`: mark the command's processes so that `stop` finds them (module docstring)."""
+    if tracked:
+        os.environ[RUN_MARKER] = str(data_dir.resolve())
     started = ensure_local_services(data_dir)
     if started:
         print(f"embedded {' and '.join(started)} started under {data_dir}; they stop with this command",
@@ -280,19 +331,24 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="action", required=True)
     run = actions.add_parser("run", help="run a command with the embedded servers, stop them after it")
+    run.add_argument("--tracked", action="store_true",
+                     help="mark the command's processes so that `stop` ends them even after a kill -9 of this one")
     run.add_argument("command", nargs=argparse.REMAINDER)
-    actions.add_parser("stop", help="stop the embedded servers running under the data folder")
+    actions.add_parser("stop", help="stop the processes of a tracked run and the embedded servers of the data folder")
     arguments = parser.parse_args(argv)
     _read_dotenv()
     data_dir = default_data_dir()
     if arguments.action == "stop":
+        ended = stop_tracked_processes(data_dir)
         stopped = stop_local_services(data_dir)
+        if ended:
+            print(f"{ended} process(es) of a run ended")
         print(f"stopped: {', '.join(stopped)}" if stopped else f"no embedded server was running under {data_dir}")
         return 0
     command = arguments.command[1:] if arguments.command[:1] == ["--"] else arguments.command
     if not command:
         parser.error("run needs a command")
-    return run_with_services(command, data_dir=data_dir)
+    return run_with_services(command, data_dir=data_dir, tracked=arguments.tracked)
 
 
 if __name__ == "__main__":
