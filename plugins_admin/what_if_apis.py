@@ -16,7 +16,11 @@ class WhatIfSideOutput(serializers.Serializer):
 
 
 class WhatIfOutput(serializers.Serializer):
-    considered = serializers.IntegerField(help_text="pending tasks placed on each side, in queue order")
+    considered = serializers.IntegerField(help_text="pending tasks placed on each side, in queue order (gang members "
+                                                    "included)")
+    gangs = serializers.IntegerField(help_text="training gangs among them, each placed whole as the cycle places it")
+    not_previewed = serializers.ListField(child=serializers.CharField(),
+                                          help_text="what only the live cluster answers: the Bind plugins, by name")
     current = WhatIfSideOutput()
     proposed = WhatIfSideOutput()
     moved = serializers.ListField(child=serializers.DictField(), help_text="[{task, from_node, to_node}]")

@@ -82,6 +82,8 @@ def preview_view(preview: dict[str, Any]) -> dict[str, Any]:
                            tenant_id=None).values_list("id", "name"))
     return {
         "considered": preview["considered"],
+        "gangs": preview["gangs"],
+        "not_previewed": preview["not_previewed"],
         "moved": [{**move, "name": names.get(move["task"], "")} for move in preview["moved"]],
         "newly_placed": [{"task": task_id, "name": names.get(task_id, "")} for task_id in preview["newly_placed"]],
         "newly_unplaced": [{"task": task_id, "name": names.get(task_id, "")}

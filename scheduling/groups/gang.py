@@ -11,10 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scheduling import lifecycle
 from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import AvailabilityFilter, TenantFilter
 from scheduling.framework.cards import ChosenCards
-from scheduling.framework.framework import Framework
+from scheduling.framework.framework import Framework, refusal_code
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
@@ -73,6 +74,37 @@ class GangFailure:
         """The TaskGroup.diagnostics document: {code, message, member, reason}."""
         member = None if self.rank is None else {"rank": self.rank, "task": self.task_id}
         return {"code": self.code, "message": self.message, "member": member, "reason": self.reason}
+
+
+def incomplete_gang(group: GroupInfo, live: list[tuple[TaskInfo, str]]) -> GangFailure | None:
+    """Why a gang cannot be placed at all now (`live`: its unfinished members with their status — some missing or
+    still active), or None when all `world_size` of them are pending."""
+    pending = [task for task, status in live if status == lifecycle.PENDING]
+    if len(pending) == len(live) == group.world_size:
+        return None
+    return GangFailure(group, reasons.GANG_INCOMPLETE,
+                       f"gang {group.name}: {len(pending)} of {group.world_size} members pending, "
+                       f"{len(live) - len(pending)} still active; a gang is placed only whole")
+
+
+def place_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapshot, framework: Framework,
+               rng: random.Random) -> GangPlan | GangFailure:
+    """A gang's whole attempt short of Bind, in the cycle's order: its PreFilters once with its totals, each member
+    through Filter, Score and Reserve (`plan_gang`), then the gang Permit. The cycle binds what it returns; the
+    what-if preview applies it to its copy of the cluster."""
+    admission = framework.pre_filter_gang(members, snapshot)
+    if not admission.is_success:
+        return GangFailure(group, refusal_code(admission), f"gang {group.name}: {admission.reason}",
+                           reason=admission.reason)
+    outcome = plan_gang(group, members, snapshot, framework, rng)
+    if isinstance(outcome, GangFailure):
+        return outcome
+    permit = framework.permit([(p.task, snapshot.node(p.node_id), list(p.cards)) for p in outcome.placements],
+                              world_size=group.world_size, tenancy=snapshot.tenancy)
+    if not permit.is_success:
+        return GangFailure(group, permit.attempt_code or reasons.GANG_INCOMPLETE,
+                           f"gang {group.name}: {permit.reason}", reason=permit.reason)
+    return outcome
 
 
 def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapshot, framework: Framework,

@@ -22,11 +22,11 @@ from scheduling.bind import Placement, bind_batch, plugin_bind_outcome
 from scheduling.bind.live import LiveNode
 from scheduling.diagnostics import AttemptBatch
 from scheduling.framework import reasons
-from scheduling.framework.framework import Framework, refusal_code
+from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
-from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, plan_gang
+from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, incomplete_gang, place_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
@@ -143,33 +143,27 @@ def schedule_groups(group_ids: list[int], snapshot: ClusterSnapshot, framework: 
                     rng: random.Random) -> list[GangResult]:
     """Plan and bind these gangs in this order, each whole or not at all; a bound gang is applied to `snapshot`
     (its cards and its tenant's quota usage) so the rest of the cycle sees it."""
+    return [_schedule_one(group, live, snapshot, framework, rng) for group, live in read_gangs(group_ids)]
+
+
+def read_gangs(group_ids: list[int]) -> list[tuple[GroupInfo, list]]:
+    """The gangs of `group_ids` that exist, in that order, each with [(TaskInfo, status)] of its members not yet
+    finished, by rank."""
     rows = TaskGroup.objects.filter(id__in=group_ids).values_list(*_GROUP_FIELDS)
     groups = {row[0]: GroupInfo(**dict(zip(_GROUP_FIELDS, row))) for row in rows}
     members_of = _live_members(set(groups))
-    return [_schedule_one(groups[group_id], members_of.get(group_id, []), snapshot, framework, rng)
-            for group_id in group_ids if group_id in groups]
+    return [(groups[group_id], members_of.get(group_id, [])) for group_id in group_ids if group_id in groups]
 
 
 def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, framework: Framework,
                   rng: random.Random) -> GangResult:
     pending = [task for task, status in live if status == lifecycle.PENDING]
-    if len(pending) != len(live) or len(pending) != group.world_size:
-        failure = GangFailure(group, reasons.GANG_INCOMPLETE,
-                              f"gang {group.name}: {len(pending)} of {group.world_size} members pending, "
-                              f"{len(live) - len(pending)} still active; a gang is placed only whole")
-        return _failed(failure, pending)
-    admission = framework.pre_filter_gang(pending, snapshot)
-    if not admission.is_success:
-        return _failed(GangFailure(group, refusal_code(admission), f"gang {group.name}: {admission.reason}",
-                                   reason=admission.reason), pending)
-    outcome = plan_gang(group, pending, snapshot, framework, rng)
+    incomplete = incomplete_gang(group, live)
+    if incomplete is not None:
+        return _failed(incomplete, pending)
+    outcome = place_gang(group, pending, snapshot, framework, rng)
     if isinstance(outcome, GangFailure):
         return _failed(outcome, pending)
-    permit = framework.permit([(p.task, snapshot.node(p.node_id), list(p.cards)) for p in outcome.placements],
-                              world_size=group.world_size, tenancy=snapshot.tenancy)
-    if not permit.is_success:
-        return _failed(GangFailure(group, permit.attempt_code or reasons.GANG_INCOMPLETE,
-                                   f"gang {group.name}: {permit.reason}", reason=permit.reason), pending)
     bound = bind_gang(outcome, framework=framework, snapshot=snapshot)
     if not bound:
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.

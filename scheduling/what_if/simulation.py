@@ -1,9 +1,10 @@
 """Placing the head of the queue on a copy of the cluster, as a cycle would but binding nothing. Pure: no ORM.
 
 Each task goes through the framework's extension points in the cycle's order (PreFilter → Filter → Score → Reserve
-→ Permit) and a placement is applied to the copy at once, so the next task sees it. What only the live cluster can
-answer is left out: PostFilter (an eviction is previewed by `preemption_plan`), the Bind plugins and the bind's live
-re-check of node load.
+→ Permit) and a placement is applied to the copy at once, so the next task sees it. A training gang is placed whole
+at its place in the queue, as the cycle places it (`groups.gang.place_gang`): every member or none. What only the
+live cluster can answer is left out (`NOT_PREVIEWED`): PostFilter (an eviction is previewed by `preemption_plan`),
+the Bind plugins and the bind's live re-check of node load.
 """
 
 import copy
@@ -11,16 +12,33 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scheduling import lifecycle
 from scheduling.diagnostics import fragmentation
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
+from scheduling.groups.gang import GangFailure, GroupInfo, incomplete_gang, place_gang
 
 # Ties between equal nodes are broken by this seed on both sides, so an unchanged plugin set places every task
 # exactly as before.
 TIE_SEED = 0
+
+
+@dataclass(frozen=True)
+class GangToPlace:
+    """A training gang at its place in the queue; `live`: its unfinished members with their status, by rank."""
+
+    group: GroupInfo
+    live: list[tuple[TaskInfo, str]]
+
+    @property
+    def pending(self) -> list[TaskInfo]:
+        return [task for task, status in self.live if status == lifecycle.PENDING]
+
+
+QueueItem = TaskInfo | GangToPlace
 
 
 @dataclass(frozen=True)
@@ -55,23 +73,46 @@ def copy_snapshot(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     return replace(snapshot, nodes=nodes, quotas=copy.deepcopy(snapshot.quotas), table=None, _by_id=None)
 
 
-def simulate(framework: Framework, snapshot: ClusterSnapshot, tasks: list[TaskInfo]) -> Side:
-    """Place `tasks` in order on `snapshot` (changed in place: pass a copy)."""
+def simulate(framework: Framework, snapshot: ClusterSnapshot, queue: list[QueueItem]) -> Side:
+    """Place the tasks and gangs of `queue` in order on `snapshot` (changed in place: pass a copy)."""
     rng = random.Random(TIE_SEED)
     placements = []
-    for task in tasks:
-        result = framework.schedule(task, snapshot, rng)
-        if result.node is None:
-            placements.append(Placement(task.id, None, (), result.code))
-            continue
-        cards = framework.reserve(task, result.node, snapshot.tenancy)
-        permit = framework.permit([(task, result.node, cards)], tenancy=snapshot.tenancy)
-        if not permit.is_success:
-            placements.append(Placement(task.id, None, (), permit.attempt_code or reasons.NO_SCHEDULABLE_NODES))
-            continue
-        apply_bind(snapshot, task, result.node, cards)
-        placements.append(Placement(task.id, result.node.name, tuple(cards), reasons.SCHEDULED))
+    for item in queue:
+        if isinstance(item, GangToPlace):
+            placements += _place_gang(framework, snapshot, item, rng)
+        else:
+            placements.append(_place_task(framework, snapshot, item, rng))
     return Side(plugins=framework.describe(), placements=placements, snapshot=snapshot)
+
+
+def not_previewed(framework: Framework) -> list[str]:
+    """What the preview leaves to the live cluster, by name: the enabled Bind plugins and the live re-checks."""
+    binders = [plugin.name for plugin in framework.plugin_set.binders]
+    return [*(f"Bind plugin {name}" for name in binders), "preemption (PostFilter)", "the bind's live re-check"]
+
+
+def _place_task(framework: Framework, snapshot: ClusterSnapshot, task: TaskInfo, rng: random.Random) -> Placement:
+    result = framework.schedule(task, snapshot, rng)
+    if result.node is None:
+        return Placement(task.id, None, (), result.code)
+    cards = framework.reserve(task, result.node, snapshot.tenancy)
+    permit = framework.permit([(task, result.node, cards)], tenancy=snapshot.tenancy)
+    if not permit.is_success:
+        return Placement(task.id, None, (), permit.attempt_code or reasons.NO_SCHEDULABLE_NODES)
+    apply_bind(snapshot, task, result.node, cards)
+    return Placement(task.id, result.node.name, tuple(cards), reasons.SCHEDULED)
+
+
+def _place_gang(framework: Framework, snapshot: ClusterSnapshot, gang: GangToPlace,
+                rng: random.Random) -> list[Placement]:
+    outcome = incomplete_gang(gang.group, gang.live) or place_gang(gang.group, gang.pending, snapshot, framework, rng)
+    if isinstance(outcome, GangFailure):
+        return [Placement(task.id, None, (), outcome.code) for task in gang.pending]
+    placements = []
+    for member in outcome.placements:
+        apply_bind(snapshot, member.task, snapshot.node(member.node_id), member.chosen_cards())
+        placements.append(Placement(member.task.id, member.node_name, member.cards, reasons.SCHEDULED))
+    return placements
 
 
 def compare(current: Side, proposed: Side) -> dict[str, Any]:

@@ -80,16 +80,50 @@ def test_the_preview_keeps_to_the_queue_order_and_the_cycle_limit(tenant):
     assert late.id not in {entry["task"] for entry in preview["proposed"]["placements"]}
 
 
-def test_gang_members_are_left_to_their_own_path(tenant):
-    make_node(cards=8)
-    gang = TaskGroup.objects.create(tenant=tenant, name="ddp", type="training", world_size=2, gpus_per_worker=1)
-    for rank in range(2):
-        make_task(tenant=tenant, type="training", gpu_required=1, group=gang, rank=rank)
-    alone = make_task(tenant=tenant, gpu_required=1)
+def _gang(tenant, *, world_size: int, gpus_per_worker: int, priority: int = 50):
+    gang = TaskGroup.objects.create(tenant=tenant, name=f"ddp-{world_size}x{gpus_per_worker}", type="training",
+                                    world_size=world_size, gpus_per_worker=gpus_per_worker)
+    members = [make_task(tenant=tenant, type="training", gpu_required=gpus_per_worker, group=gang, rank=rank,
+                         priority=priority) for rank in range(world_size)]
+    return gang, members
+
+
+def test_a_training_gang_is_previewed_whole_at_its_place_in_the_queue(tenant):
+    make_node(cards=8, name="node-a")
+    make_node(cards=8, name="node-b")
+    _, members = _gang(tenant, world_size=2, gpus_per_worker=4, priority=90)
+    alone = make_task(tenant=tenant, gpu_required=1, priority=10)
 
     preview = plugin_change_preview(requests=ENABLE_BINPACK)
 
-    assert [entry["task"] for entry in preview["current"]["placements"]] == [alone.id]
+    assert (preview["considered"], preview["gangs"]) == (3, 1)
+    placements = preview["current"]["placements"]
+    assert [entry["task"] for entry in placements] == [*(member.id for member in members), alone.id]
+    assert all(entry["code"] == "Scheduled" and len(entry["cards"]) == 4 for entry in placements[:2])
+    assert preview["current"]["allocation"]["gpu_used"] == 9
+
+
+def test_a_gang_that_does_not_fit_whole_places_no_member_and_its_cards_stay_free(tenant):
+    make_node(cards=8, name="node-a")
+    _, members = _gang(tenant, world_size=3, gpus_per_worker=4, priority=90)
+    alone = make_task(tenant=tenant, gpu_required=8, priority=10)
+
+    preview = plugin_change_preview(requests=[])
+
+    by_task = {entry["task"]: entry for entry in preview["current"]["placements"]}
+    assert [by_task[member.id]["node"] for member in members] == [None, None, None]
+    assert by_task[alone.id]["node"] == "node-a"
+
+
+def test_the_preview_names_the_bind_plugins_it_does_not_preview(tenant, settings):
+    settings.HETEROFLOW_EXTRA_PLUGINS = ["tests.example_plugins.gatekeeper.factory"]
+    make_node(cards=8)
+    make_task(tenant=tenant, gpu_required=1)
+
+    preview = plugin_change_preview(requests=[])
+
+    assert preview["not_previewed"][0] == "Bind plugin gatekeeper"
+    assert "preemption (PostFilter)" in preview["not_previewed"]
 
 
 @pytest.mark.parametrize(("requests", "field"), [

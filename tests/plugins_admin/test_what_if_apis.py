@@ -36,8 +36,8 @@ def test_admin_gets_both_sides_and_the_diff(admin_client, tenant):
 
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"considered", "current", "proposed", "moved", "newly_placed", "newly_unplaced",
-                         "fragmentation"}
+    assert set(body) == {"considered", "gangs", "not_previewed", "current", "proposed", "moved", "newly_placed",
+                         "newly_unplaced", "fragmentation"}
     assert len(body["moved"]) == 3
     assert {"task", "from_node", "to_node"} == set(body["moved"][0])
     assert {scorer["name"]: scorer["weight"] for scorer in body["proposed"]["plugins"]["scorers"]}["nvlink"] == 3

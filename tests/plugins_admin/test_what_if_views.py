@@ -5,7 +5,7 @@ import re
 import pytest
 
 from plugins_admin.models import PluginChange
-from scheduling.models import PluginConfig
+from scheduling.models import PluginConfig, TaskGroup
 from tests.factories import make_node, make_task
 from tests.web_clients import HTMX
 
@@ -50,6 +50,19 @@ def test_preview_shows_the_moved_tasks_and_both_bars_and_saves_nothing(admin_web
     assert '<option value="enable" selected>' in html  # the asked change stays in the form
     assert not _enabled("binpack") and _enabled("spread")
     assert not PluginChange.objects.exists()
+
+
+def test_the_preview_says_gangs_are_placed_whole_and_what_it_does_not_preview(admin_web, tenant):
+    _cluster(tenant)
+    gang = TaskGroup.objects.create(tenant=tenant, name="ddp", type="training", world_size=2, gpus_per_worker=2)
+    for rank in range(2):
+        make_task(tenant=tenant, type="training", gpu_required=2, group=gang, rank=rank, priority=90)
+
+    html = admin_web.post("/plugins/", PREVIEW_BINPACK, **HTMX).content.decode()
+
+    summary = re.search(r'<p class="what-if-summary">.*?</p>', html, re.DOTALL).group(0)
+    assert "first 8 pending tasks" in summary and "the members of 1 training gang among them" in summary
+    assert re.search(r'<p class="muted" id="not-previewed">Not previewed: preemption \(PostFilter\)', html)
 
 
 def test_an_unchanged_preview_says_nothing_moves(admin_web, tenant):
