@@ -133,13 +133,6 @@ def check_scheduler() -> dict:
     return {"last_cycle_seconds_ago": age, "limit_seconds": limit}
 
 
-def queue_latencies_since(task_ids: Iterable[int], since: datetime) -> list[float]:
-    """Submission-to-bind seconds of those tasks that a bind since `since` placed."""
-    rows = Task.objects.filter(id__in=list(task_ids), scheduled_at__gte=since).values_list("created_at",
-                                                                                          "scheduled_at")
-    return [(scheduled - created).total_seconds() for created, scheduled in rows]
-
-
 def priority_band() -> Case:
     whens = [When(priority__gte=floor, then=Value(name)) for name, floor in PRIORITY_BANDS if floor is not None]
     return Case(*whens, default=Value(PRIORITY_BANDS[-1][0]))

@@ -25,7 +25,7 @@ from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.occupancy import apply_bind
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, incomplete_gang, place_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup
@@ -54,12 +54,16 @@ class GangBindOutcome:
 
 @dataclass(frozen=True)
 class GangResult:
-    """One gang's attempt in a cycle; `bound_task_ids` are the members now scheduled (empty unless bound)."""
+    """One gang's attempt in a cycle; `bound_tasks` are the members now scheduled (empty unless bound)."""
 
     group_id: int
     code: str
     message: str
-    bound_task_ids: tuple[int, ...] = ()
+    bound_tasks: tuple[TaskInfo, ...] = ()
+
+    @property
+    def bound_task_ids(self) -> tuple[int, ...]:
+        return tuple(task.id for task in self.bound_tasks)
 
     @property
     def bound(self) -> bool:
@@ -171,7 +175,7 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
         apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
-    return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task.id for p in outcome.placements))
+    return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task for p in outcome.placements))
 
 
 def _failed(failure: GangFailure, members: list) -> GangResult:

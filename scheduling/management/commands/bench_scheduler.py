@@ -58,9 +58,13 @@ class Command(BaseCommand):
                             help="layout scorer (the replay_trace policies); fgd measures against the seeded tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
+        parser.add_argument("--without-metrics", action="store_true",
+                            help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
+                                 "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
-               trace: str | None, keep: bool, without_live_updates: bool, layout: str, **options):
+               trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool, layout: str,
+               **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
@@ -78,7 +82,7 @@ class Command(BaseCommand):
                 connections.close_all()
                 try:
                     report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
-                                            concurrent_cycles=concurrent_cycles)
+                                            metrics=not without_metrics, concurrent_cycles=concurrent_cycles)
                 finally:
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
@@ -100,6 +104,8 @@ class Command(BaseCommand):
         if durations:
             self.stdout.write(f"cycle_ms p50={percentile(durations, 50):.1f} p99={percentile(durations, 99):.1f} "
                               f"max={durations[-1]:.1f}")
+            self.stdout.write(f"metrics_ms_per_cycle={report['metrics_ms'] / len(durations):.2f} "
+                              f"({100 * report['metrics_ms'] / sum(durations):.1f} % of cycle time)")
         binding = report["binding_s"]
         self.stdout.write(f"wall_s={wall:.2f} binding_s={binding:.2f}")
         self.stdout.write(f"peak_rss_mb={report['rss_mb']:.0f} (scheduler processes summed; "
@@ -145,7 +151,7 @@ def _forget_window() -> None:
 # --- running the scheduler processes -------------------------------------------------------------------------
 
 
-def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool,
+def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool, metrics: bool,
                    concurrent_cycles: bool) -> dict:
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(instances + 1)
@@ -153,7 +159,8 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
     url = database_url(database)
     processes = [
         context.Process(target=_scheduler_process,
-                        args=(url, f"bench-{index}", seed + index, live_updates, concurrent_cycles, ready, results))
+                        args=(url, f"bench-{index}", seed + index, live_updates, metrics, concurrent_cycles, ready,
+                              results))
         for index in range(instances)
     ]
     for process in processes:
@@ -175,11 +182,12 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
         "bound": sum(report["bound"] for report in reports),
         "pending_left": min(report["pending_left"] for report in reports),
         "rss_mb": sum(report["rss_mb"] for report in reports),
+        "metrics_ms": sum(report["metrics_ms"] for report in reports),
     }
 
 
-def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, concurrent_cycles: bool, ready,
-                       results) -> None:
+def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, metrics: bool,
+                       concurrent_cycles: bool, ready, results) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ["HETEROFLOW_CONCURRENT_CYCLES"] = "true" if concurrent_cycles else "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
@@ -193,6 +201,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, c
 
     if not live_updates:
         task_transitioned.disconnect(dispatch_uid=LIVE_TASK_RECEIVER)
+    metrics_seconds = _time_cycle_metrics() if metrics else _drop_cycle_metrics()
     rng = random.Random(seed)
     ready.wait()
     durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
@@ -211,8 +220,33 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, c
         if pending == 0 or idle >= math.ceil(pending / CYCLE_LIMIT):
             break
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
-                 "last_bind_at": last_bind_at,
+                 "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds),
                  "rss_mb": max_rss_mb()})
+
+
+def _time_cycle_metrics() -> list[float]:
+    """Wrap the cycle's metrics write (one Redis round trip) with a clock; the list it appends its seconds to."""
+    from scheduling import metrics as cycle_metrics
+
+    spent: list[float] = []
+    record_cycle = cycle_metrics.record_cycle
+
+    def timed(**figures):
+        started = time.perf_counter()
+        try:
+            return record_cycle(**figures)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    cycle_metrics.record_cycle = timed
+    return spent
+
+
+def _drop_cycle_metrics() -> list[float]:
+    from scheduling import metrics as cycle_metrics
+
+    cycle_metrics.record_cycle = lambda **figures: None
+    return []
 
 
 # --- synthetic cluster ---------------------------------------------------------------------------------------

@@ -16,3 +16,13 @@ def test_bench_scheduler_binds_the_seeded_queue_and_prints_the_rate_beside_the_b
     assert len(rates) == 2 and all(float(ceiling) > 0 for _, ceiling, _ in rates), output
     assert re.search(r"^scaling instances=1:1\.00x instances=2:[\d.]+x$", output, re.MULTILINE), output
     assert benchmark_databases_left() == left_before
+
+
+@pytest.mark.django_db
+def test_bench_scheduler_prints_the_metrics_share_of_cycle_time_and_can_run_without_them():
+    with_metrics = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30")
+    without = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", "--without-metrics")
+
+    spent = re.search(r"^metrics_ms_per_cycle=([\d.]+) \(([\d.]+) % of cycle time\)$", with_metrics, re.MULTILINE)
+    assert spent and float(spent.group(1)) > 0, with_metrics
+    assert re.search(r"^metrics_ms_per_cycle=0\.00 \(0\.0 % of cycle time\)$", without, re.MULTILINE), without
