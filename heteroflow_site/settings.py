@@ -6,6 +6,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from heteroflow_site.local_services import celery_broker_url, ensure_local_services
+from heteroflow_site import periodic_jobs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -242,23 +243,10 @@ CELERY_TASK_IGNORE_RESULT = True
 # Workers log through LOGGING below (human or JSON lines), not through Celery's own root handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = TIME_ZONE
-# The tickers of docs/scheduling.md (The cycle; Nodes and the other loops). Each helper module registers its task
-# under these names.
-CELERY_BEAT_SCHEDULE = {
-    "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 5.0},
-    "scheduling-immediate": {"task": "scheduling.tasks.run_cycle_for_new_tasks", "schedule": 1.0},
-    "node-liveness": {"task": "nodes.tasks.mark_silent_nodes_offline", "schedule": 10.0},
-    "preemption-watchdog": {"task": "scheduling.tasks.preemption_watchdog", "schedule": 30.0},
-    "backlog-recovery": {"task": "scheduling.tasks.recover_backlog", "schedule": 60.0},
-    "inference-rebuild": {"task": "scheduling.tasks.rebuild_inference_groups", "schedule": 10.0},
-    "training-borrow-wakeup": {"task": "scheduling.tasks.wake_borrowed_training", "schedule": 15.0},
-    "scheduling-windows": {"task": "scheduling.tasks.apply_scheduling_windows", "schedule": 60.0},
-    "task-timeouts": {"task": "scheduling.tasks.enforce_task_timeouts", "schedule": 30.0},
-    "node-lost": {"task": "scheduling.tasks.release_lost_nodes", "schedule": 30.0},
-}
-# A tick still queued when the next one is due is dropped rather than run late: a stuck worker cannot pile ticks up.
-for _entry in CELERY_BEAT_SCHEDULE.values():
-    _entry.setdefault("options", {})["expires"] = _entry["schedule"]
+# The periodic jobs (docs/scheduling.md, The cycle; Nodes and the other loops), from their one table. A tick still
+# queued when the next one is due is dropped rather than run late: a stuck worker cannot pile ticks up.
+PERIODIC_JOBS = periodic_jobs.PERIODIC_JOBS
+CELERY_BEAT_SCHEDULE = periodic_jobs.beat_schedule(PERIODIC_JOBS)
 # A task stuck past the soft limit gets SoftTimeLimitExceeded (its transaction rolls back); past the hard limit its
 # worker process is replaced.
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("HETEROFLOW_TASK_SOFT_TIME_LIMIT", default=120)

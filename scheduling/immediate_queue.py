@@ -6,6 +6,8 @@ import redis
 from django.conf import settings
 
 QUEUE_KEY = "heteroflow:immediate-queue"
+# Set by an operator's "run a cycle now": the next immediate tick runs a cycle even with no new task.
+CYCLE_REQUEST_KEY = "heteroflow:cycle-requested"
 QUEUE_CAPACITY = 1000
 
 # Length check and push in one step, so that concurrent producers cannot overfill the queue.
@@ -34,9 +36,24 @@ def drain(limit: int = QUEUE_CAPACITY) -> list[int]:
     pipe = connection().pipeline()
     pipe.lrange(QUEUE_KEY, 0, limit - 1)
     pipe.ltrim(QUEUE_KEY, limit, -1)
-    raw, _ = pipe.execute()
+    pipe.delete(CYCLE_REQUEST_KEY)  # the cycle that drains is the one asked for
+    raw, _, _ = pipe.execute()
     return [int(item) for item in raw]
 
 
 def length() -> int:
     return int(connection().llen(QUEUE_KEY))
+
+
+def request_cycle() -> None:
+    """Ask for a cycle soon (within the immediate tick) without running one here."""
+    connection().set(CYCLE_REQUEST_KEY, 1)
+
+
+def work_waiting() -> bool:
+    """Whether a cycle should start before the next tick: new tasks are queued or a cycle was requested."""
+    pipe = connection().pipeline()
+    pipe.llen(QUEUE_KEY)
+    pipe.exists(CYCLE_REQUEST_KEY)
+    queued, requested = pipe.execute()
+    return bool(queued or requested)

@@ -121,7 +121,7 @@ def last_cycle_at() -> datetime | None:
 
 def check_scheduler() -> dict:
     """Readiness: some process finished a scheduling cycle within three periods of the scheduling tick."""
-    period = float(settings.CELERY_BEAT_SCHEDULE["scheduling-cycle"]["schedule"])
+    period = next(job.period for job in settings.PERIODIC_JOBS if job.name == "cycle")
     limit = SCHEDULER_PERIODS_ALLOWED * period
     last = last_cycle_at()
     if last is None:

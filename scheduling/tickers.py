@@ -1,11 +1,10 @@
-"""Every ticker of design §4, §11 and §15 by its operator-facing name, each returning one line on what it did.
+"""The functions of the periodic jobs of design §4, §11 and §15, each returning one line on what it did.
 
-Celery beat runs them on their periods (heteroflow_site.settings.CELERY_BEAT_SCHEDULE); `manage.py run_loops
---once` runs them in-process, for cron, operators and tests.
+Their names and periods are in heteroflow_site.periodic_jobs: Celery beat runs them on their periods and
+`manage.py run_loops --once` runs them in-process, for cron, operators and tests.
 """
 
-from collections.abc import Callable
-
+from scheduling import immediate_queue
 from nodes.services import nodes_mark_silent_offline
 from scheduling.cycle import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
@@ -16,8 +15,19 @@ from scheduling.node_lost import release_lost_nodes
 from scheduling.preemption.watchdog import preemption_watchdog
 
 
+def _figures(result) -> str:
+    return " ".join(f"{key}={value}" for key, value in result.as_dict().items())
+
+
 def cycle() -> str:
-    return " ".join(f"{key}={value}" for key, value in run_cycle(instance="run_loops").as_dict().items())
+    return _figures(run_cycle(instance="cycle"))
+
+
+def immediate_cycle() -> str:
+    """A cycle as soon as the immediate queue holds work or someone asked for one; nothing otherwise."""
+    if not immediate_queue.work_waiting():
+        return "nothing waiting: no cycle"
+    return _figures(run_cycle(instance="immediate-cycle"))
 
 
 def liveness() -> str:
@@ -55,17 +65,3 @@ def windows() -> str:
     if not run.leader:
         return "another instance holds the windows lock: nothing done"
     return f"{len(run.changed_groups)} group(s) changed by their window"
-
-
-# Housekeeping first, the cycle last, so that one pass places what the others freed.
-TICKERS: dict[str, Callable[[], str]] = {
-    "liveness": liveness,
-    "node-lost": node_lost,
-    "watchdog": watchdog,
-    "timeouts": timeouts,
-    "backlog": backlog_recovery,
-    "windows": windows,
-    "inference-rebuild": inference_rebuild,
-    "training-wakeup": training_wakeup,
-    "cycle": cycle,
-}

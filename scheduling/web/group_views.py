@@ -10,7 +10,7 @@ from nodes.models import GPU_TYPES
 from scheduling.api.group_apis import task_group_submit
 from scheduling.models import Parallelism, TaskGroup
 from scheduling.selectors import group_members, groups_visible_to
-from scheduling.web.views import error_context, submitted
+from scheduling.web.forms import error_context, submitted
 from tenants.models import Tenant
 
 GROUP_FORM_FIELDS = ("tenant", "name", "type", "world_size", "gpus_per_worker", "gpu_type", "parallelism",

@@ -1,17 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduling.web import group_views, views
+from scheduling.web import dashboard_views, diagnostics_views, group_views, task_views
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
                                                 redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.dashboard, name="dashboard"),
-    path("tasks/", views.task_list, name="task-list"),
-    path("tasks/new/", views.task_new, name="task-new"),
-    path("tasks/<int:task_id>/", views.task_detail, name="task-detail"),
-    path("diagnostics/", views.diagnostics, name="diagnostics"),
+    path("", dashboard_views.dashboard, name="dashboard"),
+    path("tasks/", task_views.task_list, name="task-list"),
+    path("tasks/new/", task_views.task_new, name="task-new"),
+    path("tasks/<int:task_id>/", task_views.task_detail, name="task-detail"),
+    path("diagnostics/", diagnostics_views.diagnostics, name="diagnostics"),
     path("groups/new/", group_views.group_new, name="group-new"),
     path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
 ]

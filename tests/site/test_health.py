@@ -2,6 +2,7 @@
 
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from django.test import Client
@@ -42,8 +43,8 @@ def test_readyz_is_ready_once_a_scheduler_cycle_ran():
 @pytest.mark.django_db
 def test_readyz_fails_when_the_last_cycle_is_older_than_three_periods(settings):
     run_cycle()
-    settings.CELERY_BEAT_SCHEDULE = {**settings.CELERY_BEAT_SCHEDULE,
-                                     "scheduling-cycle": {"task": "scheduling.tasks.run_cycle", "schedule": 0.001}}
+    settings.PERIODIC_JOBS = tuple(replace(job, period=0.001) if job.name == "cycle" else job
+                                   for job in settings.PERIODIC_JOBS)
     time.sleep(0.01)
     check = Client().get("/readyz").json()["checks"]["scheduler"]
     assert check["status"] == "fail" and "more than" in check["error"]

@@ -1,22 +1,28 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
 
-from scheduling.tickers import TICKERS
+
+def run_loops_jobs() -> dict[str, str]:
+    """The periodic jobs run_loops runs, by name, in the table's order, with the dotted path of their function."""
+    return {job.name: job.function for job in settings.PERIODIC_JOBS if job.in_run_loops}
 
 
 class Command(BaseCommand):
-    help = ("Run every scheduling ticker once, in-process, and print what each did (design §15.7): "
-            + ", ".join(TICKERS) + ".")
+    help = ("Run every periodic job once, in-process, and print what each did (design §15.7): "
+            + ", ".join(run_loops_jobs()) + ".")
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", required=True,
-                            help="run each ticker one time and exit (the only mode: Celery beat runs them on periods)")
-        parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(TICKERS),
-                            help="run only these tickers, in the order given")
+                            help="run each job one time and exit (the only mode: Celery beat runs them on periods)")
+        parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(run_loops_jobs()),
+                            help="run only these jobs, in the order given")
 
     def handle(self, *args, once: bool, only: list[str] | None, **options):
-        for name in only or TICKERS:
+        jobs = run_loops_jobs()
+        for name in only or jobs:
             try:
-                outcome = TICKERS[name]()
+                outcome = import_string(jobs[name])()
             except Exception as exc:
                 raise CommandError(f"{name}: {exc}") from exc
             self.stdout.write(f"{name}: {outcome}")

@@ -48,7 +48,7 @@ class Command(BaseCommand):
 def _wait_for_tick_or_new_tasks(deadline: float) -> None:
     while (remaining := deadline - time.monotonic()) > 0:
         try:
-            if immediate_queue.length():
+            if immediate_queue.work_waiting():
                 return
         except Exception:  # without Redis the loop simply keeps its tick
             logger.warning("immediate queue unavailable", exc_info=True)

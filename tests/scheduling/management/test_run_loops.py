@@ -1,12 +1,14 @@
-"""`manage.py run_loops --once [--only NAME ...]` (design §15.7)."""
+"""`manage.py run_loops --once [--only NAME ...]` (design §15.7) and the periodic jobs' one table."""
 
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from scheduling.models import Task
-from scheduling.tickers import TICKERS
+from heteroflow_site.celery import run_periodic_job
+from scheduling.management.commands.run_loops import run_loops_jobs
+from scheduling.models import CycleRecord, Task
 from tests.factories import make_node, make_task
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +24,23 @@ def run_loops(*args: str) -> list[str]:
 
 
 def test_every_ticker_of_the_spec_is_there():
-    assert sorted(TICKERS) == sorted(NAMES)
+    assert sorted(run_loops_jobs()) == sorted(NAMES)
+
+
+def test_beat_runs_every_job_of_the_table_under_its_name_and_period():
+    schedule = settings.CELERY_BEAT_SCHEDULE
+    assert list(schedule) == [job.name for job in settings.PERIODIC_JOBS]
+    assert {name: (entry["args"], entry["schedule"]) for name, entry in schedule.items()} == {
+        job.name: ((job.name,), job.period) for job in settings.PERIODIC_JOBS}
+    assert set(run_loops_jobs()) < set(schedule)
+
+
+def test_the_celery_task_runs_a_job_by_its_name(tenant):
+    make_node(cards=2)
+    make_task(tenant=tenant, gpu_required=1)
+
+    assert run_periodic_job("cycle").startswith("considered=1 bound=1")
+    assert CycleRecord.objects.count() == 1
 
 
 def test_once_runs_every_ticker_and_says_what_each_did(tenant):
@@ -31,7 +49,7 @@ def test_once_runs_every_ticker_and_says_what_each_did(tenant):
 
     lines = run_loops("--once")
 
-    assert [line.split(":")[0] for line in lines] == list(TICKERS)
+    assert [line.split(":")[0] for line in lines] == list(run_loops_jobs())
     assert lines[-1].startswith("cycle: considered=1 bound=1")
     assert Task.objects.get(id=task.id).status == "scheduled"
 

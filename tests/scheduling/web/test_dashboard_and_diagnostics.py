@@ -58,16 +58,27 @@ def test_diagnostics_page_shows_attempt_counts_and_pending_summaries(admin_web, 
 
 
 @pytest.mark.django_db
-def test_run_a_cycle_now_runs_one_and_returns_the_cycles_fragment(admin_web, tenant):
+def test_run_a_cycle_now_queues_one_and_returns_the_cycles_fragment(admin_web, tenant):
+    from heteroflow_site.celery import run_periodic_job
+    from scheduling import immediate_queue
+
     make_node(cards=8)
     make_task(tenant=tenant, gpu_required=1)
+    immediate_queue.drain()
+    assert not immediate_queue.work_waiting()
+
     response = admin_web.post("/diagnostics/", **HTMX)
     fragment = response.content.decode()
     assert response.status_code == 200
     assert fragment.lstrip().startswith('<div id="recent-cycles"')
-    assert "Cycle finished: considered 1, bound 1" in fragment
+    assert "Cycle requested" in fragment
+    assert not CycleRecord.objects.exists(), "the request itself runs no cycle"
+    assert immediate_queue.work_waiting()
+
+    assert " bound=1 " in run_periodic_job("immediate-cycle")
+    assert not immediate_queue.work_waiting(), "the cycle took the request"
     cycle = CycleRecord.objects.get()
-    assert f'id="cycle-{cycle.id}"' in fragment
+    assert f'id="cycle-{cycle.id}"' in admin_web.get("/diagnostics/", **HTMX).content.decode()
 
 
 @pytest.mark.django_db

@@ -1,0 +1,42 @@
+"""Chart geometry for the dashboard and diagnostics pages, computed here so that the SVGs need no script."""
+
+from scheduling.diagnostics import latest_cycle_fragmentation
+
+FRAGMENTATION_SIZES = (1, 2, 4, 8)
+
+
+def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92, row_height: int = 30) -> dict:
+    """Geometry of the horizontal stacked bar chart of cards per architecture."""
+    scale_max = max((row["total"] for row in rows), default=0) or 1
+    plot = width - label_width - 60
+    bars = []
+    for position, row in enumerate(rows):
+        used_w = plot * row["used"] / scale_max
+        free_w = plot * row["free"] / scale_max
+        offline_w = plot * row["offline"] / scale_max
+        bars.append({**row, "y": 10 + position * row_height, "used_w": used_w, "free_x": label_width + used_w,
+                     "free_w": free_w, "offline_x": label_width + used_w + free_w, "offline_w": offline_w,
+                     "end_x": label_width + used_w + free_w + offline_w + 8})
+    return {"width": width, "height": 20 + len(rows) * row_height, "label_width": label_width, "bars": bars}
+
+
+def fragmentation_panel() -> dict:
+    """Free cards vs cards usable by a k-card task and fgd's fragment of the idle capacity against the recent
+    tasks' shapes, with bar geometry."""
+    figures = latest_cycle_fragmentation()
+    free = figures["free_cards"]
+    bars = [{"label": "Free cards", "value": free, "free": True}]
+    bars += [{"label": f"{k}-card task", "value": figures["usable"][k]} for k in FRAGMENTATION_SIZES]
+    fgd = figures["fgd"]
+    # fgd's measure in the same units (cards): idle capacity (shards' free share included) and the part of it the
+    # recent tasks' shapes could not use.
+    fgd_bars = [{"label": "Idle capacity", "value": fgd["idle"], "free": True},
+                {"label": "FGD fragment", "value": fgd["fragmented"], "fgd": True}]
+    top = max(max(bar["value"] for bar in bars + fgd_bars), 1)
+    for position, bar in enumerate(bars + fgd_bars):
+        bar["y"] = 8 + position * 30 + (12 if position >= len(bars) else 0)
+        bar["w"] = 210 * bar["value"] / top
+        bar["end_x"] = 96 + bar["w"] + 6
+    fgd_percent = 100 * fgd["fragmented"] / fgd["idle"] if fgd["idle"] else 0.0
+    return {"free": free, "bars": bars, "fgd_bars": fgd_bars, "fgd": {**fgd, "percent": fgd_percent},
+            "divider_y": 8 + len(bars) * 30, "height": 28 + (len(bars) + len(fgd_bars)) * 30}

@@ -1,0 +1,27 @@
+"""The dashboard: the cluster at a glance."""
+
+from django.contrib.auth.decorators import login_required
+
+from heteroflow_site.web import render_page
+from nodes.selectors import capacity_by_architecture, nodes_by_status
+from scheduling import lifecycle
+from scheduling.selectors import pending_by_code, recent_cycles, tasks_visible_to
+from scheduling.web.charts import capacity_chart, fragmentation_panel
+
+
+@login_required
+def dashboard(request):
+    tasks = tasks_visible_to(request.user)
+    capacity = capacity_by_architecture()
+    context = {
+        "capacity": capacity,
+        "chart": capacity_chart(capacity),
+        "totals": {key: sum(row[key] for row in capacity) for key in ("total", "used", "free", "offline")},
+        "nodes_by_status": nodes_by_status(),
+        "pending_by_code": pending_by_code(tasks),
+        "active_tasks": tasks.filter(status__in=lifecycle.ACTIVE_STATES).count(),
+        "pending_tasks": tasks.filter(status=lifecycle.PENDING).count(),
+        "cycles": recent_cycles(),
+        "fragmentation": fragmentation_panel(),
+    }
+    return render_page(request, "scheduling/dashboard.html", context)

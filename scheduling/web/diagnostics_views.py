@@ -1,0 +1,47 @@
+"""The diagnostics page: recent cycles, attempts by code, the pending queue and fgd's view of the workload."""
+
+from django.contrib import messages
+from django.shortcuts import redirect
+from django.utils import timezone
+
+from heteroflow_site.web import render_page, staff_required
+from scheduling import immediate_queue
+from scheduling.diagnostics import attempt_counts
+from scheduling.plugins.fgd.recent import WINDOW, recent_workload
+from scheduling.queue.selectors import queue_state
+from scheduling.selectors import pending_queue, recent_cycles
+from scheduling.web.charts import fragmentation_panel
+
+PENDING_SHOWN = 50
+CYCLE_REQUESTED = "Cycle requested: the scheduler runs it within a second."
+
+
+@staff_required
+def diagnostics(request):
+    """The page; a POST ("run a cycle now") asks the scheduler for a cycle rather than running one in the request:
+    the cycles table shows it as soon as it finishes (it is pushed over the websocket)."""
+    requested = request.method == "POST"
+    if requested:
+        immediate_queue.request_cycle()
+        if not request.htmx:
+            messages.success(request, CYCLE_REQUESTED)
+            return redirect("diagnostics")
+    now = timezone.now()
+    context = {
+        "cycles": recent_cycles(),
+        "requested": CYCLE_REQUESTED if requested else None,
+        "attempt_counts": attempt_counts(),
+        "pending": [{"task": task, "queue": queue_state(task, now=now)}
+                    for task in pending_queue(limit=PENDING_SHOWN)],
+        "fragmentation": fragmentation_panel(),
+        "target_workload": target_workload_rows(),
+    }
+    return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
+
+
+def target_workload_rows() -> dict:
+    """fgd's target workload as the scheduler sees it: the recent-task window's most common shapes."""
+    workload = recent_workload()
+    return {"window": WINDOW, "counted": workload.counted,
+            "shapes": [{"label": shape.label(), "percent": 100 * share}
+                       for shape, share in zip(workload.shapes, workload.popularity)]}

@@ -1,0 +1,138 @@
+"""Task pages: the list, the submission form and a task's page (with why it is pending)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+
+from heteroflow_site.errors import DomainError
+from heteroflow_site.permissions import is_admin
+from heteroflow_site.validation import positive_int_or_none
+from heteroflow_site.web import render_page
+from nodes.models import GPU_TYPES
+from scheduling import lifecycle
+from scheduling.api.task_input import TaskInput
+from scheduling.models import TaskStatus, TaskType
+from scheduling.queue.selectors import queue_state
+from scheduling.selectors import tasks_visible_to
+from scheduling.services.task_stop import task_stop
+from scheduling.services.task_submit import task_submit
+from scheduling.visibility import filtered_nodes_for
+from scheduling.web import preemption_plan
+from scheduling.web.forms import TASK_FORM_FIELDS, error_context, submitted, task_form_payload
+from tenants.models import Tenant
+
+TASK_PAGE_SIZE = 200
+SCORE_MATRIX_ROWS = 10
+ACTIVE_FILTER = "active"
+
+
+def _filtered_tasks(request):
+    tasks = tasks_visible_to(request.user)
+    status = request.GET.get("status", "")
+    if status == ACTIVE_FILTER:
+        tasks = tasks.filter(status__in=lifecycle.ACTIVE_STATES)
+    elif status in TaskStatus.values:
+        tasks = tasks.filter(status=status)
+    tenant = request.GET.get("tenant", "")
+    tenant_id = positive_int_or_none(tenant)
+    if is_admin(request.user) and tenant_id is not None:
+        tasks = tasks.filter(tenant_id=tenant_id)
+    return tasks, {"status": status, "tenant": tenant}
+
+
+@login_required
+def task_list(request):
+    tasks, filters = _filtered_tasks(request)
+    admin = is_admin(request.user)
+    counts = dict(tasks_visible_to(request.user).values_list("status").annotate(n=Count("id")).order_by())
+    context = {
+        "tasks": tasks[:TASK_PAGE_SIZE],
+        "filters": filters,
+        "show_tenant": admin,
+        "tenants": Tenant.objects.all() if admin else [],
+        "status_choices": [(ACTIVE_FILTER, "active")] + list(TaskStatus.choices),
+        "counts": [{"status": value, "count": counts.get(value, 0)} for value in TaskStatus.values],
+    }
+    return render_page(request, "scheduling/tasks.html", context, fragment="task-table")
+
+
+def _submit_task(request, *, admin: bool):
+    payload = TaskInput(data=task_form_payload(request.POST, admin=admin))
+    payload.is_valid(raise_exception=True)
+    return task_submit(user=request.user, fields=payload.validated_data)
+
+
+@login_required
+def task_new(request):
+    admin = is_admin(request.user)
+    errors: dict[str, list[str]] = {}
+    values = request.POST if request.method == "POST" else {}
+    if request.method == "POST":
+        task, errors = submitted(lambda: _submit_task(request, admin=admin))
+        if task is not None:
+            messages.success(request, f"Task “{task.name}” submitted.")
+            return redirect("task-detail", task_id=task.id)
+    labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
+    context = {
+        **error_context(errors, TASK_FORM_FIELDS),
+        "values": values,
+        "labels": [pair for pair in labels if pair[0] or pair[1]] or [("", "")],
+        "admin": admin,
+        "tenants": Tenant.objects.filter(status=Tenant.Status.ACTIVE) if admin else [],
+        "task_types": TaskType.values,
+        "gpu_types": GPU_TYPES,
+    }
+    return render_page(request, "scheduling/task_new.html", context, status=400 if errors else 200)
+
+
+def why_pending(attempt, *, admin: bool) -> dict | None:
+    """The attempt as the task page shows it: filtered nodes grouped by reason and the best nodes' score matrix.
+
+    A tenant sees how many nodes are dedicated to other tenants, not which."""
+    if attempt is None:
+        return None
+    filtered = filtered_nodes_for(attempt.nodes.get("filtered", {}), admin=admin)
+    plugins = attempt.nodes.get("plugins", [])
+    scored = attempt.nodes.get("scored", [])
+    return {
+        "code": attempt.code,
+        "message": attempt.message,
+        "at": attempt.at,
+        "groups": sorted(({"reason": reason, "count": names if isinstance(names, int) else len(names),
+                           "names": [] if isinstance(names, int) else names}
+                          for reason, names in filtered.items()), key=lambda group: -group["count"]),
+        "plugins": plugins,
+        "matrix": [{"node": node, "total": total, "scores": scores}
+                   for node, total, *scores in scored[:SCORE_MATRIX_ROWS]],
+        "feasible_count": len(scored),
+    }
+
+
+@login_required
+def task_detail(request, task_id: int):
+    task = get_object_or_404(tasks_visible_to(request.user).select_related("nominated_node"), id=task_id)
+    if request.method == "POST":
+        try:
+            task_stop(task=task)
+        except DomainError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Stop requested for “{task.name}”.")
+        return redirect("task-detail", task_id=task.id)
+    pending = task.status == lifecycle.PENDING
+    if request.htmx and request.htmx.target == preemption_plan.FRAGMENT:
+        panel = preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None
+        return render_page(request, preemption_plan.TEMPLATE, {"task": task, "preemption": panel},
+                           fragment=preemption_plan.FRAGMENT)
+    context = {
+        "task": task,
+        "preemption": preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None,
+        "events": task.events.all(),
+        "why": why_pending(getattr(task, "attempt", None), admin=is_admin(request.user)),
+        "queue": queue_state(task),
+        "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
+        "terminal": task.status in lifecycle.TERMINAL_STATES,
+        "show_tenant": is_admin(request.user),
+    }
+    return render_page(request, "scheduling/task_detail.html", context, fragment="task-live")
