@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from scheduling import immediate_queue, lifecycle, metrics
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
-from scheduling.diagnostics import AttemptBatch, attempt_nodes
+from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind

@@ -20,7 +20,7 @@ from django.db import transaction
 from scheduling import lifecycle
 from scheduling.bind import Placement, bind_batch, plugin_bind_outcome
 from scheduling.bind.live import LiveNode
-from scheduling.diagnostics import AttemptBatch
+from scheduling.diagnostics.attempts import AttemptBatch
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet

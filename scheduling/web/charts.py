@@ -1,8 +1,6 @@
 """Chart geometry for the dashboard and diagnostics pages, computed here so that the SVGs need no script."""
 
-from scheduling.diagnostics import latest_cycle_fragmentation
-
-FRAGMENTATION_SIZES = (1, 2, 4, 8)
+from scheduling.diagnostics.cluster_view import FRAGMENTATION_SIZES, latest_cycle_fragmentation
 
 
 def capacity_chart(rows: list[dict], *, width: int = 620, label_width: int = 92, row_height: int = 30) -> dict:

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from heteroflow_site.web import render_page, staff_required
 from scheduling import immediate_queue
-from scheduling.diagnostics import attempt_counts
+from scheduling.diagnostics.attempts import attempt_counts
 from scheduling.plugins.fgd.recent import WINDOW, recent_workload
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_queue, recent_cycles

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduling import lifecycle
-from scheduling.diagnostics import fragmentation
+from scheduling.diagnostics.cluster_view import fragmentation
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.demo_cluster import DEMO_FLEET, topology_label
 from nodes.models import GPU_TYPES as TYPES
-from scheduling.diagnostics import attempt_nodes
+from scheduling.diagnostics.attempts import attempt_nodes
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView

@@ -2,12 +2,19 @@
 
 import pytest
 
-from scheduling.diagnostics import AttemptBatch, attempt_counts, fragmentation, record_attempt
+from scheduling.diagnostics.attempts import AttemptBatch, attempt_counts
+from scheduling.diagnostics.cluster_view import fragmentation
 from scheduling.models import AttemptCodeCount, SchedulingAttempt
 from scheduling.snapshot_builder import build_snapshot
 from tests.factories import make_node, make_task
 
 pytestmark = pytest.mark.django_db
+
+
+def record_attempt(task_id: int, code: str, message: str, nodes=None, extra=None) -> None:
+    batch = AttemptBatch()
+    batch.add(task_id, code, message, nodes, extra)
+    batch.flush()
 
 
 def test_the_latest_attempt_replaces_the_previous_one_and_every_attempt_is_counted(tenant):

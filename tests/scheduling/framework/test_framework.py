@@ -290,7 +290,7 @@ def test_post_score_can_change_totals():
 
 
 def test_attempt_nodes_keep_the_first_filtered_nodes_under_their_reasons_and_count_the_rest(monkeypatch):
-    from scheduling import diagnostics
+    from scheduling.diagnostics import attempts as diagnostics
 
     monkeypatch.setattr(diagnostics, "FILTERED_NODES_KEPT", 4)
     snapshot = make_snapshot(make_node(name="busy", gpu_used=8),

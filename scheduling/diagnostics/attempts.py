@@ -1,4 +1,4 @@
-"""Scheduling diagnostics (design §12): the latest attempt of every task, attempt counts per code, fragmentation.
+"""Scheduling attempts (design §12): the latest attempt of every task and the attempt counts per code.
 
 A cycle collects its attempts in an `AttemptBatch` and writes them in two statements at its end, whatever the
 number of tasks: the per-task upsert would otherwise cost a round trip per attempt on the scheduler's hot path.
@@ -9,19 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from django.core.cache import cache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
-from nodes.models import Node
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo
-from scheduling.framework.table import AVAILABLE_STATUSES
-from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task
+from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
 
-FRAGMENTATION_SIZES = (1, 2, 4, 8)
-# Without cycles (scheduler stopped) the figures are still rebuilt this often at most.
-FRAGMENTATION_CACHE_SECONDS = 10
 # Filtered nodes whose reasons an attempt keeps one by one. Past this the summary line still counts every node by
 # reason. Even as bare names, 5,000 nodes for each of 200 tasks a cycle are ~9 MB per cycle: measured at 5,000
 # nodes, keeping 1,000 names cut the cycle rate by a fifth against keeping 200.
@@ -118,14 +111,6 @@ def attempt_nodes(result) -> tuple[dict[str, Any], dict[str, Any]]:
     return nodes, ({"filtered_nodes_not_listed": left_out} if left_out > 0 else {})
 
 
-def record_attempt(task_id: int, code: str, message: str, nodes: dict[str, Any] | None = None,
-                   extra: dict[str, Any] | None = None) -> None:
-    """Store `task_id`'s latest attempt and count its code, at once (outside a cycle's batch)."""
-    batch = AttemptBatch()
-    batch.add(task_id, code, message, nodes, extra)
-    batch.flush()
-
-
 def _server_has_lz4(cursor) -> bool:
     """Builds without lz4 (the embedded PostgreSQL is one) accept only pglz; asked once per connection."""
     known = getattr(connection, "_heteroflow_lz4", None)
@@ -136,49 +121,6 @@ def _server_has_lz4(cursor) -> bool:
     return known
 
 
-def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
-    """Free cards on available nodes vs the cards a k-card task could use: Σ over nodes of ⌊free/k⌋·k."""
-    available = [node for node in snapshot.nodes if node.status in AVAILABLE_STATUSES and node.schedulable]
-    free_per_node = [_free_cards(node) for node in available]
-    return {
-        "free_cards": sum(free_per_node),
-        "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},
-        "fgd": fgd_fragmentation(available),
-    }
-
-
-def fgd_fragmentation(nodes: list[NodeInfo]) -> dict[str, Any]:
-    """fgd's measure (design §15.9) over the available `nodes`: the idle card capacity the recent tasks' shapes could
-    not use, against all idle capacity, in cards."""
-    from scheduling.framework.snapshot import SchedulerConfig
-    from scheduling.framework.table import NodeTable
-    from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
-    from scheduling.plugins.fgd.recent import recent_workload
-
-    workload = recent_workload()
-    if not workload or not nodes:
-        return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
-    fragmented, idle = cluster_fragmentation(NodeTable(nodes, SchedulerConfig.from_settings()), workload)
-    return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
-            "tasks": workload.counted}
-
-
-def latest_cycle_fragmentation() -> dict[str, Any]:
-    """`fragmentation` of the current cluster, built once per scheduling cycle rather than on every page view of
-    every tenant: a full snapshot of a 5,000-node cluster is a second of work."""
-    from scheduling.snapshot_builder import build_snapshot
-
-    latest_cycle = CycleRecord.objects.order_by("-started_at", "-id").values_list("id", flat=True).first()
-    return cache.get_or_set(f"heteroflow:fragmentation:{latest_cycle}", lambda: fragmentation(build_snapshot()),
-                            timeout=FRAGMENTATION_CACHE_SECONDS)
-
-
 def attempt_counts() -> dict[str, int]:
     """Attempts per code since the cluster started, most frequent first."""
     return dict(AttemptCodeCount.objects.order_by("-count", "code").values_list("code", "count"))
-
-
-def _free_cards(node) -> int:
-    if not node.cards:
-        return node.free_gpus
-    return min(node.free_gpus, sum(1 for card in node.cards if card.is_free))
