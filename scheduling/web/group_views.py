@@ -7,9 +7,10 @@ from django.shortcuts import get_object_or_404, redirect
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
-from scheduling.api.group_apis import task_group_submit
+from scheduling.api.group_input import TaskGroupInput
 from scheduling.models import Parallelism, TaskGroup
 from scheduling.selectors import group_members, groups_visible_to
+from scheduling.services.group_submit import task_group_submit
 from scheduling.web.forms import error_context, submitted
 from tenants.models import Tenant
 
@@ -28,13 +29,18 @@ def _form_payload(post, *, admin: bool) -> dict:
     return payload
 
 
+def _submit_group(request, *, admin: bool):
+    payload = TaskGroupInput(data=_form_payload(request.POST, admin=admin))
+    payload.is_valid(raise_exception=True)
+    return task_group_submit(user=request.user, fields=payload.validated_data)
+
+
 @login_required
 def group_new(request):
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
-        group, errors = submitted(lambda: task_group_submit(user=request.user,
-                                                            data=_form_payload(request.POST, admin=admin)))
+        group, errors = submitted(lambda: _submit_group(request, admin=admin))
         if group is not None:
             messages.success(request, f"Group “{group.name}” submitted.")
             return redirect("group-detail", group_id=group.id)

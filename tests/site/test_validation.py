@@ -169,7 +169,7 @@ def test_the_schema_declares_the_limits():
     assert task["command"]["maxLength"] == 64 * 1024
     assert task["labels"]["maxProperties"] == 64
     assert task["labels"]["additionalProperties"]["maxLength"] == 256
-    group = components["TaskGroupListCreateApiInput"]["properties"]
+    group = components["TaskGroupInput"]["properties"]
     assert group["replicas"]["maximum"] == 1024 and group["world_size"]["maximum"] == 4096
-    assert components["InputSerializerWindow"]["properties"]["scale_to"]["maximum"] == 1024
+    assert components["ScheduleWindowInput"]["properties"]["scale_to"]["maximum"] == 1024
     assert components["TenantListCreateApiInput"]["properties"]["gpu_quota"]["maximum"] == 1_000_000

@@ -1,0 +1,41 @@
+"""The one validation of a task group submission, shared by the API and the group form (as task_input for tasks)."""
+
+from rest_framework import serializers
+
+from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.validation import (
+    REPLICAS_MAX,
+    WORLD_SIZE_MAX,
+    ColumnIntegerField,
+    CommandField,
+    ImageField,
+    NameField,
+)
+from nodes.models import GPU_TYPES
+from scheduling.models import Parallelism
+
+
+class ScheduleWindowInput(serializers.Serializer):
+    days = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=6), required=False)
+    start = serializers.RegexField(r"^\d{2}:\d{2}$")
+    end = serializers.RegexField(r"^\d{2}:\d{2}$")
+    timezone = serializers.CharField(max_length=64, required=False, default="UTC")
+    action = serializers.ChoiceField(choices=["pause", "scale", "stop"])
+    scale_to = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False)
+
+
+class TaskGroupInput(StrictSerializer):
+    name = NameField()
+    type = serializers.ChoiceField(choices=["training", "inference"])
+    world_size = serializers.IntegerField(min_value=1, max_value=WORLD_SIZE_MAX)
+    gpus_per_worker = serializers.IntegerField(min_value=0, max_value=64)
+    gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True, default="")
+    parallelism = serializers.ChoiceField(choices=Parallelism.choices, required=False, default=Parallelism.DATA)
+    replicas = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
+                                        default=None)
+    window = ScheduleWindowInput(required=False, allow_null=True, default=None)
+    image = ImageField()
+    command = CommandField()
+    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+    max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
+    tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
