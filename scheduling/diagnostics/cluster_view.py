@@ -5,9 +5,10 @@ from typing import Any
 
 from django.core.cache import cache
 
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo
+from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import CycleRecord
+from scheduling.plugins import fgd
 
 FRAGMENTATION_SIZES = (1, 2, 4, 8)
 # Without cycles (scheduler stopped) the figures are still rebuilt this often at most.
@@ -21,24 +22,8 @@ def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
     return {
         "free_cards": sum(free_per_node),
         "usable": {size: sum(free // size * size for free in free_per_node) for size in FRAGMENTATION_SIZES},
-        "fgd": fgd_fragmentation(available),
+        "fgd": fgd.fragmentation_summary(available, SchedulerConfig.from_settings()),
     }
-
-
-def fgd_fragmentation(nodes: list[NodeInfo]) -> dict[str, Any]:
-    """fgd's measure (design §15.9) over the available `nodes`: the idle card capacity the recent tasks' shapes could
-    not use, against all idle capacity, in cards."""
-    from scheduling.framework.snapshot import SchedulerConfig
-    from scheduling.framework.table import NodeTable
-    from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
-    from scheduling.plugins.fgd.recent import recent_workload
-
-    workload = recent_workload()
-    if not workload or not nodes:
-        return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
-    fragmented, idle = cluster_fragmentation(NodeTable(nodes, SchedulerConfig.from_settings()), workload)
-    return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
-            "tasks": workload.counted}
 
 
 def latest_cycle_fragmentation() -> dict[str, Any]:

@@ -51,6 +51,8 @@ class PluginSpec:
     validate_extra: Callable[[Mapping[str, Any]], None] | None = None
     # What the plugin does, in the words of the plugin page ("" falls back to the factory's docstring).
     description: str = ""
+    # Told of the tasks whose creation committed (objects with TaskInfo's fields); fgd keeps their shapes.
+    on_tasks_created: Callable[[Iterable[Any]], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.kinds or not set(self.kinds) <= KINDS:
@@ -79,6 +81,7 @@ class PluginSpec:
             default=getattr(factory, "default", None),
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
+            on_tasks_created=getattr(factory, "on_tasks_created", None),
         )
 
     @property

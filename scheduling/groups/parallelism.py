@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig
 from scheduling.groups.network import NodeAddress, network_domain
 from scheduling.models import Parallelism
-from scheduling.plugins.nvlink import NEUTRAL, free_cards, group_score, node_topology
+from scheduling.plugins import nvlink
 
 SAME_NODE, SAME_RACK, SAME_ZONE, ELSEWHERE = 4, 3, 2, 0
 # A member that needs no card is bounded by nothing the planner counts.
@@ -157,10 +157,7 @@ def pipeline_key(node: NodeInfo, context: PlanContext) -> tuple:
 
 def nvlink_score(node: NodeInfo, context: PlanContext) -> float:
     """The nvlink plugin's score of the node's best card group for one member (50 without topology data)."""
-    topology = node_topology(node)
-    if topology is None:
-        return NEUTRAL
-    return group_score(topology, free_cards(node, context.config), context.cards_per_member)
+    return nvlink.best_group_score(node, context.config, context.cards_per_member)
 
 
 PATHS: dict[str, PathKey] = {

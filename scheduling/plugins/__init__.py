@@ -1,11 +1,15 @@
 """The built-in scheduling plugins (design §6's eight and §15.9's fgd), one package each, kube-scheduler style: each exports its
 `NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds, description included)."""
 
+import logging
 from collections.abc import Iterable
+from typing import Any
 
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, import_dotted
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
 from scheduling.plugins import binpack, fgd, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
+
+logger = logging.getLogger(__name__)
 
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
@@ -32,3 +36,17 @@ def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
 def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry | None = None) -> PluginSet:
     """`framework.registry.build_plugin_set` over the default registry unless one is given."""
     return _build_plugin_set(settings, registry if registry is not None else default_registry())
+
+
+def tell_tasks_created(tasks: Iterable[Any]) -> None:
+    """Give the tasks whose creation committed to every plugin that keeps track of them (`on_tasks_created`). A
+    plugin's bookkeeping only drifts a little without them: its failure is logged, never the creation's."""
+    tasks = list(tasks)
+    for spec in default_registry().values():
+        if spec.on_tasks_created is None:
+            continue
+        try:
+            spec.on_tasks_created(tasks)
+        except Exception:
+            logger.warning("plugin %s could not take note of task(s) %s", spec.name,
+                           ", ".join(str(task.id) for task in tasks), exc_info=True)

@@ -6,7 +6,7 @@ from django.db import transaction
 from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import immediate_queue, lifecycle
 from scheduling.models import Task, TaskGroup, TaskType
-from scheduling.plugins.fgd import recent
+from scheduling.plugins import tell_tasks_created
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -72,16 +72,8 @@ def task_create(
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))
-        transaction.on_commit(lambda: _record_shape(task))
+        transaction.on_commit(lambda: tell_tasks_created([task]))
     return task
-
-
-def _record_shape(task: Task) -> None:
-    # fgd's target workload only drifts a little without this task; creating it must not fail for it.
-    try:
-        recent.record_shape(task)
-    except Exception:
-        logger.warning("fgd's recent-task window unavailable; task %s not counted", task.id, exc_info=True)
 
 
 def ensure_pending_capacity(*, tenant: Tenant, adding: int) -> None:

@@ -7,7 +7,7 @@ from django.utils import timezone
 from heteroflow_site.web import render_page, staff_required
 from scheduling import immediate_queue
 from scheduling.diagnostics.attempts import attempt_counts
-from scheduling.plugins.fgd.recent import WINDOW, recent_workload
+from scheduling.plugins import fgd
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_queue, recent_cycles
 from scheduling.web.charts import fragmentation_panel
@@ -34,14 +34,7 @@ def diagnostics(request):
         "pending": [{"task": task, "queue": queue_state(task, now=now)}
                     for task in pending_queue(limit=PENDING_SHOWN)],
         "fragmentation": fragmentation_panel(),
-        "target_workload": target_workload_rows(),
+        "target_workload": fgd.target_workload_summary(),
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
 
-
-def target_workload_rows() -> dict:
-    """fgd's target workload as the scheduler sees it: the recent-task window's most common shapes."""
-    workload = recent_workload()
-    return {"window": WINDOW, "counted": workload.counted,
-            "shapes": [{"label": shape.label(), "percent": 100 * share}
-                       for shape, share in zip(workload.shapes, workload.popularity)]}

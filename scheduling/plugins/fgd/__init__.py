@@ -12,6 +12,9 @@ least GPU and CPU). `IMPROVED` = both, which the openb replay found above the pa
 The target workload is the popularity of shapes among recently submitted tasks (`recent.recent_workload`); a trace
 replay gives the trace's (`use_workload`). ΔF is cached per table row and task shape and recomputed only for rows an
 in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, not for the cluster.
+
+The rest of HeteroFlow uses fgd only through this module: `SPEC` (whose `on_tasks_created` feeds the recent-task
+window), `fragmentation_summary` and `target_workload_summary` for the diagnostics; its submodules are its own.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import numpy as np
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
-from scheduling.framework.snapshot import NodeInfo, TaskInfo
+from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
+from scheduling.plugins.fgd import recent
 from scheduling.plugins.fgd.workload import TargetWorkload
 
 NAME = "fgd"
@@ -49,11 +53,7 @@ class Fgd(RowPlugin):
         self.cpu_weight = cpu_weight
         # The table of the last scoring, whose cache the card choice for the chosen node reuses.
         self._scored_table: NodeTable | None = None
-        if workload_source is None:
-            from scheduling.plugins.fgd.recent import recent_workload
-
-            workload_source = recent_workload
-        self._workload_source = workload_source
+        self._workload_source = workload_source or recent.recent_workload
 
     def use_workload(self, workload: TargetWorkload) -> None:
         """Measure against a fixed workload (a replay's trace) instead of the recent tasks."""
@@ -217,7 +217,26 @@ def factory(setting: PluginSetting) -> Fgd:
                cpu_weight=float(setting.extra.get("cpu_weight", 0)))
 
 
+def fragmentation_summary(nodes: list[NodeInfo], config: SchedulerConfig) -> dict[str, Any]:
+    """fgd's measure (design §15.9) over `nodes`: the idle card capacity the recent tasks' shapes could not use,
+    against all idle capacity, in cards."""
+    workload = recent.recent_workload()
+    if not workload or not nodes:
+        return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
+    fragmented, idle = frag.cluster_fragmentation(NodeTable(nodes, config), workload)
+    return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
+            "tasks": workload.counted}
+
+
+def target_workload_summary() -> dict[str, Any]:
+    """The target workload as the scheduler sees it: the recent-task window's most common shapes."""
+    workload = recent.recent_workload()
+    return {"window": recent.WINDOW, "counted": workload.counted,
+            "shapes": [{"label": shape.label(), "percent": 100 * share}
+                       for shape, share in zip(workload.shapes, workload.popularity)]}
+
+
 SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0),
-                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra,
+                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra, on_tasks_created=recent.record_shapes,
                   description="Prefers the node and card where GPU fragmentation, measured against the recent "
                               "tasks' shapes, grows least (Fragmentation Gradient Descent).")

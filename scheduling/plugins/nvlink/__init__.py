@@ -21,6 +21,8 @@ cards, then fewest cards) that holds the task, preferring one whose free cards f
 tightest NUMA node that fits, lowest indexes first. If no domain fits, cards are taken from the domains with most
 free cards first so the task spans as few domains as possible. Without topology data it leaves the choice to the
 framework's default.
+
+The rest of HeteroFlow uses `SPEC` and `best_group_score` (the gang planner's tensor path); the rest is nvlink's own.
 """
 
 from collections import Counter
@@ -113,6 +115,14 @@ def group_score(topology: NodeTopology, free: set[int], k: int) -> float:
     if len(all_free) < k:
         return NEUTRAL
     return NEUTRAL - 20 + _numa_bonus(all_free, topology.numa, k)
+
+
+def best_group_score(node: NodeInfo, config: SchedulerConfig, k: int) -> float:
+    """The score of the node's best k-card group (NEUTRAL without topology data)."""
+    topology = node_topology(node)
+    if topology is None:
+        return NEUTRAL
+    return group_score(topology, free_cards(node, config), k)
 
 
 def largest_free_domain(topology: NodeTopology, free: set[int]) -> int:
