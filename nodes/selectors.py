@@ -12,42 +12,14 @@ from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
 from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeChange
 
 
-# Which tasks hold a node's cards is known to the scheduling app, which plugs its reader in at start-up: the node page
-# and API list them without this app importing the one above it. The reader answers {(card type, index): [task entry]}.
+# Which tasks hold a node's cards is the scheduling app's to say: the routes that show them (scheduling.api.urls,
+# scheduling.web.urls) hand its reader to the node views, so this app never imports the one above it. The reader
+# answers {(card type, index): [task entry]}.
 CardHolders = Callable[..., dict[tuple[str, int], list[dict]]]
 
 
-def _no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
+def no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
     return {}
-
-
-_card_holders: CardHolders = _no_card_holders
-
-
-def card_holders_register(reader: CardHolders) -> None:
-    global _card_holders
-    _card_holders = reader
-
-
-# Which of the tasks an agent runs it must kill (design §15.4) is scheduling's to say too, plugged in the same way.
-KillList = Callable[..., list[int]]
-
-
-def _kill_nothing(*, node_id: int, running: list[int]) -> list[int]:
-    return []
-
-
-_kill_list: KillList = _kill_nothing
-
-
-def kill_list_register(reader: KillList) -> None:
-    global _kill_list
-    _kill_list = reader
-
-
-def tasks_to_kill(*, node_id: int, running: list[int]) -> list[int]:
-    """Of the task ids the node's agent says it runs, those it must kill."""
-    return _kill_list(node_id=node_id, running=running)
 
 
 class NodeFilter(django_filters.FilterSet):
@@ -106,11 +78,12 @@ def node_topology(node: Node) -> dict | None:
     }
 
 
-def node_detail(node: Node, *, tenant_id: int | None = None) -> dict:
-    """Everything the node page and `GET /api/v1/nodes/{id}` show: figures, usage, cards with their active tasks,
-    labels, placement and the NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks are listed."""
+def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tenant_id: int | None = None) -> dict:
+    """Everything the node page and `GET /api/v1/nodes/{id}` show: figures, usage, cards with their active tasks
+    (from `card_holders`), labels, placement and the NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks
+    are listed."""
     cards = list(node.gpus.all())
-    tasks_by_card = _card_holders(node=node, tenant_id=tenant_id)
+    tasks_by_card = card_holders(node=node, tenant_id=tenant_id)
     topology = node_topology(node)
     numa_from_label = topology["numa"] if topology else {}
     return {

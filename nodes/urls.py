@@ -4,5 +4,5 @@ from nodes import views
 
 urlpatterns = [
     path("nodes/", views.node_list, name="node-list"),
-    path("nodes/<int:node_id>/", views.node_page, name="node-detail"),
+    # A node's page lists the tasks on its cards: its route is in scheduling.web.urls, which hands it the reader.
 ]

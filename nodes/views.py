@@ -9,7 +9,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import card_type_counts, node_detail, node_places, nodes_list
+from nodes.selectors import CardHolders, card_type_counts, no_card_holders, node_detail, node_places, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
 from tenants.models import Tenant
 
@@ -160,14 +160,14 @@ FORMS = {"topology": (_save_topology, "topology-form"), "labels": (_save_labels,
 
 
 @staff_required
-def node_page(request, node_id: int):
+def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders):
     node = get_object_or_404(Node.objects.select_related("dedicated_tenant"), id=node_id)
     outcome, fragment = {}, None
     if request.method == "POST" and request.POST.get("form") in FORMS:
         save, fragment = FORMS[request.POST["form"]]
         outcome = save(request, node)
         node.refresh_from_db()
-    detail = node_detail(node)
+    detail = node_detail(node, card_holders=card_holders)
     admin_labels, agent_labels = _split_labels(node.labels)
     context = {
         "node": node,

@@ -12,12 +12,6 @@ class SchedulingConfig(AppConfig):
         import scheduling.queue.receivers  # noqa: F401
         import scheduling.services.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401
-        from nodes.selectors import card_holders_register, kill_list_register
-        from scheduling.node_lost import tasks_to_kill
-        from scheduling.selectors import node_card_holders
-
-        card_holders_register(node_card_holders)
-        kill_list_register(tasks_to_kill)
 
         from heteroflow_site.health import readiness_check_register
         from scheduling.metrics import check_scheduler

@@ -1,8 +1,12 @@
 from django.urls import path
 
+from nodes import apis as node_apis
 from scheduling.api import agent_apis, group_apis, preemption_plan_apis, scheduler_apis, task_apis
+from scheduling.selectors import node_card_holders
 
 urlpatterns = [
+    path("agent/register", agent_apis.AgentRegisterApi.as_view(), name="api-agent-register"),
+    path("agent/heartbeat", agent_apis.AgentHeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/work", agent_apis.AgentWorkApi.as_view(), name="api-agent-work"),
     path("agent/tasks/<int:task_id>/status", agent_apis.AgentTaskStatusApi.as_view(), name="api-agent-task-status"),
     path("tasks", task_apis.TaskListCreateApi.as_view(), name="api-tasks"),
@@ -13,4 +17,9 @@ urlpatterns = [
     path("scheduler/cycles", scheduler_apis.SchedulerCycleApi.as_view(), name="api-scheduler-cycles"),
     path("task-groups", group_apis.TaskGroupListCreateApi.as_view(), name="api-task-groups"),
     path("task-groups/<int:group_id>", group_apis.TaskGroupDetailApi.as_view(), name="api-task-group-detail"),
+    # The node's detail is the nodes app's; the tasks holding its cards are this app's to say.
+    path("nodes/<int:node_id>", node_apis.NodeDetailApi.as_view(card_holders=node_card_holders),
+         name="api-node-detail"),
+    path("nodes/<int:node_id>/topology", node_apis.NodeTopologyApi.as_view(card_holders=node_card_holders),
+         name="api-node-topology"),
 ]
