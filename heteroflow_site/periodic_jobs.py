@@ -31,6 +31,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("windows", 60.0, "scheduling.tickers.windows"),
     PeriodicJob("inference-rebuild", 10.0, "scheduling.tickers.inference_rebuild"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.tickers.training_wakeup"),
+    PeriodicJob("plugin-state", 60.0, "scheduling.tickers.plugin_state"),
     PeriodicJob("cycle", 5.0, "scheduling.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
     PeriodicJob("immediate-cycle", 1.0, "scheduling.tickers.immediate_cycle", in_run_loops=False),

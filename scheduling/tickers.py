@@ -12,6 +12,7 @@ from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.node_lost import release_lost_nodes
+from scheduling.plugins import restore_lost_plugin_state
 from scheduling.preemption.watchdog import preemption_watchdog
 
 
@@ -65,3 +66,8 @@ def windows() -> str:
     if not run.leader:
         return "another instance holds the windows lock: nothing done"
     return f"{len(run.changed_groups)} group(s) changed by their window"
+
+
+def plugin_state() -> str:
+    """What plugins keep outside PostgreSQL (fgd's recent-task window in Redis) is rebuilt if it was lost."""
+    return "; ".join(restore_lost_plugin_state()) or "no plugin keeps state elsewhere"

@@ -53,6 +53,9 @@ class PluginSpec:
     description: str = ""
     # Told of the tasks whose creation committed (objects with TaskInfo's fields); fgd keeps their shapes.
     on_tasks_created: Callable[[Iterable[Any]], None] | None = None
+    # Rebuilds, from PostgreSQL, what the plugin keeps elsewhere once that was lost (fgd: its recent-task window, kept
+    # in Redis); returns a line on what it did. Run by the `plugin-state` periodic job.
+    restore_state: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.kinds or not set(self.kinds) <= KINDS:
@@ -82,6 +85,7 @@ class PluginSpec:
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
             on_tasks_created=getattr(factory, "on_tasks_created", None),
+            restore_state=getattr(factory, "restore_state", None),
         )
 
     @property

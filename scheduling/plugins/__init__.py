@@ -50,3 +50,10 @@ def tell_tasks_created(tasks: Iterable[Any]) -> None:
         except Exception:
             logger.warning("plugin %s could not take note of task(s) %s", spec.name,
                            ", ".join(str(task.id) for task in tasks), exc_info=True)
+
+
+def restore_lost_plugin_state() -> list[str]:
+    """Every plugin that keeps state outside PostgreSQL rebuilds it if it was lost (`restore_state`): what each
+    did, by name."""
+    return [f"{spec.name}: {spec.restore_state()}" for spec in default_registry().values()
+            if spec.restore_state is not None]

@@ -238,5 +238,6 @@ def target_workload_summary() -> dict[str, Any]:
 
 SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0),
                   kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra, on_tasks_created=recent.record_shapes,
+                  restore_state=recent.restore_window,
                   description="Prefers the node and card where GPU fragmentation, measured against the recent "
                               "tasks' shapes, grows least (Fragmentation Gradient Descent).")

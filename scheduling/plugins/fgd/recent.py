@@ -4,7 +4,9 @@ database (`window_key`), so test and benchmark databases never mix their tasks i
 `record_shape` runs after a task's creation commits (one LPUSH + LTRIM, pipelined); `recent_workload` reads the
 list at most once per `REFRESH_SECONDS` per process and returns the same `TargetWorkload` object in between, so the
 fgd plugin's per-table caches stay valid across a cycle. An unreachable Redis yields an empty workload (fgd then
-scores every node alike) and is retried at the next refresh.
+scores every node alike) and is retried at the next refresh. A Redis that restarted or was flushed has lost the list:
+`restore_window` (the `plugin-state` periodic job, every minute) rebuilds it from the last `WINDOW` tasks in
+PostgreSQL, so fgd never scores alike for longer than that.
 """
 
 from __future__ import annotations
@@ -55,6 +57,22 @@ def record_shapes(tasks: Iterable[TaskInfo]) -> None:
 
 def read_window() -> list[Shape]:
     return [Shape(**json.loads(raw)) for raw in _connection().lrange(window_key(), 0, WINDOW - 1)]
+
+
+def restore_window() -> str:
+    """Rebuild the window from the newest `WINDOW` tasks in the database when Redis lost it; a line on what was
+    done."""
+    from scheduling.models import Task
+    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+
+    if _connection().exists(window_key()):
+        return "recent-task window present"
+    rows = Task.objects.order_by("-created_at", "-id").values_list(*TASK_INFO_FIELDS)[:WINDOW]
+    tasks = [task_info_from_row(row) for row in reversed(rows)]
+    if tasks:
+        record_shapes(tasks)
+    forget_cached()
+    return f"recent-task window rebuilt from {len(tasks)} task(s)"
 
 
 def clear_window() -> None:

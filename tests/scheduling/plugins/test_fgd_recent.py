@@ -46,3 +46,25 @@ def test_each_database_has_its_own_window():
     from django.db import connection
 
     assert recent.window_key() == f"{recent.WINDOW_KEY_PREFIX}:{connection.settings_dict['NAME']}"
+
+
+def test_a_window_redis_lost_is_rebuilt_from_the_newest_tasks_in_postgresql(tenant, fgd_window, monkeypatch):
+    monkeypatch.setattr(recent, "WINDOW", 3)
+    for cards in (8, 1, 4, 2):
+        make_task(tenant=tenant, gpu_required=cards)
+    assert recent.recent_workload().shapes == (), "Redis lost the window (a restart, a flush)"
+
+    assert recent.restore_window() == "recent-task window rebuilt from 3 task(s)"
+
+    assert [shape.cards for shape in recent.read_window()] == [2, 4, 1]
+    assert {shape.cards for shape in recent.recent_workload().shapes} == {1, 2, 4}
+    assert recent.restore_window() == "recent-task window present"
+
+
+def test_the_plugin_state_job_restores_fgds_window(tenant, fgd_window):
+    from scheduling.tickers import plugin_state
+
+    make_task(tenant=tenant, gpu_required=2)
+
+    assert plugin_state() == "fgd: recent-task window rebuilt from 1 task(s)"
+    assert [shape.cards for shape in recent.read_window()] == [2]
