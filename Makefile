@@ -29,7 +29,7 @@ run: $(INSTALLED)
 
 serve: $(INSTALLED)
 	$(RUN_ENV) $(PY) manage.py migrate --noinput
-	$(RUN_ENV) $(PY) manage.py seed_demo
+	$(RUN_ENV) $(PY) manage.py seed_demo --force
 	@echo ""
 	@echo "HeteroFlow control plane: http://127.0.0.1:8000/   (admin: admin / heteroflow-admin)"
 	@echo "API: http://127.0.0.1:8000/api/v1/tasks   OpenAPI: http://127.0.0.1:8000/api/schema/docs/"

@@ -10,13 +10,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from heteroflow_site.body_limit import BodyLimitMiddleware  # noqa: E402
 from heteroflow_site.websocket_urls import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Bodies over the limit are refused before Django reads (and spools) them (design §16.5).
+        "http": BodyLimitMiddleware(django_asgi_app, max_body_bytes=settings.HETEROFLOW_MAX_BODY_BYTES),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -1,4 +1,7 @@
-"""The API's one body parser: JSON whose every string PostgreSQL can store.
+"""The API's one body parser: JSON nested at most 64 levels deep whose every string PostgreSQL can store.
+
+Deeper nesting is a 400 (design §16.5): no operation takes such a document, and the decoder would otherwise hit
+Python's recursion limit (a body of 100,000 `[` was a 500).
 
 PostgreSQL text and jsonb hold neither the NUL character nor a lone UTF-16 surrogate (JSON's `\\ud800` escapes,
 which no UTF-8 can encode). DRF's CharField refuses both, but free-form objects (a plugin's `extra`, label maps)
@@ -7,19 +10,39 @@ naming the field.
 """
 
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 NUL = "\x00"
+MAX_JSON_DEPTH = 64
+TOO_DEEP_MESSAGE = f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels"
 
 
 class StorableJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(TOO_DEEP_MESSAGE) from None
+        if nesting_exceeds(data, MAX_JSON_DEPTH):
+            raise ParseError(TOO_DEEP_MESSAGE)
         path = unstorable_text_path(data)
         if path is not None:
             raise serializers.ValidationError(
                 {path or "body": ["text may not contain the NUL character or a lone surrogate (\\ud800–\\udfff)"]})
         return data
+
+
+def nesting_exceeds(value, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels deep; iterative, so any depth is safe to ask."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def unstorable_text_path(value, path: str = "") -> str | None:

@@ -21,9 +21,14 @@ ensure_local_services(DATA_DIR)
 DEVELOPMENT_SECRET_KEY = "heteroflow-development-only-secret-key-change-me"
 SECRET_KEY = env.str("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
+MIN_SECRET_KEY_LENGTH = 50
 if SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG:
     # Sessions, CSRF tokens and password resets would be signed with a key anyone can read in the source.
     raise ImproperlyConfigured("set SECRET_KEY (the development key is accepted only with DEBUG=true)")
+if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH and not DEBUG:
+    # A short key is a guessable one (design §16.5); Django's own deploy check asks for 50 characters too.
+    raise ImproperlyConfigured(f"SECRET_KEY has {len(SECRET_KEY)} characters; at least {MIN_SECRET_KEY_LENGTH} "
+                               "are needed with DEBUG off")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
 
@@ -40,8 +45,14 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
-# Shared secret with which a new node agent may register itself; empty disables it.
+# Shared secret with which a new node agent may register itself; empty disables it. At least 32 characters, and the
+# nodes it registers wait for an admin's approval unless HETEROFLOW_JOIN_AUTO_APPROVE (design §16.5).
 HETEROFLOW_JOIN_TOKEN = env.str("HETEROFLOW_JOIN_TOKEN", default="")
+MIN_JOIN_TOKEN_LENGTH = 32
+if HETEROFLOW_JOIN_TOKEN and len(HETEROFLOW_JOIN_TOKEN) < MIN_JOIN_TOKEN_LENGTH:
+    raise ImproperlyConfigured(f"HETEROFLOW_JOIN_TOKEN has {len(HETEROFLOW_JOIN_TOKEN)} characters; at least "
+                               f"{MIN_JOIN_TOKEN_LENGTH} are needed")
+HETEROFLOW_JOIN_AUTO_APPROVE = env.bool("HETEROFLOW_JOIN_AUTO_APPROVE", default=False)
 # Bearer token with which Prometheus may scrape /metrics; empty: staff sessions only.
 HETEROFLOW_METRICS_TOKEN = env.str("HETEROFLOW_METRICS_TOKEN", default="")
 
@@ -203,6 +214,8 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 
 # Most pending tasks one tenant may have at once; beyond it a submission is a 429 (issue 13).
 HETEROFLOW_MAX_PENDING_PER_TENANT = env.int("HETEROFLOW_MAX_PENDING_PER_TENANT", default=10_000)
+# Request bodies over this are a 413 before anything reads them (`heteroflow_site.body_limit`, design §16.5).
+HETEROFLOW_MAX_BODY_BYTES = env.int("HETEROFLOW_MAX_BODY_BYTES", default=1024 * 1024)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "HeteroFlow API",

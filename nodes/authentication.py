@@ -54,7 +54,9 @@ class JoinTokenAuthentication(BaseAuthentication):
     def authenticate(self, request):
         token = _token_from_header(request)
         join_token = settings.HETEROFLOW_JOIN_TOKEN
-        if token is None or not join_token or not hmac.compare_digest(token.encode(), join_token.encode()):
+        # A guessable join token is no join token (design §16.5; the settings refuse one at start too).
+        if token is None or len(join_token) < settings.MIN_JOIN_TOKEN_LENGTH or not hmac.compare_digest(
+                token.encode(), join_token.encode()):
             return None
         return AnonymousUser(), JOIN_TOKEN
 

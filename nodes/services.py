@@ -35,15 +35,20 @@ class ReRegistrationRefused(Exception):
     """An existing node name may be registered again only by an admin or by that node's own agent (design §15.8)."""
 
 
+JOIN_AWAITING_APPROVAL_ACTION = "node.join"
+
+
 def agent_register(
     *, name: str, internal_ip: str, public_ip: str | None, cpu_cores: int, memory_gb: int,
-    by_admin: bool = False, by_node: Node | None = None,
+    by_admin: bool = False, by_node: Node | None = None, by_join_token: bool = False,
 ) -> tuple[Node, str]:
     """Create the node (or take the existing one of that name) and give it a fresh agent token.
 
     Only an admin (`by_admin`) or the node itself (`by_node`) may take an existing name: the join token creates new
     nodes only, so whoever holds it cannot take over a running node and its tasks. Only the token's hash is stored,
-    so a re-registration invalidates every earlier token of the node.
+    so a re-registration invalidates every earlier token of the node. A node the join token created starts
+    unschedulable until an admin approves it (makes it schedulable), unless `HETEROFLOW_JOIN_AUTO_APPROVE` (design
+    §16.5): otherwise a stolen join token would attract other tenants' images, commands and env at once.
     """
     token = NODE_TOKEN_PREFIX + secrets.token_urlsafe(32)
     fields = {
@@ -53,8 +58,10 @@ def agent_register(
         "memory_gb": memory_gb,
         "agent_token_hash": node_token_hash(token),
     }
+    awaits_approval = by_join_token and not by_admin and not settings.HETEROFLOW_JOIN_AUTO_APPROVE
     with transaction.atomic():
-        node, created = Node.objects.select_for_update().get_or_create(name=name, defaults=fields)
+        node, created = Node.objects.select_for_update().get_or_create(
+            name=name, defaults={**fields, "schedulable": not awaits_approval})
         if not created and not by_admin and (by_node is None or by_node.id != node.id):
             raise ReRegistrationRefused(f"a node named {name!r} is registered; registering it again needs an admin "
                                         "token or that node's own token")
@@ -63,6 +70,9 @@ def agent_register(
         if not created:
             Node.objects.filter(id=node.id).update(**fields)
             node.refresh_from_db()
+        elif awaits_approval:
+            NodeAuditEntry.objects.create(node=node, action=JOIN_AWAITING_APPROVAL_ACTION, before={},
+                                          after={"schedulable": False, "awaiting": "an admin's approval"})
     logger.info("node %s %s; agent token issued", name, "registered" if created else "re-registered")
     return node, token
 

@@ -1,7 +1,8 @@
 """The ledger audit behind `manage.py audit_ledgers`: recount what the tasks say, compare with what is stored and
 with what the agents last reported. Reads only; `scheduling.services.node_ledger.node_ledgers_correct` corrects.
 
-Stored ledgers: each node's `gpu_used` (design §7). Tenant usage has no stored ledger (quotas sum the active tasks
+Stored ledgers: each node's `gpu_used` (design §7). Host CPU cores and memory (design §16.1) have no stored ledger:
+they are recounted from the active tasks and compared with the node's registered size. Tenant usage has no stored ledger (quotas sum the active tasks
 when a cycle starts), so tenants are recounted and compared with their quotas only. What agents report: the tasks
 they confirmed running (`scheduled -> running` comes only from the agent) and each card's memory in use in the last
 heartbeat. Agent disagreements are reported, never "fixed": the agent's next report or the liveness check settles
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 from nodes.models import GPU, Node
 from scheduling.framework.occupancy import cards_held
+from scheduling.framework.snapshot import HOST_EPSILON
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskStatus
 from scheduling.quotas import tenant_gpu_usage
@@ -33,6 +35,15 @@ class NodeLedger:
     busy_without_task: tuple[int, ...] = ()
     # Running tasks (confirmed by the agent) whose cards all showed no memory in use in the last heartbeat.
     idle_running_tasks: tuple[int, ...] = ()
+    # Host CPU cores and memory the active tasks book, and the node's registered size (design §16.1).
+    cpu_booked: float = 0.0
+    cpu_cores: int = 0
+    memory_booked_mb: int = 0
+    memory_mb: int = 0
+
+    @property
+    def host_overbooked(self) -> bool:
+        return self.cpu_booked > self.cpu_cores + HOST_EPSILON or self.memory_booked_mb > self.memory_mb
 
     @property
     def gpu_used_wrong(self) -> bool:
@@ -47,6 +58,9 @@ class NodeLedger:
         found = []
         if self.gpu_used_wrong:
             found.append(f"gpu_used stored {self.stored_gpu_used}, active tasks hold {self.recounted_gpu_used}")
+        if self.host_overbooked:
+            found.append(f"active tasks book {self.cpu_booked:g} of {self.cpu_cores} CPU cores and "
+                         f"{self.memory_booked_mb} of {self.memory_mb} MB of memory")
         for indexes, sentence in (
             (self.double_booked, "cards {} held by several whole-card tasks"),
             (self.busy_without_task, "agent reports memory in use on cards {}, no active task holds them"),
@@ -81,13 +95,17 @@ class LedgerAudit:
 def ledger_audit() -> LedgerAudit:
     """Read every ledger and its recount. Reads only."""
     active = list(Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False)
-                  .values_list("id", "node_id", "status", "gpu_required", "gpus", "shard"))
+                  .values_list("id", "node_id", "status", "gpu_required", "gpus", "shard", "cpu_cores", "memory_mb"))
     recount: dict[int, int] = defaultdict(int)
+    cpu_booked: dict[int, float] = defaultdict(float)
+    memory_booked: dict[int, int] = defaultdict(int)
     holders: dict[tuple[int, int], list[int]] = defaultdict(list)
     held: dict[int, set[int]] = defaultdict(set)
     running: dict[int, list[tuple[int, set[int]]]] = defaultdict(list)
-    for task_id, node_id, status, gpu_required, gpus, shard in active:
+    for task_id, node_id, status, gpu_required, gpus, shard, cpu_cores, memory_mb in active:
         recount[node_id] += gpu_required
+        cpu_booked[node_id] += cpu_cores
+        memory_booked[node_id] += memory_mb
         cards = set(cards_held(gpus, shard))
         if not shard:
             # Shards share their card by design; only whole cards can be booked twice.
@@ -105,13 +123,16 @@ def ledger_audit() -> LedgerAudit:
         busy_cards[node_id].add(index)
 
     audit = LedgerAudit()
-    for node_id, name, stored in Node.objects.order_by("name").values_list("id", "name", "gpu_used"):
+    for node_id, name, stored, cpu_cores, memory_gb in Node.objects.order_by("name").values_list(
+            "id", "name", "gpu_used", "cpu_cores", "memory_gb"):
         audit.nodes.append(NodeLedger(
             node_id=node_id, name=name, stored_gpu_used=stored, recounted_gpu_used=recount.get(node_id, 0),
             double_booked=tuple(sorted(double_booked[node_id])),
             busy_without_task=tuple(sorted(busy_cards[node_id] - held[node_id])),
             idle_running_tasks=tuple(sorted(task_id for task_id, cards in running[node_id]
                                             if not cards & busy_cards[node_id])),
+            cpu_booked=cpu_booked.get(node_id, 0.0), cpu_cores=cpu_cores,
+            memory_booked_mb=memory_booked.get(node_id, 0), memory_mb=memory_gb * 1024,
         ))
     usage = tenant_gpu_usage()
     for tenant_id, name, quota in Tenant.objects.order_by("name").values_list("id", "name", "gpu_quota"):

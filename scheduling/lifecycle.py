@@ -37,9 +37,8 @@ TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
         (RUNNING, FAILED),
         (RUNNING, STOPPING),
         (RUNNING, PREEMPTING),
+        # Also a victim that ended by itself before its stop took effect: never `succeeded` (design §16.1).
         (PREEMPTING, PENDING),
-        # The victim ended by itself before its stop took effect (design §15.4).
-        (PREEMPTING, SUCCEEDED),
         (PREEMPTING, FAILED),
         (STOPPING, STOPPED),
         (STOPPING, FAILED),

@@ -24,7 +24,8 @@ _CARD_FIELDS = (
     "node_id", "index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature",
     "numa",
 )
-_PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb", "card_type")
+_PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb", "card_type", "cpu_cores",
+                     "memory_mb")
 TASK_INFO_FIELDS = (
     "id", "tenant_id", "name", "type", "gpu_type", "gpu_required", "gpu_memory_mb", "gpu_compute_percent",
     "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "created_at", "group_id",
@@ -123,11 +124,12 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
         if node is not None:
             node.cards.append(CardInfo(*row[1:]))
     cards_of = {node_id: cards_by_key(node) for node_id, node in nodes.items()}
-    for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type in placement_rows:
+    for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type, cpu_cores, memory_mb in placement_rows:
         node = nodes.get(node_id)
         if node is not None:
             # The node rows' gpu_used already counts them (the database's ledger).
             assume(node, Occupant.of_row(tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
-                                         gpu_memory_mb=gpu_memory_mb, card_type=card_type),
+                                         gpu_memory_mb=gpu_memory_mb, card_type=card_type, cpu_cores=cpu_cores,
+                                         memory_mb=memory_mb),
                    cards=cards_of[node_id], ledger=False)
     return list(nodes.values())

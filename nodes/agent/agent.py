@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 GPU_TYPE_LABEL = "heteroflow.io/gpu-type"
 # Where a stop item goes once its container is down: a user stop ends the task, a preemption requeues it.
 STOP_TRANSITIONS = {"stopping": "stopped", "preempting": "pending"}
+ENDED_BY_ITSELF = "preempted: the container ended by itself before its stop took effect"
 # What a runtime raises when a container cannot be started or stopped; never allowed to kill a worker thread.
 RUNTIME_ERRORS = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
 
@@ -186,6 +187,13 @@ class Agent:
             return
         with self._lock:
             handle = self._running.pop(task_id, None)
+        exit_code = self.runtime.poll(handle) if handle is not None and status == "preempting" else None
+        if exit_code is not None:
+            # It ended by itself before its stop took effect (design §16.1): a victim is never `succeeded`; a clean
+            # exit settles as the preemption with its exit code on the timeline, a crash stays a failure.
+            self._report(StatusReport(task_id, status, "pending", f"{ENDED_BY_ITSELF}, exit code 0")
+                         if exit_code == 0 else StatusReport(task_id, status, "failed", f"exit code {exit_code}"))
+            return
         if handle is not None:
             try:
                 self.runtime.stop(handle)

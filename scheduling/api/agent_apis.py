@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer, validated
 from heteroflow_site.validation import NAME_MAX_LENGTH, ColumnIntegerField, HeartbeatLabelsField
-from nodes.authentication import AgentApi, JoinTokenAuthentication, MayRegisterNodes, NodeTokenAuthentication
+from nodes.authentication import JOIN_TOKEN, AgentApi, JoinTokenAuthentication, MayRegisterNodes, NodeTokenAuthentication
 from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.lifecycle import IllegalTransition
@@ -54,7 +54,7 @@ class AgentRegisterApi(APIView):
         caller_node = request.auth if isinstance(request.auth, Node) else None
         try:
             node, token = agent_register(**validated(self.InputSerializer, request.data), by_node=caller_node,
-                                         by_admin=is_admin(request.user))
+                                         by_admin=is_admin(request.user), by_join_token=request.auth == JOIN_TOKEN)
         except ReRegistrationRefused as refusal:
             raise exceptions.PermissionDenied(str(refusal)) from None
         return Response(self.OutputSerializer({"node_id": node.id, "token": token}).data)

@@ -25,7 +25,7 @@ _ACTIVE = sorted(ACTIVE_STATES)
 
 _LOCK_NODES = f"""
 SELECT n.id, n.name, n.gpu_type, n.status, n.schedulable, n.dedicated_tenant_id, n.cpu_percent, n.memory_used_mb,
-       n.memory_gb, n.gpu_total, n.gpu_used, n.labels, n.internal_ip, n.public_ip
+       n.memory_gb, n.gpu_total, n.gpu_used, n.labels, n.internal_ip, n.public_ip, n.cpu_cores
 FROM {Node._meta.db_table} n WHERE n.id = ANY(%(node_ids)s)
 ORDER BY n.id
 FOR UPDATE OF n
@@ -44,7 +44,7 @@ SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb,
   FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
 UNION ALL
 SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
-                                                          t.gpu_memory_mb, t.card_type))
+                                                          t.gpu_memory_mb, t.card_type, t.cpu_cores, t.memory_mb))
   FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
 """
 
@@ -59,10 +59,13 @@ class LivePlacement:
     port: int | None
     gpu_memory_mb: int = 0
     card_type: str = ""
+    cpu_cores: float = 0.0
+    memory_mb: int = 0
 
     def occupant(self, gpu_required: int = 0) -> Occupant:
         return Occupant.of_row(tenant_id=self.tenant_id, task_type=self.type, gpus=self.gpus, shard=self.shard,
-                               gpu_memory_mb=self.gpu_memory_mb, card_type=self.card_type, gpu_required=gpu_required)
+                               gpu_memory_mb=self.gpu_memory_mb, card_type=self.card_type, gpu_required=gpu_required,
+                               cpu_cores=self.cpu_cores, memory_mb=self.memory_mb)
 
 
 @dataclass
@@ -84,6 +87,7 @@ class LiveNode:
     labels: dict[str, str]
     internal_ip: str
     public_ip: str | None
+    cpu_cores: int
     card_rows: list[list] = field(default_factory=list)
     placements: list[LivePlacement] = field(default_factory=list)
     _node: NodeInfo | None = field(default=None, init=False, repr=False)
@@ -108,7 +112,8 @@ class LiveNode:
             return self._node
         node = NodeInfo(id=self.id, name=self.name, status=self.status, schedulable=self.schedulable,
                         dedicated_tenant_id=self.dedicated_tenant_id, labels=self.labels, gpu_type=self.gpu_type,
-                        gpu_total=self.gpu_total, gpu_used=self.gpu_used, memory_gb=self.memory_gb,
+                        gpu_total=self.gpu_total, gpu_used=self.gpu_used, cpu_cores=self.cpu_cores,
+                        memory_gb=self.memory_gb,
                         cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb)
         node.cards = sorted((CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
                                       temperature=temperature, type=vendor or "", model=model or "")

@@ -27,6 +27,7 @@ from scheduling.bind.live import LiveCluster, LiveNode, LivePlacement, lock_and_
 from scheduling.bind.recheck import (
     BindRefused,
     Reserve,
+    check_host_resources,
     check_inference_limit,
     check_node,
     choose_cards,
@@ -180,6 +181,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     if node is None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
     check_node(task, node, config)
+    check_host_resources(task, node)
     cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
     check_inference_limit(task, node, config)
     port = choose_port(task, node, config)
@@ -188,7 +190,8 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
         _check_quota(live, task.tenant_id, task.gpu_required)
     # The later placements of the batch are checked against this one as if it had committed.
     card_type = getattr(cards, "card_type", "")
-    held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type)
+    held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type,
+                         task.cpu_cores, task.memory_mb)
     node.hold(held, task.gpu_required)
     live.quotas.record_bind(task)
     reason = placement.reason or f"bound to {node.name}"

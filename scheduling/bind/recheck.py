@@ -52,6 +52,20 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
                           f"{needed}")
 
 
+def check_host_resources(task: TaskInfo, live: LiveNode) -> None:
+    """The task's CPU cores and memory fit beside what the node's active tasks book (design §16.1). Bind, not a
+    plugin, holds this rule: plugins stay GPU-only."""
+    if not task.cpu_cores and not task.memory_mb:
+        return
+    node = live.node_info()
+    if not node.host_room_for(task.cpu_cores, task.memory_mb):
+        raise BindRefused(
+            reasons.INSUFFICIENT_HOST_RESOURCES,
+            f"node {live.name} has {max(node.host_cpu_free, 0):g} CPU cores and "
+            f"{max(node.host_memory_free_mb, 0)} MB of memory unbooked, the task asks {task.cpu_cores:g} and "
+            f"{task.memory_mb} MB")
+
+
 def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
                  tenancy: TenancyView | None, reserve: Reserve) -> ChosenCards:
     """The preferred cards if they all still qualify on live data, else the framework's choice over the live

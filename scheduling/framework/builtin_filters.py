@@ -13,7 +13,7 @@ import numpy as np
 from scheduling.framework import reasons
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.snapshot import HOST_EPSILON, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Code, Status
 from scheduling.framework.table import NO_CODE, NodeTable
 
@@ -47,8 +47,14 @@ class TenantFilter(RowPlugin):
 
 
 class ResourcePreFilter(RowPlugin):
+    """Room in the GPU ledger, a card big enough, the inference limit, and the host CPU and memory the node's
+    active tasks book (design §16.1: counted in the snapshot so one cycle never overfills a node; built in, as
+    plugins stay GPU-only)."""
+
     name = "resource-prefilter"
-    reasons = (reasons.INSUFFICIENT_GPU, reasons.INSUFFICIENT_GPU_MEMORY, reasons.INFERENCE_LIMIT)
+    attempt_codes = {reasons.INSUFFICIENT_HOST: reasons.INSUFFICIENT_HOST_RESOURCES}
+    reasons = (reasons.INSUFFICIENT_GPU, reasons.INSUFFICIENT_GPU_MEMORY, reasons.INFERENCE_LIMIT,
+               reasons.INSUFFICIENT_HOST)
     resolvable = frozenset(reasons)
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -59,10 +65,15 @@ class ResourcePreFilter(RowPlugin):
             codes[table.max_card_capacity_mb[rows] < task.gpu_memory_mb] = 2
         if task.type == INFERENCE:
             codes[(codes == 0) & (table.inference_tasks[rows] >= state.config.inference_max_per_node)] = 3
+        if task.cpu_cores or task.memory_mb:
+            short = ((table.host_cpu_free[rows] + HOST_EPSILON < task.cpu_cores)
+                     | (table.host_memory_free_mb[rows] < task.memory_mb))
+            codes[(codes == 0) & short] = 4
         return codes
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
-        return task.gpu_required, task.gpu_memory_mb if task.is_fractional else 0, task.type == INFERENCE
+        return (task.gpu_required, task.gpu_memory_mb if task.is_fractional else 0, task.type == INFERENCE,
+                task.cpu_cores, task.memory_mb)
 
 
 class AffinityFilter(RowPlugin):

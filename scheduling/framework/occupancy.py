@@ -1,7 +1,7 @@
 """What a node holds, and the one place that changes it in memory (kube-scheduler's `NodeInfo.AddPod/RemovePod`).
 
-An `Occupant` is one placement as the node sees it: the tenant, the task type, the cards it holds (`cards_held`)
-and whether it holds them whole or as a shard. `assume` adds it to a node, `forget` takes it away; every in-memory
+An `Occupant` is one placement as the node sees it: the tenant, the task type, the cards it holds (`cards_held`),
+whether it holds them whole or as a shard, and the host CPU cores and memory it books (design §16.1). `assume` adds it to a node, `forget` takes it away; every in-memory
 change of occupancy goes through them — the snapshot build, the cycle's binds (`apply_bind`), the trace replay's
 departures (`apply_release`), nomination's held cards, the preemption planner's "as if the victims stopped" and the
 bind's live read. A resource a node starts to book (host CPU and memory, usage per GPU type) is added here once.
@@ -44,6 +44,8 @@ class Occupant:
     card_type: str = ""
     shard_memory_mb: int | None = None
     ledger_gpus: int = 0
+    cpu_cores: float = 0.0
+    memory_mb: int = 0
 
     @property
     def is_shard(self) -> bool:
@@ -54,14 +56,16 @@ class Occupant:
         """A task the cycle placed, `cards` as Reserve chose them (a `ChosenCards` carries their type)."""
         return cls(task.tenant_id, task.type, tuple(cards), getattr(cards, "card_type", "") or task.gpu_type,
                    task.gpu_memory_mb if task.gpu_required <= 0 and task.is_fractional else None,
-                   task.gpu_required)
+                   task.gpu_required, task.cpu_cores, task.memory_mb)
 
     @classmethod
     def of_row(cls, *, tenant_id: int, task_type: str, gpus: list[int] | None, shard: Mapping[str, Any] | None,
-               gpu_memory_mb: int, card_type: str = "", gpu_required: int = 0) -> Occupant:
+               gpu_memory_mb: int, card_type: str = "", gpu_required: int = 0, cpu_cores: float = 0.0,
+               memory_mb: int = 0) -> Occupant:
         """An active task as the database records it (its node's ledger already counts it)."""
         shard_memory = int(shard.get("memory_limit_mb") or gpu_memory_mb) if shard else None
-        return cls(tenant_id, task_type, tuple(cards_held(gpus, shard)), card_type, shard_memory, gpu_required)
+        return cls(tenant_id, task_type, tuple(cards_held(gpus, shard)), card_type, shard_memory, gpu_required,
+                   cpu_cores, memory_mb)
 
 
 def occupied_cards(node: NodeInfo, occupant: Occupant, cards: CardsByKey | None = None) -> list[CardInfo]:
@@ -85,6 +89,8 @@ def assume(node: NodeInfo, occupant: Occupant, *, cards: CardsByKey | None = Non
             card.occupant_tenants.add(occupant.tenant_id)
     if ledger:
         node.gpu_used += occupant.ledger_gpus
+    node.cpu_booked += occupant.cpu_cores
+    node.memory_booked_mb += occupant.memory_mb
     if occupant.task_type == INFERENCE:
         node.inference_tasks += 1
     node.cache.clear()
@@ -109,6 +115,8 @@ def forget(node: NodeInfo, occupant: Occupant, *, staying: Iterable[Occupant] = 
             if id(card) not in still_held:
                 card.occupant_tenants.discard(occupant.tenant_id)
     node.gpu_used = max(node.gpu_used - occupant.ledger_gpus, 0)
+    node.cpu_booked = max(node.cpu_booked - occupant.cpu_cores, 0.0)
+    node.memory_booked_mb = max(node.memory_booked_mb - occupant.memory_mb, 0)
     if occupant.task_type == INFERENCE:
         node.inference_tasks = max(node.inference_tasks - 1, 0)
     node.cache.clear()

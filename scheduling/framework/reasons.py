@@ -16,6 +16,7 @@ INFERENCE_LIMIT = "inference container limit reached"
 REGION_MISMATCH = "region mismatch"
 ZONE_MISMATCH = "zone mismatch"
 RACK_MISMATCH = "rack mismatch"
+INSUFFICIENT_HOST = "Insufficient host CPU or memory"
 
 # Each plugin defines its own reasons (`scheduling/plugins/<name>/`) and says which of them freeing resources (a
 # task ending, a preemption) can cure (`RowPlugin.resolvable`): kube-scheduler's Unschedulable vs
@@ -24,6 +25,8 @@ RACK_MISMATCH = "rack mismatch"
 # design §12 attempt codes.
 NO_SCHEDULABLE_NODES = "NoSchedulableNodes"
 INSUFFICIENT_RESOURCES = "InsufficientResources"
+# A task's cpu_cores / memory_mb beside what the node's active tasks book exceed its registered size (§16.1).
+INSUFFICIENT_HOST_RESOURCES = "InsufficientHostResources"
 NO_TENANT_ELIGIBLE_GPU = "NoTenantEligibleGPU"
 PREEMPTION_PENDING = "PreemptionPending"
 QUOTA_EXCEEDED = "QuotaExceeded"
@@ -40,7 +43,7 @@ SCHEDULED = "Scheduled"
 ERROR_CODES = (
     NO_SCHEDULABLE_NODES, INSUFFICIENT_RESOURCES, NO_TENANT_ELIGIBLE_GPU, PREEMPTION_PENDING, QUOTA_EXCEEDED,
     GPU_TYPE_UNAVAILABLE, LOAD_THRESHOLD_EXCEEDED, PORTS_EXHAUSTED, SHARD_ALLOCATION_FAILED, GANG_INCOMPLETE,
-    BIND_CONFLICT, TENANT_INACTIVE, INTERNAL_ERROR,
+    BIND_CONFLICT, TENANT_INACTIVE, INTERNAL_ERROR, INSUFFICIENT_HOST_RESOURCES,
 )
 
 

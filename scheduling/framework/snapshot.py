@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# Fractional CPU requests add up in floating point (0.1 + 0.2 > 0.3): a sum this close to the capacity fits.
+HOST_EPSILON = 1e-9
+
 
 @dataclass
 class CardInfo:
@@ -58,12 +61,28 @@ class NodeInfo:
     public_ip: str | None = None
     inference_tasks: int = 0
     cards: list[CardInfo] = field(default_factory=list)
+    # Host CPU cores and memory the node's active tasks book against its registered `cpu_cores` / `memory_gb`
+    # (design §16.1): counted by `occupancy.assume`, never by plugins.
+    cpu_booked: float = 0.0
+    memory_booked_mb: int = 0
     # Derived data the plugins compute once per snapshot (decoded topology, NVLink domains, ...); apply_bind clears it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def free_gpus(self) -> int:
         return max(self.gpu_total - self.gpu_used, 0)
+
+    @property
+    def host_cpu_free(self) -> float:
+        return self.cpu_cores - self.cpu_booked
+
+    @property
+    def host_memory_free_mb(self) -> int:
+        return self.memory_gb * 1024 - self.memory_booked_mb
+
+    def host_room_for(self, cpu_cores: float, memory_mb: int) -> bool:
+        """Whether the node's registered CPU cores and memory hold its booked requests plus these (design §16.1)."""
+        return cpu_cores <= self.host_cpu_free + HOST_EPSILON and memory_mb <= self.host_memory_free_mb
 
     @property
     def gpu_types(self) -> set[str]:

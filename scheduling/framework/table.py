@@ -27,6 +27,8 @@ _NODE_COLUMNS = (
     ("gpu_total", np.int64),
     ("gpu_used", np.int64),         # the scheduler's ledger
     ("inference_tasks", np.int64),
+    ("host_cpu_free", float),       # registered CPU cores − those active tasks book (design §16.1)
+    ("host_memory_free_mb", np.int64),
     ("cpu_usage", float),           # CPU % / 100
     ("memory_usage", float),        # used MB / (GB × 1024); NaN when the node has not reported its size
     ("has_gpu_info", bool),         # a GPU type or a card list has been reported
@@ -214,7 +216,8 @@ class NodeTable:
         return (
             node.status in AVAILABLE_STATUSES, node.schedulable,
             -1 if node.dedicated_tenant_id is None else node.dedicated_tenant_id,
-            node.gpu_total, node.gpu_used, node.inference_tasks, node.cpu_percent / 100,
+            node.gpu_total, node.gpu_used, node.inference_tasks, node.host_cpu_free, node.host_memory_free_mb,
+            node.cpu_percent / 100,
             node.memory_used_mb / (node.memory_gb * 1024) if node.memory_gb else np.nan,
             bool(types) or bool(node.cards), bits, overflow,
             self.regions.code(node.region), self.zones.code(node.zone), self.racks.code(node.rack),

@@ -49,7 +49,7 @@ class ActiveTask:
         shard = {"card": self.shard_card, "memory_limit_mb": self.shard_memory_mb} if self.is_shard else None
         return Occupant.of_row(tenant_id=self.tenant_id, task_type=self.type, gpus=list(self.gpus), shard=shard,
                                gpu_memory_mb=self.gpu_memory_mb, card_type=self.card_type,
-                               gpu_required=self.gpu_required)
+                               gpu_required=self.gpu_required, cpu_cores=self.cpu_cores, memory_mb=self.memory_mb)
 
     @property
     def cards(self) -> tuple[int, ...]:

@@ -2,6 +2,7 @@
 
 from django.db import transaction
 
+from nodes.agent.agent import ENDED_BY_ITSELF
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.models import Task
@@ -17,12 +18,14 @@ AGENT_ARCS: frozenset[tuple[str, str]] = frozenset(
         (lifecycle.STOPPING, lifecycle.STOPPED),
         (lifecycle.STOPPING, lifecycle.FAILED),
         (lifecycle.PREEMPTING, lifecycle.PENDING),
-        (lifecycle.PREEMPTING, lifecycle.SUCCEEDED),
         (lifecycle.PREEMPTING, lifecycle.FAILED),
     }
 )
-# A container that exits while its preemption is under way ended by itself: that is the task's outcome (§15.4).
-_EXIT_REPORTS = frozenset({(lifecycle.RUNNING, lifecycle.SUCCEEDED), (lifecycle.RUNNING, lifecycle.FAILED)})
+# An exit the agent saw before it heard of the task's preemption (design §16.1): a crash stays the task's outcome
+# (`preempting → failed`), a clean exit settles as the preemption, never `succeeded`.
+_CRASH_REPORT = (lifecycle.RUNNING, lifecycle.FAILED)
+_CLEAN_EXIT_REPORT = (lifecycle.RUNNING, lifecycle.SUCCEEDED)
+ENDED_BY_ITSELF_REASON = f"{ENDED_BY_ITSELF}, exit code 0"
 
 
 class AgentArcRefused(Exception):
@@ -53,11 +56,13 @@ def agent_report_status(*, node: Node, task_id: int, from_status: str, to_status
         if placed_on is None:
             # Back in the queue (e.g. a preemption the watchdog already settled): this report comes too late.
             return False
+        if status == lifecycle.PREEMPTING and (from_status, to_status) == _CLEAN_EXIT_REPORT:
+            from_status, to_status, reason = lifecycle.PREEMPTING, lifecycle.PENDING, ENDED_BY_ITSELF_REASON
         if (from_status, to_status) == (lifecycle.PREEMPTING, lifecycle.PENDING):
             # The settlement (placement, counters, preempt_count) belongs to the preemption module; its CAS makes a
             # report that arrives after the watchdog change nothing.
             return settle_preempted(task_id, reason=reason)
-        if (from_status, to_status) in _EXIT_REPORTS and status == lifecycle.PREEMPTING:
+        if status == lifecycle.PREEMPTING and (from_status, to_status) == _CRASH_REPORT:
             from_status = lifecycle.PREEMPTING
         if (from_status, to_status) == (lifecycle.STOPPING, lifecycle.STOPPED):
             # A stop the scheduler ordered for a timeout ends as a failure with that reason.

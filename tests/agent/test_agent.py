@@ -188,6 +188,27 @@ def test_stop_items_stop_the_container_then_settle_the_task(plane, events, sleep
     agent.close()
 
 
+def test_a_victim_that_ended_by_itself_is_reported_preempted_with_its_exit_code(plane, events, sleeps):
+    """design §16.1: a preemption victim is never reported `succeeded`; a clean exit before the stop is
+    `preempting → pending` with the exit code on the timeline, a crash `preempting → failed`."""
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1), start_item(2)], "stop": []}
+    agent.run_once()
+    runtime.exit_codes.update({1: 0, 2: 3})
+    plane.work = {"start": [], "stop": [{"id": 1, "status": "preempting"}, {"id": 2, "status": "preempting"}]}
+    events.clear()
+    agent.run_once()
+    reports = sorted(event for event in events if event[0] == "status")
+    assert reports == [
+        ("status", 1, "preempting", "pending",
+         "preempted: the container ended by itself before its stop took effect, exit code 0", 200),
+        ("status", 2, "preempting", "failed", "exit code 3", 200),
+    ]
+    assert ("stop", 1) not in events and ("stop", 2) not in events
+    agent.close()
+
+
 def test_retries_with_exponential_backoff_on_503_then_succeeds(plane, events, sleeps):
     agent = make_agent(plane, FakeRuntime(events), sleeps, attempts=4)
     plane.heartbeat_codes = [503, 503]

@@ -12,11 +12,12 @@ from nodes.agent.runtime import SimulatedRuntime
 from nodes.models import Node
 from scheduling.cycle import run_cycle
 from scheduling.models import Task, TaskEvent
+from nodes.services import node_update
 from tenants.services import tenant_user_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-JOIN_TOKEN = "e2e-join-token"
+JOIN_TOKEN = "e2e-join-token-of-at-least-32-characters"
 
 
 def _agent(server: str, token: str) -> Agent:
@@ -49,6 +50,10 @@ def fleet(live_server, settings, tenant):
         headers={"Authorization": f"Token {JOIN_TOKEN}"}, timeout=10,
     )
     assert registration.status_code == 200, registration.text
+    # A node the join token registered waits for an admin's approval (design §16.5).
+    joined = Node.objects.get(id=registration.json()["node_id"])
+    assert not joined.schedulable
+    node_update(node=joined, schedulable=True)
     agent = _agent(live_server.url, registration.json()["token"])
     _, tenant_token = tenant_user_create(tenant=tenant, username="e2e-user", password="e2e-password")
     session = requests.Session()

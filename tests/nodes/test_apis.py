@@ -21,14 +21,42 @@ REGISTRATION = {"name": "gpu-b", "internal_ip": "10.0.3.8/24", "public_ip": "203
                 "memory_gb": 256}
 
 
+JOIN_SECRET = "cluster-join-secret-of-32-characters"
+
+
 class TestRegister:
     def test_with_the_join_token(self, db, settings):
-        settings.HETEROFLOW_JOIN_TOKEN = "cluster-join-secret"
-        response = node_client("cluster-join-secret").post(REGISTER, REGISTRATION, format="json")
+        settings.HETEROFLOW_JOIN_TOKEN = JOIN_SECRET
+        response = node_client(JOIN_SECRET).post(REGISTER, REGISTRATION, format="json")
         assert response.status_code == 200, response.content
         node = Node.objects.get(id=response.json()["node_id"])
         assert (node.name, node.internal_ip, node.cpu_cores) == ("gpu-b", "10.0.3.8/24", 32)
         assert node_client(response.json()["token"]).get(WORK).status_code == 200
+
+    def test_a_node_the_join_token_registered_waits_for_an_admins_approval(self, db, settings, admin_client):
+        """design §16.5: unschedulable until an admin approves it by PATCH (or on its page), audited."""
+        settings.HETEROFLOW_JOIN_TOKEN = JOIN_SECRET
+        node_id = node_client(JOIN_SECRET).post(REGISTER, REGISTRATION, format="json").json()["node_id"]
+        node = Node.objects.get(id=node_id)
+        assert not node.schedulable
+        assert node.audit_entries.get().action == "node.join"
+
+        assert admin_client.patch(f"/api/v1/nodes/{node_id}", {"schedulable": True}, format="json").status_code == 200
+        assert Node.objects.get(id=node_id).schedulable
+
+    def test_join_auto_approve_makes_joined_nodes_schedulable_at_once(self, db, settings):
+        settings.HETEROFLOW_JOIN_TOKEN, settings.HETEROFLOW_JOIN_AUTO_APPROVE = JOIN_SECRET, True
+        node_id = node_client(JOIN_SECRET).post(REGISTER, REGISTRATION, format="json").json()["node_id"]
+        assert Node.objects.get(id=node_id).schedulable
+
+    def test_an_admin_registered_node_is_schedulable_at_once(self, admin_client):
+        node_id = admin_client.post(REGISTER, REGISTRATION, format="json").json()["node_id"]
+        assert Node.objects.get(id=node_id).schedulable
+
+    def test_a_join_token_shorter_than_32_characters_registers_nothing(self, db, settings):
+        settings.HETEROFLOW_JOIN_TOKEN = JOIN_SECRET[:31]
+        assert node_client(JOIN_SECRET[:31]).post(REGISTER, REGISTRATION, format="json").status_code == 401
+        assert not Node.objects.exists()
 
     def test_with_an_admin_token(self, admin_client):
         response = admin_client.post(REGISTER, REGISTRATION, format="json")
@@ -40,7 +68,7 @@ class TestRegister:
         assert node_client("").post(REGISTER, REGISTRATION, format="json").status_code == 401
 
     def test_bad_token_401_tenant_403(self, db, settings, tenant_client):
-        settings.HETEROFLOW_JOIN_TOKEN = "cluster-join-secret"
+        settings.HETEROFLOW_JOIN_TOKEN = JOIN_SECRET
         assert node_client("wrong-secret").post(REGISTER, REGISTRATION, format="json").status_code == 401
         assert APIClient().post(REGISTER, REGISTRATION, format="json").status_code == 401
         assert tenant_client.post(REGISTER, REGISTRATION, format="json").status_code == 403
@@ -57,9 +85,9 @@ class TestRegister:
         assert node_client(old_token).get(WORK).status_code == 401
 
     def test_the_join_token_cannot_take_over_an_existing_node(self, settings, registered, agent):
-        settings.HETEROFLOW_JOIN_TOKEN = "cluster-join-secret"
+        settings.HETEROFLOW_JOIN_TOKEN = JOIN_SECRET
         node, token = registered
-        response = node_client("cluster-join-secret").post(
+        response = node_client(JOIN_SECRET).post(
             REGISTER, {**REGISTRATION, "name": node.name, "internal_ip": "10.6.6.6/24"}, format="json")
         assert response.status_code == 403 and response.json()["code"] == "permission_denied"
         assert Node.objects.get(id=node.id).internal_ip == node.internal_ip

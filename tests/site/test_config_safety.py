@@ -29,10 +29,28 @@ def test_the_development_secret_key_is_refused_without_debug():
     assert _settings_in_a_fresh_process(DEBUG="true").returncode == 0
 
 
+REAL_KEY = "a-real-secret-" + "x" * 37
+
+
+def test_a_secret_key_shorter_than_50_characters_is_refused_without_debug():
+    """design §16.5."""
+    refused = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY[:49])
+    assert refused.returncode != 0 and "SECRET_KEY has 49 characters; at least 50" in refused.stderr
+    assert _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY).returncode == 0
+    assert _settings_in_a_fresh_process(SECRET_KEY="short", DEBUG="true").returncode == 0
+
+
+def test_a_join_token_shorter_than_32_characters_is_refused_at_start():
+    """design §16.5."""
+    refused = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 31)
+    assert refused.returncode != 0 and "HETEROFLOW_JOIN_TOKEN has 31 characters" in refused.stderr
+    assert _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 32).returncode == 0
+
+
 def test_production_defaults_are_secure_cookies_and_the_rest_comes_from_the_environment():
-    default = _settings_in_a_fresh_process(SECRET_KEY="a-real-secret")
+    default = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY)
     assert default.stdout.split() == ["True", "True", "0", "None"]
-    tuned = _settings_in_a_fresh_process(SECRET_KEY="a-real-secret", SECURE_HSTS_SECONDS="31536000",
+    tuned = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, SECURE_HSTS_SECONDS="31536000",
                                          SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https")
     assert tuned.stdout.split() == ["True", "True", "31536000", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
 
@@ -54,7 +72,20 @@ def test_weak_password_through_the_api_is_a_400_naming_password(admin_client, te
 
 
 @pytest.mark.django_db
-def test_seed_demo_refuses_a_database_with_real_users_unless_forced():
+def test_seed_demo_refuses_to_run_with_debug_off_unless_forced(settings):
+    """design §16.5: published logins and fake online nodes only when asked for."""
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG is off"):
+        call_command("seed_demo")
+    assert not get_user_model().objects.filter(username="admin").exists()
+    settings.DEBUG = True
+    call_command("seed_demo")
+    assert get_user_model().objects.filter(username="admin").exists()
+
+
+@pytest.mark.django_db
+def test_seed_demo_refuses_a_database_with_real_users_unless_forced(settings):
+    settings.DEBUG = True
     get_user_model().objects.create_user(username="real-operator", password="x")
     with pytest.raises(CommandError, match="not demo users"):
         call_command("seed_demo")

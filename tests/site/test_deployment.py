@@ -43,6 +43,17 @@ def test_every_process_runs_from_the_one_image_against_the_compose_services():
     assert services["web"]["healthcheck"]["test"][-1].count("/healthz") == 1
 
 
+def test_compose_starts_no_demo_without_its_profile_and_requires_a_secret_key():
+    """design §16.5: published logins and fake nodes only under the `demo` profile; no default SECRET_KEY."""
+    services = yaml.safe_load((REPOSITORY / "docker-compose.yml").read_text())["services"]
+    demo = {name for name, service in services.items() if "demo" in service.get("profiles", ())}
+    assert demo == {"fleet"}
+    assert not [name for name, service in services.items() if name not in demo
+                and "seed_demo" in " ".join(map(str, service.get("command") or ()))]
+    assert "seed_demo --force" in " ".join(services["fleet"]["command"])
+    assert services["web"]["environment"]["SECRET_KEY"].startswith("${SECRET_KEY:?")
+
+
 def test_the_image_installs_the_same_pinned_requirements():
     dockerfile = (REPOSITORY / "Dockerfile").read_text()
     assert "COPY requirements.txt ." in dockerfile and "pip install -r requirements.txt" in dockerfile

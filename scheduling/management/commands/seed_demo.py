@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -38,9 +39,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--force", action="store_true",
-                            help="seed even though the database has users the demo did not create")
+                            help="seed even with DEBUG off or users the demo did not create in the database")
 
     def handle(self, *args, **options):
+        if not settings.DEBUG and not options["force"]:
+            # DEBUG off is how production runs: published logins and fake online nodes that would absorb real jobs
+            # must be asked for (design §16.5).
+            raise CommandError("DEBUG is off, so this looks like a production deployment: the demo creates logins "
+                               "with published passwords and fake online nodes. Use --force to seed it anyway.")
         others = get_user_model().objects.exclude(username__in=DEMO_USERNAMES)
         if others.exists() and not options["force"]:
             # Demo logins with published passwords must not appear beside real users by accident.

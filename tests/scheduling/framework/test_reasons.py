@@ -19,4 +19,5 @@ def test_every_spec_error_code_is_defined():
         "NoSchedulableNodes", "InsufficientResources", "NoTenantEligibleGPU", "PreemptionPending", "QuotaExceeded",
         "GPUTypeUnavailable", "LoadThresholdExceeded", "PortsExhausted", "ShardAllocationFailed", "GangIncomplete",
         "BindConflict", "TenantInactive", "InternalError",  # design §15.6, issue 13 (fault isolation)
+        "InsufficientHostResources",  # design §16.1
     }

@@ -8,9 +8,9 @@ from tenants.models import ShareGroup, Tenant
 
 @pytest.mark.django_db
 def test_seed_demo_builds_a_ten_architecture_cluster_and_is_idempotent(capsys):
-    call_command("seed_demo")
+    call_command("seed_demo", force=True)
     first = (Node.objects.count(), GPU.objects.count(), Task.objects.count(), Tenant.objects.count())
-    call_command("seed_demo")
+    call_command("seed_demo", force=True)
 
     assert (Node.objects.count(), GPU.objects.count(), Task.objects.count(), Tenant.objects.count()) == first
     assert 35 <= first[0] <= 45
@@ -24,7 +24,7 @@ def test_seed_demo_builds_a_ten_architecture_cluster_and_is_idempotent(capsys):
 
 @pytest.mark.django_db
 def test_demo_workload_submits_valid_tasks_through_the_service():
-    call_command("seed_demo")
+    call_command("seed_demo", force=True)
     before = Task.objects.count()
 
     call_command("demo_workload", count=5, interval=0, seed=7)

@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from nodes.models import Node
 from scheduling import immediate_queue
 from scheduling.cycle import run_cycle
+from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import execute_plan
@@ -131,13 +132,14 @@ def test_only_a_preempting_task_can_be_settled(tenant):
     assert (running.status, running.node_id, running.preempt_count) == ("running", node.id, 0)
 
 
-def test_a_victim_that_ends_by_itself_succeeds_and_frees_its_cards(preempted_cluster):
+def test_a_victim_is_never_marked_succeeded(preempted_cluster):
+    """design §16.1: the CAS refuses `preempting → succeeded` and changes nothing."""
     node, low, *_ = preempted_cluster
     held = gpu_used(node)
-    assert task_transition(low.id, "preempting", "succeeded")
-    assert statuses(low) == ["succeeded"]
-    assert gpu_used(node) == held - low.gpu_required
-    assert not settle_preempted(low.id, forced=True)
+    with pytest.raises(IllegalTransition):
+        task_transition(low.id, "preempting", "succeeded")
+    assert statuses(low) == ["preempting"]
+    assert gpu_used(node) == held
 
 
 def test_settlement_wakes_the_preemptor(preempted_cluster, django_capture_on_commit_callbacks):

@@ -64,8 +64,9 @@ def test_the_agents_report_settles_through_the_status_route(tenant):
     assert status_report(agent, victim.id, "pending").status_code == 409
 
 
-def test_a_victim_that_exits_by_itself_during_its_preemption_ends_with_its_own_outcome(tenant):
-    """The agent reports the exit it saw (`running → succeeded`); the task was preempting: it succeeded (§15.4)."""
+def test_a_victim_that_exits_cleanly_during_its_preemption_settles_as_preempted(tenant):
+    """The agent reports the exit it saw (`running → succeeded`) before it heard of the preemption: the victim is
+    never `succeeded` (design §16.1); it goes back to the queue like any victim, exit code on its timeline."""
     node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
     victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
     agent = node_client(token)
@@ -73,10 +74,30 @@ def test_a_victim_that_exits_by_itself_during_its_preemption_ends_with_its_own_o
     exit_report = {"from": "running", "to": "succeeded"}
     assert agent.post(f"/api/v1/agent/tasks/{victim.id}/status", exit_report, format="json").status_code == 200
     victim.refresh_from_db()
-    assert (victim.status, victim.preempt_count) == ("succeeded", 0)
+    assert (victim.status, victim.preempt_count, victim.preemptible) == ("pending", 1, False)
+    last = TaskEvent.objects.filter(task_id=victim.id).latest("id")
+    assert (last.from_status, last.to_status) == ("preempting", "pending") and "exit code 0" in last.reason
     assert Node.objects.get(id=node.id).gpu_used == 0
     assert status_report(agent, victim.id, "pending").status_code == 409
     assert preemption_watchdog(now=timezone.now() + timedelta(seconds=61)) == 0
+
+
+def test_the_agent_may_never_report_a_victim_succeeded(tenant):
+    node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
+
+    assert status_report(node_client(token), victim.id, "succeeded").status_code == 400
+    assert statuses(victim) == ["preempting"]
+
+
+def test_a_victim_that_crashed_during_its_preemption_fails(tenant):
+    node, token = agent_register(name="gpu-a", internal_ip="10.0.3.7/24", public_ip=None, cpu_cores=8, memory_gb=64)
+    victim = placed_task(tenant=tenant, node=node, gpus=[0, 1], status="preempting")
+
+    crash = {"from": "running", "to": "failed", "reason": "exit code 137"}
+    assert node_client(token).post(f"/api/v1/agent/tasks/{victim.id}/status", crash, format="json").status_code == 200
+    victim.refresh_from_db()
+    assert (victim.status, victim.preempt_count, victim.reason) == ("failed", 0, "exit code 137")
 
 
 def test_a_late_report_after_the_watchdog_settles_nothing(tenant):

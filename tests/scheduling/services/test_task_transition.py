@@ -42,11 +42,12 @@ def test_every_illegal_transition_is_refused_naming_both_states(tenant, from_sta
     assert task.status == from_status
 
 
-def test_a_preempting_victim_may_end_by_itself():
-    """design §15.4 makes `preempting → succeeded | failed` legal: the victim finished before its stop took effect."""
-    assert {(lifecycle.PREEMPTING, lifecycle.SUCCEEDED), (lifecycle.PREEMPTING, lifecycle.FAILED)} <= TRANSITIONS
-    with pytest.raises(IllegalTransition):
-        lifecycle.check_transition(lifecycle.PREEMPTING, lifecycle.STOPPED)
+def test_a_task_under_preemption_is_never_marked_succeeded():
+    """design §16.1: `preempting → succeeded` is illegal again; a victim that crashed may still fail."""
+    assert (lifecycle.PREEMPTING, lifecycle.FAILED) in TRANSITIONS
+    for illegal in (lifecycle.SUCCEEDED, lifecycle.STOPPED):
+        with pytest.raises(IllegalTransition):
+            lifecycle.check_transition(lifecycle.PREEMPTING, illegal)
 
 
 def test_active_states_are_the_four_of_the_spec():
