@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from heteroflow_site.celery import run_periodic_job
 from nodes.models import Node
 from nodes.services import agent_register
-from scheduling import tasks
 from scheduling.models import Task, TaskEvent
 from scheduling.services.preemption_settle import FORCED_REASON
 from scheduling.preemption.watchdog import preemption_watchdog
@@ -43,7 +43,7 @@ def test_the_celery_task_runs_the_watchdog(tenant):
     victim = placed_task(tenant=tenant, node=node, gpus=[0], status="preempting")
     Task.objects.filter(id=victim.id).update(status_changed_at=timezone.now() - timedelta(seconds=90))
 
-    assert tasks.preemption_watchdog.apply().get() == 1
+    assert run_periodic_job.apply(args=("watchdog",)).get() == "1 unconfirmed preemption(s) settled"
     assert statuses(victim) == ["pending"]
 
 
