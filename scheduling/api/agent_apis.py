@@ -13,7 +13,13 @@ from rest_framework.views import APIView
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer, validated
 from heteroflow_site.validation import NAME_MAX_LENGTH, ColumnIntegerField, HeartbeatLabelsField
-from nodes.authentication import JOIN_TOKEN, AgentApi, JoinTokenAuthentication, MayRegisterNodes, NodeTokenAuthentication
+from nodes.authentication import (
+    JOIN_TOKEN,
+    AgentApi,
+    JoinTokenAuthentication,
+    MayRegisterNodes,
+    NodeTokenAuthentication,
+)
 from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.lifecycle import IllegalTransition
