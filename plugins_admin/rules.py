@@ -103,10 +103,15 @@ def settings_after(settings: Sequence[PluginSetting], requests: Sequence[PluginC
                 _merge(state, update_changes(spec, enabled=state[spec.name]["enabled"], weight=request.weight,
                                              extra=request.extra))
         except DomainError as exc:
-            raise DomainError(exc.message, field=f"[{position}].{exc.field}" if exc.field else f"[{position}]") \
-                from None
+            raise at_position(position, exc) from None
     return [PluginSetting(name=name, enabled=row["enabled"] or specs[name].always_on, weight=row["weight"],
                           extra=row["extra"]) for name, row in state.items()]
+
+
+def at_position(position: int, refusal: DomainError) -> DomainError:
+    """A refusal of the change at `position` in a list of changes, its field named as the API names it."""
+    return DomainError(refusal.message,
+                       field=f"[{position}].{refusal.field}" if refusal.field else f"[{position}]")
 
 
 def _merge(state: dict[str, dict[str, Any]], changes: Changes) -> None:

@@ -10,12 +10,14 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from heteroflow_site.errors import DomainError
 from plugins_admin.models import PluginChange
 from plugins_admin.rules import (
     MAX_WEIGHT,
     MIN_WEIGHT,
     PluginChangeRequest,
     UnknownPlugin,
+    at_position,
     check_update,
     plugin_spec,
     switch_changes,
@@ -54,13 +56,17 @@ def plugin_update(*, name: str, weight: int | None = None, extra: dict[str, Any]
 
 
 def plugin_changes_apply(*, requests: Sequence[PluginChangeRequest], actor: AbstractBaseUser | None) -> None:
-    """Save several changes (the what-if preview's list) in one transaction: all of them or, refused, none."""
+    """Save several changes (the what-if preview's list) in one transaction: all of them or, refused, none. A
+    refusal names the change's position, as the preview's does (`[1].extra`)."""
     with transaction.atomic():
-        for request in requests:
-            if request.enabled is not None:
-                plugin_set_enabled(name=request.name, enabled=request.enabled, actor=actor)
-            if request.weight is not None or request.extra is not None:
-                plugin_update(name=request.name, weight=request.weight, extra=request.extra, actor=actor)
+        for position, request in enumerate(requests):
+            try:
+                if request.enabled is not None:
+                    plugin_set_enabled(name=request.name, enabled=request.enabled, actor=actor)
+                if request.weight is not None or request.extra is not None:
+                    plugin_update(name=request.name, weight=request.weight, extra=request.extra, actor=actor)
+            except DomainError as exc:
+                raise at_position(position, exc) from None
 
 
 def _lock_rows(names: list[str], specs: Registry) -> dict[str, PluginConfig]:

@@ -31,7 +31,7 @@ from scheduling.replay.reports import ReplayReport, latest_report
 TEMPLATE = "plugins_admin/plugins.html"
 REPLAY_TEMPLATE = "plugins_admin/replay_report.html"
 # How to make a report, shown where there is none yet.
-REPLAY_COMMAND = "python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd,fgd-cpu --report"
+REPLAY_COMMAND = "python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd --report"
 WHAT_IF_TEMPLATE = "plugins_admin/_what_if.html"
 HISTORY_LENGTH = 20
 # Parts of the page a browser may re-fetch alone; the scheduler panel polls so that API changes show up too.

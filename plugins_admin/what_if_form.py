@@ -1,6 +1,7 @@
 """The plugin page's "Preview a change" form: its fields as the plugin API's list of changes, refusals back
 beside the field they name, and a preview as the rows and bars the page shows."""
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,6 +16,10 @@ from scheduling.selectors import task_rows
 T = TypeVar("T")
 # Bars of the page: at most this many nodes each, the most used first.
 BAR_NODES = 12
+# preempt's one setting has a field of its own; other plugins' settings are a JSON object, as on the plugin table.
+PREEMPT = "preempt"
+FIELDS = ("action", "weight", "preempt_stage", "settings")
+NOT_AN_OBJECT = 'enter a JSON object, e.g. {"cpu_weight": 1}'
 
 
 class PreviewFormError(Exception):
@@ -26,11 +31,11 @@ class PreviewFormError(Exception):
 
 
 def submitted_changes(post: QueryDict, plugin_names: list[str]) -> tuple[dict[str, dict[str, str]], list[dict]]:
-    """What the form asks, per plugin (`{name: {action, weight, preempt_stage}}`, to show back), and as the API's
-    body: one entry per plugin with a change."""
+    """What the form asks, per plugin (`{name: {action, weight, preempt_stage, settings}}`, to show back), and as
+    the API's body: one entry per plugin with a change (settings that are not JSON stay text, refused later)."""
     submitted, entries = {}, []
     for name in plugin_names:
-        fields = {key: post.get(f"{key}-{name}", "").strip() for key in ("action", "weight", "preempt_stage")}
+        fields = {key: post.get(f"{key}-{name}", "").strip() for key in FIELDS}
         submitted[name] = fields
         entry: dict[str, Any] = {"name": name}
         if fields["action"] in PLUGIN_ACTIONS:
@@ -39,6 +44,8 @@ def submitted_changes(post: QueryDict, plugin_names: list[str]) -> tuple[dict[st
             entry["weight"] = int(fields["weight"]) if fields["weight"].isdigit() else fields["weight"]
         if fields["preempt_stage"]:
             entry["extra"] = {"preempt_stage": fields["preempt_stage"]}
+        elif fields["settings"]:
+            entry["extra"] = _json_or_text(fields["settings"])
         if len(entry) > 1:
             entries.append(entry)
     return submitted, entries
@@ -48,6 +55,10 @@ def with_changes(post: QueryDict, plugin_names: list[str], act: Callable[[list[P
     """`act` on the form's changes, checked as the API checks them (the body's shapes, then the plugin rules);
     a refusal is a PreviewFormError naming the plugin row and field."""
     _, entries = submitted_changes(post, plugin_names)
+    not_objects = {entry["name"]: {"settings": NOT_AN_OBJECT} for entry in entries
+                   if not isinstance(entry.get("extra", {}), dict)}
+    if not_objects:
+        raise PreviewFormError(not_objects)
     try:
         return act(plugin_change_requests(entries))
     except ValidationError as exc:
@@ -62,10 +73,18 @@ def _row_errors(detail: dict, entries: list[dict]) -> dict[str, dict[str, str]]:
         position, _, field = str(key).partition("].")
         index = position.removeprefix("[").rstrip("]")
         name = entries[int(index)]["name"] if index.isdigit() and int(index) < len(entries) else ""
-        field = {"enabled": "action", "extra": "preempt_stage", "": "action"}.get(field, field)
+        field = {"enabled": "action", "extra": "preempt_stage" if name == PREEMPT else "settings",
+                 "": "action"}.get(field, field)
         message = messages[0] if isinstance(messages, list) else messages
         errors.setdefault(name or "form", {})[field] = str(message)
     return errors
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def form_rows(plugins: list[dict[str, Any]], *, submitted: dict[str, dict[str, str]],

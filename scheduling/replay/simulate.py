@@ -51,14 +51,13 @@ POLICIES: dict[str, tuple[PluginSetting, ...]] = {
     "spread": (PluginSetting("spread", True, 1), PluginSetting("binpack", False, 0), PluginSetting(fgd.NAME, False, 0)),
     "binpack": (PluginSetting("spread", False, 0), PluginSetting("binpack", True, 1),
                 PluginSetting(fgd.NAME, False, 0)),
-    "fgd": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0), PluginSetting(fgd.NAME, True, 1)),
-    # fgd whose score ties (whole points) go to the best fit: the paper's simulator breaks ties by node name, which
-    # packs too; the production framework breaks them at random.
-    "fgd-bestfit": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
-                    PluginSetting(fgd.NAME, True, 1, {"tie_break": fgd.BEST_FIT})),
-    # fgd with HeteroFlow's CPU-aware fragment and a best-fit tie-break (scheduling.plugins.fgd).
-    "fgd-cpu": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
-                PluginSetting(fgd.NAME, True, 1, fgd.IMPROVED)),
+    # fgd as an admin who enables it gets it (its registered default settings, design §15.9).
+    "fgd": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
+            PluginSetting(fgd.NAME, True, 1, fgd.SPEC.default.extra)),
+    # The paper's FGD (no CPU term; score ties broken at random, where the paper's simulator breaks them by node
+    # name), for comparison.
+    "fgd-paper": (PluginSetting("spread", False, 0), PluginSetting("binpack", False, 0),
+                  PluginSetting(fgd.NAME, True, 1, fgd.PAPER)),
 }
 
 

@@ -21,7 +21,8 @@ DEFAULT_PLUGIN_SET = {
     "preempt": (True, 0, {"preempt_stage": "running"}),
     "resource-filter": (True, 1, {}),
     "gpu-filter": (True, 1, {}),
-    "fgd": (False, 0, {}),     # design §15.9, its own migration
+    # design §15.9: its own migration, then the settings the replay measured best.
+    "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1}),
 }
 
 

@@ -54,7 +54,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
-        parser.add_argument("--layout", default="spread", choices=["spread", "binpack", "fgd", "fgd-cpu"],
+        parser.add_argument("--layout", default="spread", choices=["spread", "binpack", "fgd", "fgd-paper"],
                             help="layout scorer (the replay_trace policies); fgd measures against the seeded tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")

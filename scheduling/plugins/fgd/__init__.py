@@ -5,9 +5,10 @@ popular task shapes could not use there. The score prefers the node whose fragme
 lands on it: 100 × sigmoid(−ΔF), ΔF in cards (the paper's sigmoid of the milli-GPU difference / 1000). For a shard,
 ΔF is that of the best card, and the Reserve point (`reserve`) puts the shard on that card.
 
-Settings (`extra`): `cpu_weight` (default 0) adds the CPU-starved idle cards to the fragment (`fragmentation`);
+Settings (`extra`, design §15.9): `cpu_weight` adds the CPU-starved idle cards to the fragment (`fragmentation`);
 `tie_break: best-fit` rounds the score to whole points and breaks those ties by best fit (the node left with the
-least GPU and CPU). `IMPROVED` = both, which the openb replay found above the paper's FGD.
+least GPU and CPU). `DEFAULTS` (both on) are what the openb replay measured best, so an admin who enables fgd gets
+them; a setting left out takes its default. `PAPER` (neither) is the paper's FGD, kept for comparison.
 
 The target workload is the popularity of shapes among recently submitted tasks (`recent.recent_workload`); a trace
 replay gives the trace's (`use_workload`). ΔF is cached per table row and task shape and recomputed only for rows an
@@ -39,8 +40,9 @@ NEUTRAL = 50.0
 NO_TIE_BREAK = "none"
 BEST_FIT = "best-fit"
 TIE_BREAKS = (NO_TIE_BREAK, BEST_FIT)
-# The settings of HeteroFlow's improved fgd (design §15.9 replay: above the paper's FGD on openb); `{}` is the paper's.
-IMPROVED = {"tie_break": BEST_FIT, "cpu_weight": 1.0}
+DEFAULTS = {"tie_break": BEST_FIT, "cpu_weight": 1}
+PAPER = {"tie_break": NO_TIE_BREAK, "cpu_weight": 0}
+MAX_CPU_WEIGHT = 10
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
 
 
@@ -49,6 +51,7 @@ class Fgd(RowPlugin):
 
     def __init__(self, workload_source: Callable[[], TargetWorkload] | None = None, *,
                  tie_break: str = NO_TIE_BREAK, cpu_weight: float = 0.0) -> None:
+        # The bare mechanism (the paper's FGD); `factory` gives the settings an admin gets (DEFAULTS).
         self.tie_break = tie_break
         self.cpu_weight = cpu_weight
         # The table of the last scoring, whose cache the card choice for the chosen node reuses.
@@ -205,16 +208,16 @@ def validate_extra(extra: Mapping[str, Any]) -> None:
     unknown = set(extra) - {"tie_break", "cpu_weight"}
     if unknown:
         raise ValueError(f"unknown fgd setting(s): {', '.join(sorted(unknown))}")
-    if extra.get("tie_break", NO_TIE_BREAK) not in TIE_BREAKS:
+    if extra.get("tie_break", DEFAULTS["tie_break"]) not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {'|'.join(TIE_BREAKS)}, not {extra['tie_break']!r}")
-    weight = extra.get("cpu_weight", 0)
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 10:
-        raise ValueError(f"cpu_weight must be a number from 0 to 10, not {weight!r}")
+    weight = extra.get("cpu_weight", DEFAULTS["cpu_weight"])
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= MAX_CPU_WEIGHT:
+        raise ValueError(f"cpu_weight must be a number from 0 to {MAX_CPU_WEIGHT}, not {weight!r}")
 
 
 def factory(setting: PluginSetting) -> Fgd:
-    return Fgd(tie_break=setting.extra.get("tie_break", NO_TIE_BREAK),
-               cpu_weight=float(setting.extra.get("cpu_weight", 0)))
+    settings = {**DEFAULTS, **setting.extra}
+    return Fgd(tie_break=settings["tie_break"], cpu_weight=float(settings["cpu_weight"]))
 
 
 def fragmentation_summary(nodes: list[NodeInfo], config: SchedulerConfig) -> dict[str, Any]:
@@ -236,8 +239,8 @@ def target_workload_summary() -> dict[str, Any]:
                        for shape, share in zip(workload.shapes, workload.popularity)]}
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0),
-                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra, on_tasks_created=recent.record_shapes,
-                  restore_state=recent.restore_window,
+SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0, DEFAULTS),
+                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra,
+                  on_tasks_created=recent.record_shapes, restore_state=recent.restore_window,
                   description="Prefers the node and card where GPU fragmentation, measured against the recent "
                               "tasks' shapes, grows least (Fragmentation Gradient Descent).")

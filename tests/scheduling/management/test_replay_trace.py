@@ -75,9 +75,9 @@ def test_bad_input_is_refused_naming_the_option(small_trace, tmp_path):
 def test_replays_in_several_processes_give_the_same_figures(small_trace, tmp_path):
     nodes, pods = small_trace
     for jobs in ("1", "2"):
-        replay("--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd-cpu", "--seeds", "2", "--jobs", jobs,
+        replay("--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd", "--seeds", "2", "--jobs", jobs,
                "--json", str(tmp_path / f"jobs{jobs}.json"))
-    runs = [json.loads((tmp_path / f"jobs{jobs}.json").read_text())["policies"]["fgd-cpu"]["runs"] for jobs in "12"]
+    runs = [json.loads((tmp_path / f"jobs{jobs}.json").read_text())["policies"]["fgd"]["runs"] for jobs in "12"]
     assert runs[0] == runs[1]
 
 

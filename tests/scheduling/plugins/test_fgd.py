@@ -137,6 +137,16 @@ def test_cpu_weight_counts_the_idle_cards_the_free_cpu_cannot_feed():
     assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table)).tolist() == pytest.approx([0.0, 0.0])
 
 
+def test_an_admin_enabling_fgd_gets_the_measured_best_settings():
+    # design §15.9: the stored row's settings and the ones left out both come from DEFAULTS.
+    from scheduling.framework.registry import PluginSetting
+    from scheduling.plugins.fgd import SPEC, factory
+
+    assert dict(SPEC.default.extra) == {"tie_break": "best-fit", "cpu_weight": 1}
+    plugin = factory(PluginSetting("fgd", True, 1, {}))
+    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 1.0)
+
+
 def test_best_fit_breaks_score_ties_towards_the_fuller_node():
     # Both nodes see growth 0 for a whole card (every shape still fits after it); the node already holding a card
     # keeps less idle capacity afterwards, so best fit prefers it. Without the tie-break they score alike.
@@ -165,7 +175,9 @@ def test_bad_settings_are_refused_with_their_reason(extra, message):
 
 def test_the_setting_reaches_the_plugin():
     from scheduling.framework.registry import PluginSetting
-    from scheduling.plugins.fgd import IMPROVED, factory
+    from scheduling.plugins.fgd import PAPER, factory
 
-    plugin = factory(PluginSetting("fgd", True, 1, IMPROVED))
-    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 1.0)
+    plugin = factory(PluginSetting("fgd", True, 1, {"cpu_weight": 2.5}))
+    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 2.5)
+    plugin = factory(PluginSetting("fgd", True, 1, PAPER))
+    assert (plugin.tie_break, plugin.cpu_weight) == ("none", 0.0)

@@ -96,3 +96,17 @@ def test_a_shard_counts_its_share_of_the_card_it_got():
     # The arrived demand is the caller's estimate; what is allocated is the share of the card it got.
     result = replay.run([Arrival(shard, 999)])
     assert result.allocation_at_arrival == 25.0
+
+
+def test_the_fgd_policy_is_the_plugin_as_an_admin_gets_it():
+    # design §15.9: `--policy fgd` replays fgd with its registered defaults; `fgd-paper` is the paper's.
+    from scheduling.plugins.fgd import SPEC, Fgd
+    from scheduling.replay.simulate import plugin_set_for
+    from scheduling.selectors import default_setting
+
+    admins = SPEC.factory(default_setting(SPEC))
+    replayed = {name: next(plugin for plugin, _ in plugin_set_for(name, TargetWorkload((), ())).scorers
+                           if isinstance(plugin, Fgd)) for name in ("fgd", "fgd-paper")}
+    assert (replayed["fgd"].tie_break, replayed["fgd"].cpu_weight) == (admins.tie_break, admins.cpu_weight) \
+        == ("best-fit", 1.0)
+    assert (replayed["fgd-paper"].tie_break, replayed["fgd-paper"].cpu_weight) == ("none", 0.0)
