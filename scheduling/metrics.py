@@ -27,7 +27,7 @@ from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
 from nodes.selectors import capacity_by_architecture
 from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task, TaskStatus
+from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskStatus
 
 logger = logging.getLogger(__name__)
 

@@ -2,6 +2,7 @@ from django.db import models
 from django.db.models import Q
 
 from nodes.models import GPU_TYPE_CHOICES
+from scheduling.framework.snapshot import is_fractional
 
 
 class TaskStatus(models.TextChoices):
@@ -148,7 +149,7 @@ class Task(models.Model):
 
     @property
     def is_fractional(self) -> bool:
-        return self.gpu_required == 0 and self.gpu_memory_mb > 0
+        return is_fractional(self.gpu_required, self.gpu_memory_mb)
 
 
 class TaskEvent(models.Model):

@@ -9,6 +9,11 @@ from typing import Any
 HOST_EPSILON = 1e-9
 
 
+def is_fractional(gpu_required: int, gpu_memory_mb: int) -> bool:
+    """A task asks for part of one card (a shard, design §7) when it wants no whole card but some card memory."""
+    return gpu_required == 0 and gpu_memory_mb > 0
+
+
 @dataclass
 class CardInfo:
     index: int
@@ -113,7 +118,7 @@ class TaskInfo:
 
     @property
     def is_fractional(self) -> bool:
-        return self.gpu_required == 0 and self.gpu_memory_mb > 0
+        return is_fractional(self.gpu_required, self.gpu_memory_mb)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from django.db import transaction
 
 from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import immediate_queue, lifecycle
+from scheduling.framework.snapshot import is_fractional
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.plugins import tell_tasks_created
 from tenants.models import Tenant
@@ -38,7 +39,7 @@ def task_create(
         raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and preemptible:
         raise DomainError("training tasks cannot be preemptible", field="preemptible")
-    fractional = gpu_required == 0 and gpu_memory_mb > 0
+    fractional = is_fractional(gpu_required, gpu_memory_mb)
     if gpu_compute_percent is not None and not fractional:
         raise DomainError(
             "gpu_compute_percent applies only to fractional tasks (gpu_memory_mb without gpu_required)",

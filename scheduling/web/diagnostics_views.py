@@ -30,7 +30,7 @@ def diagnostics(request):
     context = {
         "cycles": recent_cycles(),
         "requested": CYCLE_REQUESTED if requested else None,
-        "attempt_counts": attempt_counts(),
+        "attempt_counts": [{"code": code, "count": count} for code, count in attempt_counts().items()],
         "pending": [{"task": task, "queue": queue_state(task, now=now)}
                     for task in pending_queue(limit=PENDING_SHOWN)],
         "fragmentation": fragmentation_panel(),

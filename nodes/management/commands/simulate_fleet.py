@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import requests
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from knox.models import AuthToken

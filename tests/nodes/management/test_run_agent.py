@@ -1,7 +1,15 @@
-import pytest
-from django.core.management import CommandError
+"""The agent's one command line: `python -m nodes.agent` and `manage.py run_agent` take the same options."""
 
-from nodes.management.commands.run_agent import parse_fake_cards
+import argparse
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from nodes.agent import __main__ as agent_main
+from nodes.agent.command_line import add_arguments, agent_from, parse_fake_cards
+from nodes.management.commands.run_agent import Command as RunAgent
+
+SERVER = ["--server", "http://127.0.0.1:1", "--token", "t"]
 
 
 def test_fake_cards_spec():
@@ -12,4 +20,24 @@ def test_fake_cards_spec():
 
 def test_bad_fake_cards_spec_names_the_format():
     with pytest.raises(CommandError, match="TYPE:MODEL:COUNT:MEMORY_MB"):
-        parse_fake_cards("ascend:910B")
+        call_command("run_agent", *SERVER, "--runtime", "simulated", "--fake-cards", "ascend:910B")
+
+
+def test_both_entry_points_take_labels_and_fake_cards():
+    django_options = {action.dest for action in RunAgent().create_parser("manage.py", "run_agent")._actions}
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert {action.dest for action in parser._actions} <= django_options
+    agent = agent_from(vars(parser.parse_args([*SERVER, "--runtime", "simulated", "--label", "rdma=true",
+                                               "--fake-cards", "nvidia:A100:2:81920"])))
+    try:
+        assert agent.extra_labels == {"rdma": "true"}
+        assert [card.model for card in agent.card_source()] == ["A100", "A100"]
+    finally:
+        agent.close()
+
+
+def test_a_label_without_a_value_is_refused_by_the_module_entry_point(capsys):
+    with pytest.raises(SystemExit):
+        agent_main.main([*SERVER, "--label", "rdma"])
+    assert "--label takes KEY=VALUE" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""The node agent's one command line, shared by ``python -m nodes.agent`` and ``manage.py run_agent`` (no Django)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from .agent import Agent
+from .client import AgentClient
+from .detectors import Card, fake_cards_for
+from .runtime import DockerRuntime, Runtime, SimulatedRuntime
+
+RUNTIMES: dict[str, type[DockerRuntime] | type[SimulatedRuntime]] = {
+    "docker": DockerRuntime, "simulated": SimulatedRuntime,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", required=True, help="control plane base URL, e.g. http://10.0.0.1:8000")
+    parser.add_argument("--token", required=True, help="node token returned by /api/v1/agent/register")
+    parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="docker")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between heartbeats")
+    parser.add_argument("--state-dir", help="simulated runtime: where it records its processes, so that a "
+                                            "restarted agent adopts them")
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra node label sent with every heartbeat (repeatable), e.g. rdma=true")
+    parser.add_argument("--fake-cards", help="report fabricated cards instead of detecting them, "
+                                             "TYPE:MODEL:COUNT:MEMORY_MB")
+
+
+def parse_fake_cards(text: str) -> list[Card]:
+    """`nvidia:A100:8:81920` → eight idle A100 cards of 80 GB, for a simulated node."""
+    try:
+        gpu_type, model, count, memory_mb = text.split(":")
+        return fake_cards_for(gpu_type, model, int(count), int(memory_mb))
+    except ValueError as exc:
+        raise ValueError(f"--fake-cards wants TYPE:MODEL:COUNT:MEMORY_MB, got {text!r} ({exc})") from None
+
+
+def parse_labels(labels: list[str]) -> dict[str, str]:
+    if any("=" not in label for label in labels):
+        raise ValueError("--label takes KEY=VALUE")
+    return dict(label.split("=", 1) for label in labels)
+
+
+def agent_from(options: Mapping[str, Any]) -> Agent:
+    """The agent the parsed options describe; ValueError names a bad option."""
+    extra: dict[str, Any] = {"extra_labels": parse_labels(options["label"])}
+    if options["fake_cards"]:
+        cards = parse_fake_cards(options["fake_cards"])
+        extra.update(card_source=lambda: list(cards), topology_source=lambda: None)
+    runtime: Runtime = SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated" else DockerRuntime()
+    return Agent(AgentClient(options["server"], options["token"]), runtime, **extra)
+
+
+def run(agent: Agent, interval: float, stop: threading.Event) -> None:
+    """Heartbeat and work until `stop` is set (or Ctrl-C), then close the agent."""
+    try:
+        agent.run_forever(interval, stop)
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        agent.close()
