@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 WITH_SERVICES := $(PY) -m heteroflow_site.local_services run --
 PYTEST_ARGS ?=
 
-.PHONY: run serve test fuzz install bench stop clean-data
+.PHONY: run serve test fuzz install bench soak stop clean-data
 
 install: $(INSTALLED)
 
@@ -59,6 +59,11 @@ BENCH_ENV = SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe
 bench: $(INSTALLED)
 	$(BENCH_ENV) $(WITH_SERVICES) $(PY) manage.py bench_scheduler --nodes 300 --pending 2000
 	$(BENCH_ENV) $(WITH_SERVICES) $(PY) manage.py bench_scheduler --nodes 5000 --pending 10000 --instances 1,2
+
+# The whole system under load and faults (docs/soak-test.md); about 10 minutes with these defaults.
+SOAK_ARGS ?= --minutes 8 --nodes 24 --tenants 4 --rate 2 --faults all
+soak: $(INSTALLED)
+	$(BENCH_ENV) $(WITH_SERVICES) $(PY) manage.py soak $(SOAK_ARGS)
 
 clean-data:
 	rm -rf .data

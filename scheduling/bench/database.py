@@ -1,4 +1,5 @@
-"""A throwaway database for a benchmark: `hf_bench_<pid>` on the default database's server, dropped afterwards."""
+"""A throwaway database for a benchmark (`hf_bench_<pid>`) or a soak run (`hf_soak_<pid>`) on the default database's
+server, dropped afterwards."""
 
 import os
 from collections.abc import Iterator
@@ -11,11 +12,11 @@ from django.db import connections
 
 
 @contextmanager
-def throwaway_database(*, keep: bool = False) -> Iterator[str]:
+def throwaway_database(*, keep: bool = False, prefix: str = "hf_bench") -> Iterator[str]:
     """Create and migrate a fresh database, make it Django's default for the block, yield its name; dropped on
     exit unless `keep` (for profiling)."""
     original = settings.DATABASES["default"]["NAME"]
-    name = f"hf_bench_{os.getpid()}"
+    name = f"{prefix}_{os.getpid()}"
     _execute_autocommit(f'CREATE DATABASE "{name}"')
     try:
         _use_database(name)

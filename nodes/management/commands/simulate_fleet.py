@@ -1,3 +1,4 @@
+import argparse
 import dataclasses
 import random
 import tempfile
@@ -84,6 +85,16 @@ def simulated_agent(server: str, token: str, member: SimulatedNode, speedup: flo
     )
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes I/K, for instance 0/2: {text!r}") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"--shard I/K needs 0 <= I < K: {text!r}")
+    return index, count
+
+
 class Command(BaseCommand):
     help = ("Run one simulated node agent per node in the database (threads), against the real HTTP API: each "
             "registers by node name, heartbeats the node's cards and runs its tasks as stand-in processes.")
@@ -93,14 +104,20 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=3.0, help="seconds between heartbeats")
         parser.add_argument("--speedup", type=float, nargs="?", const=10.0, default=1.0,
                             help="simulated tasks run this many times faster (10 when given without a value)")
+        parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="I/K",
+                            help="run the agents of every K-th node by name, starting with the I-th (0-based), so "
+                                 "that K fleet processes share the nodes (the soak test stops one at a time)")
         parser.add_argument("--state-dir", type=Path, default=Path(tempfile.gettempdir()) / "heteroflow-fleet",
                             help="where each simulated agent records its processes (one directory per node), so "
                                  "that a restarted fleet adopts the tasks it left running")
 
-    def handle(self, *args, server: str, interval: float, speedup: float, state_dir: Path, **options):
+    def handle(self, *args, server: str, interval: float, speedup: float, state_dir: Path, shard: tuple[int, int],
+               **options):
         if speedup <= 0:
             raise CommandError("--speedup must be positive")
-        members = [SimulatedNode.of(node) for node in Node.objects.prefetch_related("gpus")]
+        index, count = shard
+        members = [SimulatedNode.of(node) for node in Node.objects.prefetch_related("gpus").order_by("name")]
+        members = members[index::count]
         if not members:
             raise CommandError("no nodes in the database: run `manage.py seed_demo` first")
         # The demo's nodes exist already, and only an admin token may register an existing name.

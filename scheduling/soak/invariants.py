@@ -1,0 +1,150 @@
+"""What must hold however a soak run's processes die (issue 28), read in one consistent snapshot of the database.
+
+Each check returns sentences naming the evidence; an empty list is a pass. During the run they are checked every
+few seconds (`during_run`); after the quiet period at the end, also what needs the system to have settled
+(`after_quiet`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psutil
+from django.db.models import Count
+from django.utils import timezone
+
+from nodes.agent.runtime import container_name
+from scheduling import lifecycle
+from scheduling.ledger_audit import ledger_audit
+from scheduling.loops import UNCLAIMED_AFTER
+from scheduling.models import Task, TaskEvent, TaskGroup, TaskType
+from scheduling.preemption.watchdog import CONFIRMATION_TIMEOUT
+from scheduling.soak.cluster import NODE_LOST_TIMEOUT_SECONDS
+from scheduling.soak.tenants import Ledger
+from scheduling.what_if.read_only import read_only_transaction
+
+# How long a task may stay in a transient state before a loop must have moved it (the loop's own limit, one of its
+# periods, and a margin for a loop that was itself killed and restarted).
+SLACK = timedelta(seconds=120)
+TRANSIENT_LIMITS = {
+    lifecycle.SCHEDULED: UNCLAIMED_AFTER + SLACK,
+    lifecycle.PREEMPTING: CONFIRMATION_TIMEOUT + SLACK,
+    lifecycle.STOPPING: timedelta(seconds=NODE_LOST_TIMEOUT_SECONDS) + SLACK,
+}
+
+
+def during_run(ledger: Ledger, *, now: datetime | None = None) -> list[str]:
+    with read_only_transaction():
+        return [*exactly_once(ledger), *legal_histories(), *ledgers_agree(), *no_state_outlived_its_loop(now=now)]
+
+
+def after_quiet(ledger: Ledger, *, fleet_state: Path, online_nodes: list[str]) -> list[str]:
+    with read_only_transaction():
+        return [*during_run(ledger), *agents_agree(fleet_state, online_nodes), *no_gang_half_running()]
+
+
+def exactly_once(ledger: Ledger) -> list[str]:
+    """Every submission the API acknowledged exists, with its id; none exists twice (a lost answer may or may
+    not have created its task — never two)."""
+    with ledger.lock:
+        tasks, groups = dict(ledger.tasks), dict(ledger.groups)
+    found = []
+    for model, submitted, what in ((Task, tasks, "task"), (TaskGroup, groups, "group")):
+        rows = model.objects.filter(name__in=list(submitted)).values_list("name", "id")
+        ids_by_name: dict[str, list[int]] = defaultdict(list)
+        for name, row_id in rows:
+            ids_by_name[name].append(row_id)
+        for name, acknowledged in submitted.items():
+            ids = ids_by_name.get(name, [])
+            if len(ids) > 1:
+                found.append(f"{what} {name} exists {len(ids)} times (ids {sorted(ids)})")
+            elif acknowledged is not None and ids != [acknowledged]:
+                found.append(f"{what} {name} was acknowledged as id {acknowledged} but the database has {ids}")
+    return found
+
+
+def legal_histories() -> list[str]:
+    """Every recorded transition is legal (design §2) and follows the one before it."""
+    found = []
+    last_to: dict[int, str] = {}
+    for task_id, from_status, to_status in TaskEvent.objects.order_by("task_id", "at", "id").values_list(
+            "task_id", "from_status", "to_status"):
+        if not from_status:
+            last_to[task_id] = to_status
+            continue
+        if (from_status, to_status) not in lifecycle.TRANSITIONS:
+            found.append(f"task {task_id}: illegal transition {from_status} → {to_status}")
+        elif task_id in last_to and last_to[task_id] != from_status:
+            found.append(f"task {task_id}: {from_status} → {to_status} after it had become {last_to[task_id]}")
+        last_to[task_id] = to_status
+    current = dict(Task.objects.filter(id__in=list(last_to)).values_list("id", "status"))
+    found += [f"task {task_id} is {current[task_id]} but its last transition made it {status}"
+              for task_id, status in last_to.items() if task_id in current and current[task_id] != status]
+    return found
+
+
+def ledgers_agree() -> list[str]:
+    """No card held by two active whole-card tasks, and each node's gpu_used equals the recount (audit_ledgers)."""
+    found = []
+    for node in ledger_audit().nodes:
+        if node.gpu_used_wrong:
+            found.append(f"node {node.name}: gpu_used {node.stored_gpu_used}, active tasks hold "
+                         f"{node.recounted_gpu_used}")
+        if node.double_booked:
+            found.append(f"node {node.name}: cards {list(node.double_booked)} held by several active tasks")
+    return found
+
+
+def no_state_outlived_its_loop(*, now: datetime | None = None) -> list[str]:
+    now = now or timezone.now()
+    found = []
+    for status, limit in TRANSIENT_LIMITS.items():
+        for task_id, since in Task.objects.filter(status=status, status_changed_at__lt=now - limit).values_list(
+                "id", "status_changed_at"):
+            found.append(f"task {task_id} {status} since {since:%H:%M:%S}, longer than {limit.total_seconds():.0f} s")
+    return found
+
+
+def agents_agree(fleet_state: Path, online_nodes: list[str]) -> list[str]:
+    """On every online node the tasks the control plane has running are the ones its agent runs (the simulated
+    runtime records each process as `<task id>.pid`)."""
+    running = defaultdict(set)
+    for node_name, task_id in Task.objects.filter(status=lifecycle.RUNNING, node__name__in=online_nodes).values_list(
+            "node__name", "id"):
+        running[node_name].add(task_id)
+    found = []
+    for node_name in online_nodes:
+        folder = fleet_state / node_name
+        agent = {int(pid.stem) for pid in folder.glob("*.pid") if _runs(pid)} if folder.is_dir() else set()
+        if running[node_name] != agent:
+            found.append(f"node {node_name}: control plane has {sorted(running[node_name])} running, its agent "
+                         f"runs {sorted(agent)}")
+    return found
+
+
+def _runs(pid_file: Path) -> bool:
+    """The simulated task of `pid_file` still runs: its process is alive and is that task's (not a reused pid)."""
+    try:
+        process = psutil.Process(int(pid_file.read_text()))
+        return process.status() != psutil.STATUS_ZOMBIE and container_name(int(pid_file.stem)) in " ".join(
+            process.cmdline())
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+def no_gang_half_running() -> list[str]:
+    """No training gang has some members of its current run active and others not."""
+    found = []
+    gangs = TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1).values_list("id", "name", "restarts")
+    for group_id, name, run in gangs:
+        states = Counter(Task.objects.filter(group_id=group_id, group_run=run).values_list("status", flat=True))
+        active = sum(count for status, count in states.items() if status in lifecycle.ACTIVE_STATES)
+        if 0 < active < sum(states.values()):
+            found.append(f"gang {name}: members {dict(sorted(states.items()))}")
+    return found
+
+
+def tasks_by_status() -> dict[str, int]:
+    return dict(Task.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
