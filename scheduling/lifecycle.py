@@ -18,6 +18,7 @@ TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 # Reasons the control plane itself gives a task's end (design §11, §15.4).
 TIMEOUT_REASON = "Timeout"
 NODE_LOST_REASON = "NodeLost"
+AGENT_LOST_REASON = "AgentLost"
 
 
 def final_status_after_stop(reason: str) -> str:

@@ -6,7 +6,9 @@ timeout), `preempting` settled as the watchdog settles it — and the transition
 A gang that loses a member this way is then made whole by `scheduling.groups.restart`.
 
 The agent's heartbeat lists the tasks it runs; `tasks_to_kill` answers which of them it must kill: those the
-control plane no longer places on that node in a running state (lost, settled, stopped, unknown).
+control plane no longer places on that node in a running state (lost, settled, stopped, unknown). The other way
+round, `fail_tasks_the_agent_lost`: a task running there by the control plane that its agent does not run has ended
+without a report (an agent killed between claiming a task and starting it, or with the task's end unreported).
 """
 
 import logging
@@ -22,7 +24,7 @@ from django.utils import timezone
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.groups.restart import reconciles_deferred
-from scheduling.lifecycle import ACTIVE_STATES, NODE_LOST_REASON
+from scheduling.lifecycle import ACTIVE_STATES, AGENT_LOST_REASON, NODE_LOST_REASON
 from scheduling.models import Task
 from scheduling.services.preemption_settle import settle_preempted
 from scheduling.services.task_transition import task_transition
@@ -118,3 +120,18 @@ def tasks_to_kill(*, node_id: int, running: Iterable[int]) -> list[int]:
     expected = set(Task.objects.filter(id__in=reported, node_id=node_id, status__in=_CONTAINER_STATES)
                    .values_list("id", flat=True))
     return sorted(reported - expected)
+
+
+def fail_tasks_the_agent_lost(*, node_id: int, running: Iterable[int], now: datetime | None = None) -> list[int]:
+    """The tasks `running` on the node by the control plane that the agent's heartbeat does not list fail with
+    `AgentLost`, once running for longer than the heartbeat timeout (a task claimed in one agent step is listed
+    from the next; an agent delivers its held reports before it heartbeats). Their cards are freed. The ids."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.SCHEDULER["heartbeat_timeout"])
+    unlisted = (Task.objects.filter(node_id=node_id, status=lifecycle.RUNNING, status_changed_at__lt=cutoff)
+                .exclude(id__in=set(running)).values_list("id", flat=True))
+    failed = [task_id for task_id in unlisted
+              if task_transition(task_id, lifecycle.RUNNING, lifecycle.FAILED,
+                                 reason=f"{AGENT_LOST_REASON}: the node's agent does not run it")]
+    if failed:
+        logger.warning("node %s: task(s) %s failed, its agent does not run them", node_id, failed)
+    return failed

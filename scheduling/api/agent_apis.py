@@ -24,7 +24,7 @@ from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
-from scheduling.node_lost import tasks_to_kill
+from scheduling.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import AgentArcRefused, NotThisNodesTask, agent_report_status
 
@@ -94,7 +94,7 @@ class AgentHeartbeatApi(AgentApi):
         # The task ids whose containers the agent runs now (docs/scheduling.md, lost nodes); the reply says which
         # to kill.
         running = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
-                                        max_length=4096, required=False, default=list)
+                                        max_length=4096, required=False, default=None)
 
         def validate_gpus(self, cards):
             # Each card is valid by now (errors name its position: gpus[3].memory_total_mb). A card is known by its
@@ -119,6 +119,9 @@ class AgentHeartbeatApi(AgentApi):
         report = validated(self.InputSerializer, request.data)
         running = report.pop("running")
         node = node_heartbeat_apply(node=request.auth, **report)
+        if running is None:  # an agent that does not say what it runs: nothing to reconcile
+            return Response({"node_id": node.id, "status": node.status, "kill": []})
+        fail_tasks_the_agent_lost(node_id=node.id, running=running)
         return Response({"node_id": node.id, "status": node.status,
                          "kill": tasks_to_kill(node_id=node.id, running=running)})
 

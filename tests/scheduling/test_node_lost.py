@@ -143,6 +143,32 @@ class TestKillReply:
                           format="json").json()["kill"] == []
         assert agent.post("/api/v1/agent/heartbeat", heartbeat_body(), format="json").json()["kill"] == []
 
+    def test_a_running_task_its_agent_does_not_run_fails_once_past_the_heartbeat_timeout(self, agent, registered,
+                                                                                           tenant):
+        node, _ = registered
+        listed = placed_task(tenant=tenant, node=node, gpus=[0])
+        forgotten = placed_task(tenant=tenant, node=node, gpus=[1, 2])
+        just_claimed = placed_task(tenant=tenant, node=node, gpus=[3])
+        long_ago = timezone.now() - timedelta(minutes=5)
+        Task.objects.filter(id__in=[listed.id, forgotten.id]).update(status_changed_at=long_ago)
+
+        agent.post("/api/v1/agent/heartbeat", heartbeat_body(running=[listed.id]), format="json")
+
+        assert [Task.objects.get(id=task.id).status for task in (listed, forgotten, just_claimed)] == \
+            ["running", "failed", "running"]
+        assert Task.objects.get(id=forgotten.id).events.last().reason.startswith("AgentLost")
+        node.refresh_from_db()
+        assert node.gpu_used == 2 and ledger_mismatches() == []
+
+    def test_an_agent_that_does_not_say_what_it_runs_loses_no_task(self, agent, registered, tenant):
+        node, _ = registered
+        task = placed_task(tenant=tenant, node=node, gpus=[0])
+        Task.objects.filter(id=task.id).update(status_changed_at=timezone.now() - timedelta(minutes=5))
+
+        assert agent.post("/api/v1/agent/heartbeat", heartbeat_body(), format="json").json()["kill"] == []
+
+        assert Task.objects.get(id=task.id).status == "running"
+
     def test_running_must_be_task_ids(self, agent, registered):
         reply = agent.post("/api/v1/agent/heartbeat", heartbeat_body(running=["seven"]), format="json")
         assert reply.status_code == 400
