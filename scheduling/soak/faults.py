@@ -139,7 +139,8 @@ def _lose_agents(context: FaultContext, rng: random.Random) -> str:
 
 def _restart_agents(context: FaultContext, rng: random.Random) -> str:
     name = rng.choice(sorted(context.fleet_nodes))
-    context.supervisor.restart(name)
+    # The agents die, their tasks' processes (the containers) do not: the new agents adopt them.
+    context.supervisor.restart(name, children=False)
     return f"SIGKILL {name} ({len(context.fleet_nodes[name])} agents) and started again: they adopt their tasks"
 
 

@@ -61,16 +61,20 @@ class Supervisor:
         managed.starts += 1
         managed.held = False
 
-    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL, *, children: bool = True) -> None:
+        """Signal the process and, with `children`, everything it started (its process group)."""
         managed = self.processes[name]
         if managed.alive:
-            os.killpg(managed.process.pid, sig)
+            if children:
+                os.killpg(managed.process.pid, sig)
+            else:
+                managed.process.send_signal(sig)
             if sig in (signal.SIGKILL, signal.SIGTERM):
                 managed.process.wait(STOP_SECONDS)
 
-    def restart(self, name: str) -> None:
+    def restart(self, name: str, *, children: bool = True) -> None:
         with self.lock:
-            self.kill(name)
+            self.kill(name, children=children)
             self.start(name)
 
     def revive_dead(self) -> list[str]:
