@@ -12,6 +12,7 @@ class SchedulingConfig(AppConfig):
         import scheduling.queue.receivers  # noqa: F401
         import scheduling.services.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401
+        import scheduling.web.log_views  # noqa: F401
 
         from heteroflow_site.health import readiness_check_register
         from scheduling.metrics import check_scheduler

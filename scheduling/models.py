@@ -226,3 +226,16 @@ class PluginConfig(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TaskLog(models.Model):
+    """The tail of a task's output as its node agent shipped it (design §16.4): at most TASK_LOG_MAX_BYTES, the
+    oldest bytes dropped first (`scheduling.services.task_logs`). Bytes, not text: a batch may end inside a UTF-8
+    character, and readers decode with replacement."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, primary_key=True, related_name="log")
+    content = models.BinaryField(default=bytes)
+    # How many bytes of the task's output were dropped from the front: `dropped_bytes + len(content)` is the
+    # offset of the output's end, which a follower passes back as `offset` to read only what came after.
+    dropped_bytes = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)

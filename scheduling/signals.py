@@ -10,3 +10,6 @@ cycle_completed = Signal()
 # derive_group_status: the groups' own rules follow their members (scheduling/groups/receivers.py). The writers of
 # task state are below groups and name none of them.
 group_members_moved = Signal()
+
+# Sent after the commit of a batch of a task's output, with task_id and text (the batch, decoded).
+task_log_appended = Signal()

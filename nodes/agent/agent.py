@@ -8,10 +8,13 @@ Expected JSON shapes (the agent routes of /api/schema/docs/):
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
   stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
+- ``POST /api/v1/agent/tasks/{id}/logs`` the task's output since the last batch, as the raw body (design §16.4)
 
 A start item is claimed (``scheduled -> running``) before anything runs, and only a 200 starts the container: a
 409 means another claimant won and the item is dropped silently. Reports the server could not take are kept and
-sent again first thing in the next step, so an outage delays task outcomes but never loses them. On start the
+sent again first thing in the next step, so an outage delays task outcomes but never loses them. Each step ships
+the output the running tasks printed since the last one; a task that ended has its last output shipped before its
+status is reported, and only then is its container released. On start the
 agent adopts what its runtime still runs from an earlier life (design §15.4) instead of forgetting it.
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 from .client import AgentClient, AgentRequestError, ServerUnavailable
 from .detectors import Card, CommandRunner, detect_all, run_command
 from .host import CpuSampler, memory_used_mb
+from .log_shipping import LogShipper
 from .runtime import Runtime, TaskSpec
 from .topology import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
 
@@ -83,6 +87,7 @@ class Agent:
         self._lock = threading.Lock()
         self._running: dict[int, Any] = {}
         self._pending_reports: list[StatusReport] = []
+        self.logs = LogShipper(client)
         self._topology: GpuTopology | None = None
         self._gpu_type: str | None = None
         adopted = self.runtime.adopt()
@@ -97,6 +102,7 @@ class Agent:
         Raises :class:`ServerUnavailable` when the server cannot be reached; exits are still collected and kept.
         """
         try:
+            self._ship_held_output()
             self._send_pending_reports()
             reply = self.client.heartbeat(self.heartbeat_payload())
             for future in [self.pool.submit(self._kill, task_id) for task_id in reply.get("kill") or ()]:
@@ -203,6 +209,7 @@ class Agent:
                 with self._lock:
                     self._running[task_id] = handle
                 return
+            self._last_output(task_id, handle)
         self._report(StatusReport(task_id, status, STOP_TRANSITIONS[status]))
 
     def _kill(self, task_id: Any) -> None:
@@ -223,21 +230,60 @@ class Agent:
             with self._lock:
                 self._running[task_id] = handle
             return
+        # The task is no longer this node's: the server would refuse its output.
+        self.logs.discard(task_id)
+        self._release(task_id, handle)
         logger.warning("task %s: killed, the control plane no longer places it here", task_id)
 
     def _reap(self) -> None:
         with self._lock:
             running = list(self._running.items())
+        ended = []
         for task_id, handle in running:
             exit_code = self.runtime.poll(handle)
-            if exit_code is None:
-                continue
+            self.logs.add(task_id, self._read_output(task_id, handle))
+            if exit_code is not None:
+                ended.append((task_id, handle, exit_code))
+        self._ship_held_output()
+        for task_id, handle, exit_code in ended:
             with self._lock:
                 del self._running[task_id]
+            self._release(task_id, handle)
             if exit_code == 0:
                 self._report(StatusReport(task_id, "running", "succeeded"))
             else:
                 self._report(StatusReport(task_id, "running", "failed", f"exit code {exit_code}"))
+
+    def _ship_held_output(self) -> None:
+        """Output held through an outage goes before the held status reports; a log route that keeps failing
+        delays neither the reports nor the heartbeat."""
+        try:
+            self.logs.flush()
+        except ServerUnavailable as exc:
+            logger.warning("task output held for later: %s", exc)
+
+    def _read_output(self, task_id: int, handle: Any) -> bytes:
+        try:
+            return self.runtime.read_output(handle)
+        except RUNTIME_ERRORS as exc:
+            logger.warning("task %s: output not read: %s", task_id, exc)
+            return b""
+
+    def _last_output(self, task_id: int, handle: Any) -> None:
+        """Ship what the ended task printed last (held if the server is away: it goes out before the status
+        report, which is held then too), then release what the runtime keeps of it."""
+        self.logs.add(task_id, self._read_output(task_id, handle))
+        try:
+            self.logs.flush([task_id])
+        except ServerUnavailable as exc:
+            logger.warning("task %s: last output held for later: %s", task_id, exc)
+        self._release(task_id, handle)
+
+    def _release(self, task_id: int, handle: Any) -> None:
+        try:
+            self.runtime.release(handle)
+        except RUNTIME_ERRORS as exc:
+            logger.warning("task %s: not released: %s", task_id, exc)
 
     def _report(self, report: StatusReport) -> None:
         try:

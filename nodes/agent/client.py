@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_PATH = "/api/v1/agent/heartbeat"
 WORK_PATH = "/api/v1/agent/work"
 STATUS_PATH = "/api/v1/agent/tasks/{task_id}/status"
+LOGS_PATH = "/api/v1/agent/tasks/{task_id}/logs"
 
 
 class ServerUnavailable(Exception):
@@ -77,14 +78,19 @@ class AgentClient:
         response = self._request("POST", STATUS_PATH.format(task_id=task_id), payload, accept=(409,))
         return response.status_code != 409
 
+    def send_logs(self, task_id: int, data: bytes) -> None:
+        """Append a batch of the task's output to its log on the server (design §16.4)."""
+        self._request("POST", LOGS_PATH.format(task_id=task_id), body=data)
+
     def _request(self, method: str, path: str, payload: Mapping[str, Any] | None = None,
-                 accept: tuple[int, ...] = ()) -> requests.Response:
+                 accept: tuple[int, ...] = (), body: bytes | None = None) -> requests.Response:
         url = self.base_url + path
+        raw = {"data": body, "headers": {"Content-Type": "text/plain; charset=utf-8"}} if body is not None else {}
         for retry_number in range(self.retry.attempts):
             if retry_number:
                 self.sleep(self.retry.delay(retry_number - 1))
             try:
-                response = self.session.request(method, url, json=payload, timeout=self.timeout)
+                response = self.session.request(method, url, json=payload, timeout=self.timeout, **raw)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 logger.warning("%s %s: server unreachable (%s)", method, path, exc)
                 continue

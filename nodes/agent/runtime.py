@@ -1,8 +1,10 @@
 """How the agent runs a task: in a Docker container, or as a stand-in process for the simulated fleet.
 
 Both runtimes share one interface (:class:`Runtime`): ``start(spec) -> handle``, ``poll(handle) -> exit code or
-None while running``, ``stop(handle)`` (graceful, then forced), and ``adopt() -> {task id: handle}``: what an
-earlier agent process on this host started and left running, so that a restarted agent carries on with it
+None while running``, ``stop(handle)`` (graceful, then forced), ``read_output(handle) -> bytes`` (what the task
+printed since the last call: the log the agent ships, design §16.4), ``release(handle)`` (free what is left of an
+ended task — its container, its records — once its last output is read) and ``adopt() -> {task id: handle}``:
+what an earlier agent process on this host started and left running, so that a restarted agent carries on with it
 (design §15.4). Docker finds its containers by name; the simulated runtime keeps a state directory.
 """
 
@@ -14,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ DEFAULT_SIM_SECONDS = 30.0
 DEFAULT_SIM_EXIT_CODE = 0
 # Docker's own exit status for "the container could not be run"; reported when the container vanished under us.
 CONTAINER_GONE_EXIT_CODE = 125
+SIMULATED_WORKLOAD = Path(__file__).with_name("simulated_workload.py")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class TaskSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     gpu_type: str | None = None
+    # The task's type (batch, training, inference): what the simulated runtime's stand-in prints.
+    kind: str = "batch"
 
     @classmethod
     def from_work_item(cls, item: Mapping[str, Any], default_gpu_type: str | None = None) -> TaskSpec:
@@ -57,6 +63,7 @@ class TaskSpec:
             env={str(key): str(value) for key, value in (item.get("env") or {}).items()},
             labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
             gpu_type=item.get("gpu_type") or default_gpu_type,
+            kind=str(item.get("type") or "batch"),
         )
 
 
@@ -66,6 +73,10 @@ class Runtime(Protocol):
     def poll(self, handle: Any) -> int | None: ...
 
     def stop(self, handle: Any) -> None: ...
+
+    def read_output(self, handle: Any) -> bytes: ...
+
+    def release(self, handle: Any) -> None: ...
 
     def adopt(self) -> dict[int, Any]: ...
 
@@ -161,6 +172,8 @@ class DockerRuntime:
 
     def __init__(self, docker: DockerCommand = run_docker) -> None:
         self.docker = docker
+        # Per container, the time up to which its output was read (`docker logs --until`), the next `--since`.
+        self._output_read_until: dict[str, str] = {}
 
     def start(self, spec: TaskSpec) -> str:
         result = self.docker(docker_run_argv(spec))
@@ -178,18 +191,33 @@ class DockerRuntime:
         status, exit_code = result.stdout.split()
         if status not in ("exited", "dead"):
             return None
-        # Free the name: a preempted task that is rescheduled here starts a container with the same name.
-        self.docker(["docker", "rm", handle])
         return int(exit_code)
 
     def stop(self, handle: str) -> None:
         if self.docker(["docker", "stop", "-t", str(STOP_GRACE_SECONDS), handle]).returncode != 0:
             self.docker(["docker", "kill", handle])
+
+    def read_output(self, handle: str) -> bytes:
+        """The container's output between the last read and now (stdout, then stderr, of that window). An adopted
+        container's is read from its start, so after an agent restart some output may be shipped twice."""
+        until = f"{time.time():.9f}"
+        argv = ["docker", "logs", "--until", until]
+        if handle in self._output_read_until:
+            argv += ["--since", self._output_read_until[handle]]
+        result = self.docker([*argv, handle])
+        if result.returncode != 0:
+            return b""
+        self._output_read_until[handle] = until
+        return (result.stdout + result.stderr).encode()
+
+    def release(self, handle: str) -> None:
+        # Free the name: a preempted task that is rescheduled here starts a container with the same name.
         self.docker(["docker", "rm", "-f", handle])
+        self._output_read_until.pop(handle, None)
 
     def adopt(self) -> dict[int, str]:
-        """The task containers on this host, running or exited but not yet removed (``poll`` reports and removes
-        those)."""
+        """The task containers on this host, running or exited but not yet removed (``poll`` reports those, and
+        ``release`` removes them)."""
         result = self.docker(["docker", "ps", "-a", "--filter", f"name={CONTAINER_PREFIX}", "--format",
                               "{{.Names}}"])
         if result.returncode != 0:
@@ -209,40 +237,63 @@ class SimulatedProcess:
     task_id: int
     pid: int
     popen: subprocess.Popen[bytes] | None = None
+    # How much of its output file was read (``read_output``).
+    output_offset: int = 0
 
 
 class SimulatedRuntime:
-    """A real child process that sleeps and exits, standing in for a container on nodes without GPUs.
+    """A real child process standing in for a container on nodes without GPUs: it prints what a task of its type
+    would (``simulated_workload.py``) into ``<task id>.log``, the output the agent ships, and exits.
 
     Duration and exit code come from the task's env or labels (``HETEROFLOW_SIM_SECONDS``,
     ``HETEROFLOW_SIM_EXIT_CODE``), env first. With a ``state_dir`` each process is recorded there
     (``<task id>.pid``) and writes its exit code beside it (``<task id>.exit``) when it ends, so that an agent
-    started later on the same directory adopts it, learns how it ended, and can stop it.
+    started later on the same directory adopts it, learns how it ended, and can stop it. Without one, the output
+    files go to a temporary directory removed with the runtime.
     """
 
     def __init__(self, state_dir: str | Path | None = None) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
+            self.output_dir = self.state_dir
+        else:
+            self._temporary_output_dir = tempfile.TemporaryDirectory(prefix="heteroflow-sim-")
+            self.output_dir = Path(self._temporary_output_dir.name)
 
     def start(self, spec: TaskSpec) -> SimulatedProcess:
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
-        record = f"open({str(self._exit_file(spec.id))!r}, 'w').write('{exit_code}'); " if self.state_dir else ""
-        # The trailing comment names the task in the process's command line, so adoption can tell it from a process
-        # that reused its pid.
-        script = (f"import time,sys; time.sleep({seconds!r}); {record}sys.exit({exit_code!r})  "
-                  f"# {container_name(spec.id)}")
-        popen = subprocess.Popen([sys.executable, "-c", script])
+        argv = [sys.executable, str(SIMULATED_WORKLOAD), "--task-id", str(spec.id), "--kind", spec.kind,
+                "--seconds", repr(seconds), "--exit-code", str(exit_code),
+                "--gpus", ",".join(map(str, spec.gpus))]
+        if spec.port is not None:
+            argv += ["--port", str(spec.port)]
+        if self.state_dir is not None:
+            argv += ["--exit-file", str(self._exit_file(spec.id))]
+        with self._output_file(spec.id).open("wb") as output:
+            popen = subprocess.Popen([*argv, container_name(spec.id)], stdout=output, stderr=subprocess.STDOUT)
         if self.state_dir is not None:
             self._pid_file(spec.id).write_text(str(popen.pid))
         return SimulatedProcess(spec.id, popen.pid, popen)
 
     def poll(self, handle: SimulatedProcess) -> int | None:
-        exit_code = handle.popen.poll() if handle.popen is not None else self._adopted_exit_code(handle)
-        if exit_code is not None:
-            self._forget(handle.task_id)
-        return exit_code
+        return handle.popen.poll() if handle.popen is not None else self._adopted_exit_code(handle)
+
+    def read_output(self, handle: SimulatedProcess) -> bytes:
+        """What the process printed since the last read (an adopted one's from its start)."""
+        try:
+            with self._output_file(handle.task_id).open("rb") as output:
+                output.seek(handle.output_offset)
+                data = output.read()
+        except FileNotFoundError:
+            return b""
+        handle.output_offset += len(data)
+        return data
+
+    def release(self, handle: SimulatedProcess) -> None:
+        self._forget(handle.task_id)
+        self._output_file(handle.task_id).unlink(missing_ok=True)
 
     def stop(self, handle: SimulatedProcess) -> None:
         if handle.popen is not None:
@@ -259,7 +310,6 @@ class SimulatedRuntime:
                 time.sleep(0.05)
             if _alive(handle.pid):
                 _signal(handle.pid, signal.SIGKILL)
-        self._forget(handle.task_id)
 
     def adopt(self) -> dict[int, SimulatedProcess]:
         """The processes recorded in the state directory that still run or ended unreported."""
@@ -272,7 +322,7 @@ class SimulatedRuntime:
             if (_alive(process.pid) and _runs_task(process.pid, task_id)) or self._exit_file(task_id).exists():
                 adopted[task_id] = process
             else:
-                self._forget(task_id)  # killed with the host: nothing left to report
+                self.release(process)  # killed with the host: nothing left to report
         return adopted
 
     def _adopted_exit_code(self, handle: SimulatedProcess) -> int | None:
@@ -288,6 +338,9 @@ class SimulatedRuntime:
 
     def _exit_file(self, task_id: int) -> Path:
         return self.state_dir / f"{task_id}.exit"
+
+    def _output_file(self, task_id: int) -> Path:
+        return self.output_dir / f"{task_id}.log"
 
     def _forget(self, task_id: int) -> None:
         if self.state_dir is not None:

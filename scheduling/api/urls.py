@@ -1,7 +1,7 @@
 from django.urls import path
 
 from nodes import apis as node_apis
-from scheduling.api import agent_apis, group_apis, preemption_plan_apis, scheduler_apis, task_apis
+from scheduling.api import agent_apis, group_apis, log_apis, preemption_plan_apis, scheduler_apis, task_apis
 from scheduling.selectors import node_card_holders
 
 urlpatterns = [
@@ -9,6 +9,8 @@ urlpatterns = [
     path("agent/heartbeat", agent_apis.AgentHeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/work", agent_apis.AgentWorkApi.as_view(), name="api-agent-work"),
     path("agent/tasks/<int:task_id>/status", agent_apis.AgentTaskStatusApi.as_view(), name="api-agent-task-status"),
+    path("agent/tasks/<int:task_id>/logs", log_apis.AgentTaskLogApi.as_view(), name="api-agent-task-logs"),
+    path("tasks/<int:task_id>/logs", log_apis.TaskLogApi.as_view(), name="api-task-logs"),
     path("tasks", task_apis.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/<int:task_id>", task_apis.TaskDetailApi.as_view(), name="api-task-detail"),
     path("tasks/<int:task_id>/stop", task_apis.TaskStopApi.as_view(), name="api-task-stop"),

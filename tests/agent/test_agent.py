@@ -28,6 +28,7 @@ class FakeControlPlane:
         self.kill: list[int] = []
         self.status_codes: dict[int, list[int]] = defaultdict(list)
         self.always_failing_status = False
+        self.always_failing_logs = False
         plane = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,7 +36,8 @@ class FakeControlPlane:
                 plane.handle(self, None)
 
             def do_POST(self):
-                plane.handle(self, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                plane.handle(self, body if self.path.endswith("/logs") else json.loads(body))
 
             def log_message(self, *args):
                 pass
@@ -56,6 +58,10 @@ class FakeControlPlane:
             answer = {"node_id": 1, "status": "online", "kill": self.kill}
         elif request.path == "/api/v1/agent/work":
             answer = self.work
+        elif request.path.startswith(STATUS_PREFIX) and request.path.endswith("/logs"):
+            task_id = int(request.path[len(STATUS_PREFIX):].split("/")[0])
+            code = 503 if self.always_failing_logs else 200
+            self.events.append(("logs", task_id, body, code))
         elif request.path.startswith(STATUS_PREFIX):
             task_id = int(request.path[len(STATUS_PREFIX):].split("/")[0])
             scripted = self.status_codes[task_id]
@@ -79,6 +85,9 @@ class FakeRuntime:
         self.events = events
         self.exit_codes: dict[int, int] = {}
         self.left_running = dict(left_running or {})
+        # What each task prints next (read once), and the handles released.
+        self.output: dict[int, bytes] = {}
+        self.released: list[int] = []
 
     def start(self, spec):
         self.events.append(("start", spec.id, spec.gpus))
@@ -89,6 +98,12 @@ class FakeRuntime:
 
     def stop(self, handle):
         self.events.append(("stop", handle))
+
+    def read_output(self, handle):
+        return self.output.pop(handle, b"")
+
+    def release(self, handle):
+        self.released.append(handle)
 
     def adopt(self):
         return self.left_running
@@ -325,4 +340,105 @@ def test_a_restarted_agent_adopts_what_its_runtime_still_runs(plane, events, sle
     assert ("status", 6, "running", "succeeded", None, 200) in events
     agent.run_once()
     assert last_heartbeat(plane)["running"] == [5]
+    agent.close()
+
+
+def log_events(events: list) -> list:
+    return [event for event in events if event[0] == "logs"]
+
+
+def test_running_output_is_shipped_each_step_and_the_last_before_the_status(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1), start_item(2)], "stop": []}
+    runtime.output = {1: b"epoch 1 loss 2.3\n"}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    assert log_events(events) == [("logs", 1, b"epoch 1 loss 2.3\n", 200)]
+    agent.run_once()  # nothing new printed: nothing sent
+    assert len(log_events(events)) == 1
+    runtime.output = {1: b"epoch 2 loss 1.9\nfinished\n"}
+    runtime.exit_codes[1] = 0
+    agent.run_once()
+    assert events.index(("logs", 1, b"epoch 2 loss 1.9\nfinished\n", 200)) < \
+        events.index(("status", 1, "running", "succeeded", None, 200))
+    assert runtime.released == [1]
+    agent.close()
+
+
+def test_a_stopped_task_ships_its_last_words_then_is_released(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(3)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": [{"id": 3, "status": "stopping"}]}
+    runtime.output = {3: b"received SIGTERM\n"}
+    agent.run_once()
+    assert events.index(("stop", 3)) < events.index(("logs", 3, b"received SIGTERM\n", 200)) < \
+        events.index(("status", 3, "stopping", "stopped", None, 200))
+    assert runtime.released == [3]
+    agent.close()
+
+
+def test_output_held_in_an_outage_goes_out_first_and_in_order(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps, attempts=2)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    plane.always_failing_logs = plane.always_failing_status = True
+    runtime.output = {1: b"line 1\n"}
+    agent.run_once()
+    runtime.output = {1: b"line 2\n"}
+    runtime.exit_codes[1] = 0
+    agent.run_once()
+    plane.always_failing_logs = plane.always_failing_status = False
+    plane.requests.clear()
+    agent.run_once()
+    assert plane.paths()[:2] == ["/api/v1/agent/tasks/1/logs", "/api/v1/agent/tasks/1/status"]
+    assert [event for event in log_events(events) if event[3] == 200] == [("logs", 1, b"line 1\nline 2\n", 200)]
+    agent.close()
+
+
+def test_output_is_sent_in_bounded_batches_and_held_output_is_bounded(plane, events, sleeps):
+    from nodes.agent import log_shipping
+
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    runtime.output = {1: b"x" * (log_shipping.BATCH_BYTES * 2 + 10)}
+    agent.run_once()
+    assert [len(event[2]) for event in log_events(events)] == [log_shipping.BATCH_BYTES] * 2 + [10]
+    shipper = log_shipping.LogShipper(agent.client)
+    shipper.add(9, b"a" * log_shipping.HELD_BYTES)
+    shipper.add(9, b"b")
+    assert shipper._held[9][-2:] == b"ab" and len(shipper._held[9]) == log_shipping.HELD_BYTES
+    agent.close()
+
+
+def test_a_killed_task_ships_nothing_more_and_is_released(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    agent = make_agent(plane, runtime, sleeps)
+    plane.work = {"start": [start_item(2)], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    plane.kill = [2]
+    runtime.output = {2: b"late line\n"}
+    agent.run_once()
+    assert log_events(events) == []
+    assert runtime.released == [2]
+    agent.close()
+
+
+def test_simulated_training_prints_progress_that_reaches_the_server(plane, events, sleeps):
+    agent = make_agent(plane, SimulatedRuntime(), sleeps)
+    plane.work = {"start": [start_item(8, type="training", env={"HETEROFLOW_SIM_SECONDS": "0.6"})], "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    deadline = time.monotonic() + 10
+    while ("status", 8, "running", "succeeded", None, 200) not in events and time.monotonic() < deadline:
+        time.sleep(0.1)
+        agent.run_once()
+    shipped = b"".join(event[2] for event in log_events(events)).decode()
+    assert "initializing process group" in shipped and "loss" in shipped and shipped.endswith("finished\n")
     agent.close()

@@ -83,18 +83,39 @@ class FakeDocker:
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
 
-def test_docker_stop_is_graceful_then_kill():
+def test_docker_stop_is_graceful_then_kill_and_the_container_stays_until_released():
     docker = FakeDocker({"stop": (1, "", "timeout")})
-    DockerRuntime(docker).stop("heteroflow-task-9")
+    runtime = DockerRuntime(docker)
+    runtime.stop("heteroflow-task-9")
     assert docker.calls == [["docker", "stop", "-t", "10", "heteroflow-task-9"],
-                            ["docker", "kill", "heteroflow-task-9"],
-                            ["docker", "rm", "-f", "heteroflow-task-9"]]
+                            ["docker", "kill", "heteroflow-task-9"]]
+    runtime.release("heteroflow-task-9")
+    assert docker.calls[-1] == ["docker", "rm", "-f", "heteroflow-task-9"]
 
 
 def test_docker_stop_without_kill_when_graceful_stop_works():
     docker = FakeDocker({})
     DockerRuntime(docker).stop("heteroflow-task-9")
-    assert [call[1] for call in docker.calls] == ["stop", "rm"]
+    assert [call[1] for call in docker.calls] == ["stop"]
+
+
+def test_docker_output_is_read_window_by_window():
+    docker = FakeDocker({"logs": (0, "step 1\n", "warning\n")})
+    runtime = DockerRuntime(docker)
+    assert runtime.read_output("heteroflow-task-9") == b"step 1\nwarning\n"
+    first_until = docker.calls[0][3]
+    assert docker.calls[0] == ["docker", "logs", "--until", first_until, "heteroflow-task-9"]
+    runtime.read_output("heteroflow-task-9")
+    assert docker.calls[1][4:] == ["--since", first_until, "heteroflow-task-9"]
+    assert float(docker.calls[1][3]) >= float(first_until)
+
+
+def test_docker_output_of_an_unreachable_daemon_is_read_next_time():
+    docker = FakeDocker({"logs": (1, "", "Cannot connect to the Docker daemon")})
+    runtime = DockerRuntime(docker)
+    assert runtime.read_output("heteroflow-task-9") == b""
+    runtime.read_output("heteroflow-task-9")
+    assert "--since" not in docker.calls[1]
 
 
 @pytest.mark.parametrize(("inspect", "expected"), [
@@ -188,7 +209,36 @@ def test_an_adopted_process_that_ended_meanwhile_reports_its_exit_code(tmp_path)
     adopted = later.adopt()
     assert list(adopted) == [8]
     assert later.poll(adopted[8]) == 3
+    assert b"simulated failure (exit code 3)" in later.read_output(adopted[8])
+    later.release(adopted[8])
     assert later.adopt() == {}
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("training", b"loss"), ("inference", b"Uvicorn running on"),
+                                                ("batch", b"records processed")])
+def test_the_simulated_output_looks_like_its_kind_and_is_read_once(kind, expected):
+    runtime = SimulatedRuntime()
+    handle = runtime.start(TaskSpec(id=5, image="sim", command="", kind=kind, port=8123,
+                                    env={"HETEROFLOW_SIM_SECONDS": "0.3"}))
+    assert wait_for_exit(runtime, handle) == 0
+    output = runtime.read_output(handle)
+    assert expected in output and output.endswith(b"finished\n")
+    assert runtime.read_output(handle) == b""
+
+
+def test_a_stopped_simulated_task_says_so_in_its_output(tmp_path):
+    runtime = SimulatedRuntime(tmp_path)
+    handle = runtime.start(TaskSpec(id=6, image="sim", command="", kind="training"))
+    output = b""
+    deadline = time.monotonic() + 10
+    while not output and time.monotonic() < deadline:  # once it prints, its signal handler is in place
+        time.sleep(0.02)
+        output = runtime.read_output(handle)
+    runtime.stop(handle)
+    assert b"received SIGTERM" in runtime.read_output(handle)
+    runtime.release(handle)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_without_a_state_directory_nothing_is_adopted():

@@ -1,0 +1,92 @@
+"""The stand-in process of the simulated runtime: it prints what such a task would (a training loop's progress, an
+inference server's start-up and requests, a batch job's shards) for the given time, then exits with the given code.
+
+Run by path, not as a module (``python simulated_workload.py …``): it imports nothing of the project, so it starts
+whatever the agent's working directory. Its output is what the agent ships as the task's log (design §16.4), so the
+demo shows logs. Lines are flushed as printed, as a real process writing to a file would with line buffering.
+"""
+
+import argparse
+import random
+import signal
+import sys
+import time
+
+LINES_PER_SECOND = 2.0
+
+
+def training(rng: random.Random, steps: int, args) -> "iter[str]":
+    world = max(1, len(args.gpus.split(","))) if args.gpus else 1
+    yield f"[rank 0] initializing process group: backend=nccl world_size={world} cards={args.gpus or 'cpu'}"
+    yield "loading dataset shards from /data/train (1024 files) ... done"
+    yield f"model: 1.3B parameters, micro batch 8, gradient accumulation 4, {steps} steps"
+    loss = rng.uniform(2.4, 3.2)
+    for step in range(1, steps + 1):
+        loss *= rng.uniform(0.93, 0.995)
+        throughput = rng.uniform(380, 460) * world
+        yield (f"epoch {1 + (step - 1) * 3 // max(steps, 1)}/3 step {step}/{steps} loss {loss:.4f} "
+               f"lr {3e-4 * min(1.0, step / 5):.2e} throughput {throughput:.1f} samples/s")
+        if step % 10 == 0:
+            yield f"saving checkpoint to /checkpoints/step-{step:06d}.pt"
+
+
+def inference(rng: random.Random, steps: int, args) -> "iter[str]":
+    port = args.port or 8000
+    for shard in range(1, 5):
+        yield f"INFO:     loading model weights (shard {shard}/4) onto cards {args.gpus or 'cpu'}"
+    yield f"INFO:     model ready in {rng.uniform(8, 25):.1f} s"
+    yield f"INFO:     Uvicorn running on http://0.0.0.0:{port} (Press CTRL+C to quit)"
+    for _ in range(steps):
+        client = f"10.0.{rng.randrange(256)}.{rng.randrange(1, 255)}:{rng.randrange(30000, 60000)}"
+        yield (f'INFO:     {client} - "POST /v1/completions HTTP/1.1" 200 OK '
+               f"({rng.randrange(20, 900)} tokens, {rng.uniform(0.05, 2.5):.2f} s)")
+
+
+def batch(rng: random.Random, steps: int, args) -> "iter[str]":
+    yield f"job started: {steps} shards to process"
+    for shard in range(1, steps + 1):
+        yield f"shard {shard}/{steps}: {rng.randrange(8000, 12000)} records processed, {rng.randrange(0, 3)} skipped"
+
+
+KINDS = {"training": training, "inference": inference, "batch": batch}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task-id", type=int, required=True)
+    parser.add_argument("--kind", choices=sorted(KINDS), default="batch")
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--exit-code", type=int, default=0)
+    parser.add_argument("--exit-file", default="")
+    parser.add_argument("--gpus", default="")
+    parser.add_argument("--port", type=int, default=None)
+    # The task's container name: it marks the process's command line, so adoption can tell it from a process that
+    # reused its pid.
+    parser.add_argument("name")
+    args = parser.parse_args()
+
+    def stopped(signum, frame):
+        print("received SIGTERM: saving state and exiting", flush=True)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
+    deadline = time.monotonic() + args.seconds
+    steps = max(1, int(args.seconds * LINES_PER_SECOND))
+    rng = random.Random(args.task_id)
+    for line in KINDS[args.kind](rng, steps, args):
+        print(line, flush=True)
+        time.sleep(max(0.0, min(1 / LINES_PER_SECOND, deadline - time.monotonic())))
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    if args.exit_code:
+        print("Traceback (most recent call last):\n  File \"main.py\", line 87, in <module>\n"
+              f"RuntimeError: simulated failure (exit code {args.exit_code})", file=sys.stderr, flush=True)
+    else:
+        print("finished", flush=True)
+    if args.exit_file:
+        with open(args.exit_file, "w") as exit_file:
+            exit_file.write(str(args.exit_code))
+    sys.exit(args.exit_code)
+
+
+if __name__ == "__main__":
+    main()
