@@ -28,10 +28,10 @@ def test_training_output_reaches_its_tenant_while_it_runs_and_nobody_else(live_s
         agent.run_once()
     assert "initializing process group" in running.text
     _run_until(agent, task_id, "succeeded")
+    # On a loaded machine the first batch may already hold the end: what follows it may be empty.
     followed = session.get(logs_url, params={"offset": running.headers["X-Log-Offset"]}, timeout=10)
-    assert followed.text.endswith("finished\n")
     whole = session.get(logs_url, timeout=10).text
-    assert whole == running.text + followed.text
+    assert whole == running.text + followed.text and whole.endswith("finished\n")
     assert session.get(logs_url, params={"tail": 1}, timeout=10).text == "finished\n"
 
     _, stranger_token = tenant_user_create(tenant=Tenant.objects.create(name="globex"), username="stranger",
