@@ -13,7 +13,7 @@ from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
-from scheduling.visibility import attempt_diagnostics
+from scheduling.diagnostics.visibility import attempt_diagnostics
 from tenants.selectors import tenant_of
 
 

@@ -11,7 +11,7 @@ from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import TaskType
-from scheduling.shards import ShardAllocationError, occupancy_of, shard_on_card
+from scheduling.bind.shards import ShardAllocationError, occupancy_of, shard_on_card
 
 
 # The framework's card choice (its Reserve extension point): (task, node, tenancy) -> card indexes.

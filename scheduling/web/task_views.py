@@ -17,7 +17,7 @@ from scheduling.queue.selectors import queue_state
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
-from scheduling.visibility import filtered_nodes_for
+from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.web import preemption_plan
 from scheduling.web.forms import TASK_FORM_FIELDS, error_context, submitted, task_form_payload
 from tenants.models import Tenant

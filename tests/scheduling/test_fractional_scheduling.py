@@ -20,7 +20,7 @@ from scheduling.snapshot_builder import build_tenancy
 from tenants.models import Tenant
 from tenants.services import share_group_create, share_group_update
 from tests.factories import make_node, make_task
-from tests.scheduling.test_shards import shard_occupancy
+from tests.scheduling.bind.test_shards import shard_occupancy
 
 pytestmark = pytest.mark.django_db
 

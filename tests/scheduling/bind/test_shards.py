@@ -8,7 +8,7 @@ from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
-from scheduling.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
+from scheduling.bind.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from scheduling.snapshot_builder import build_tenancy
 from tenants.models import ShareGroup, Tenant
@@ -234,7 +234,7 @@ def test_the_occupant_check_fails_closed_when_the_share_groups_cannot_be_read(te
     def unreadable(nodes):
         raise RuntimeError("lookup failed")
 
-    monkeypatch.setattr("scheduling.shards.build_tenancy", unreadable)
+    monkeypatch.setattr("scheduling.bind.shards.build_tenancy", unreadable)
 
     with pytest.raises(ShardAllocationError, match="refusing to share"):
         allocate_shard(task=_fractional(tenant, 1024), node=node, card=0)
