@@ -33,8 +33,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, table_for
 from scheduling.plugins import build_plugin_set, default_registry, fgd
-from scheduling.plugins.fgd import fragmentation as frag
-from scheduling.plugins.fgd.workload import TargetWorkload
+from scheduling.plugins.fgd import TargetWorkload
 from scheduling.replay.trace import MILLI, TraceNode, TracePod, to_node, to_task
 
 # The paper's cluster has no memory reserve and no load thresholds: a card is full when its share is, a node when
@@ -200,7 +199,7 @@ class Replay:
                               round(100.0 * allocated / self.capacity_milli, 3)))
                 next_point = np.floor(arrived / self.capacity_milli / CURVE_STEP + 1) * CURVE_STEP
         curve.append((round(100.0 * arrived / self.capacity_milli, 2), round(100.0 * allocated / self.capacity_milli, 3)))
-        fragmented, idle = frag.cluster_fragmentation(table, self.workload)
+        fragmented, idle = fgd.cluster_fragmentation(table, self.workload)
         return SeedResult(self.seed, at_full, 100.0 * allocated / self.capacity_milli, tasks, failed,
                           failed_milli / MILLI, fragmented, idle, curve)
 

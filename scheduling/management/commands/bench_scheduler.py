@@ -129,23 +129,22 @@ def _instance_counts(text: str) -> list[int]:
 def _use_layout(layout: str) -> None:
     """Store the layout policy's plugin settings; fgd gets the seeded tasks as its recent-task window."""
     from scheduling.models import PluginConfig, Task
-    from scheduling.plugins.fgd import NAME as FGD
-    from scheduling.plugins.fgd import recent
+    from scheduling.plugins import fgd
     from scheduling.replay.simulate import POLICIES
     from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
     for setting in POLICIES[layout]:
         PluginConfig.objects.update_or_create(name=setting.name, defaults={
             "enabled": setting.enabled, "weight": setting.weight, "extra": dict(setting.extra)})
-    if any(setting.name == FGD and setting.enabled for setting in POLICIES[layout]):
-        rows = Task.objects.order_by("created_at", "id").values_list(*TASK_INFO_FIELDS)[:recent.WINDOW]
-        recent.record_shapes(task_info_from_row(row) for row in rows)
+    if any(setting.name == fgd.NAME and setting.enabled for setting in POLICIES[layout]):
+        rows = Task.objects.order_by("created_at", "id").values_list(*TASK_INFO_FIELDS)[:fgd.RECENT_WINDOW]
+        fgd.record_shapes(task_info_from_row(row) for row in rows)
 
 
 def _forget_window() -> None:
-    from scheduling.plugins.fgd import recent
+    from scheduling.plugins import fgd
 
-    recent.clear_window()
+    fgd.clear_recent_window()
 
 
 # --- running the scheduler processes -------------------------------------------------------------------------

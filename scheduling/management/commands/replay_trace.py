@@ -29,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
-from scheduling.plugins.fgd.workload import TargetWorkload
+from scheduling.plugins.fgd import TargetWorkload
 from scheduling.replay.chart import allocation_chart
 from scheduling.replay.recorded import recorded_config, recorded_workload
 from scheduling.replay.reports import report_write

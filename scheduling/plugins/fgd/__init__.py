@@ -15,7 +15,9 @@ replay gives the trace's (`use_workload`). ΔF is cached per table row and task 
 in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, not for the cluster.
 
 The rest of HeteroFlow uses fgd only through this module: `SPEC` (whose `on_tasks_created` feeds the recent-task
-window), `fragmentation_summary` and `target_workload_summary` for the diagnostics; its submodules are its own.
+window), `fragmentation_summary` and `target_workload_summary` for the diagnostics, and for the trace replay and
+the benchmark `TargetWorkload`, `cluster_fragmentation`, `RECENT_WINDOW`, `record_shapes` and `clear_recent_window`;
+its submodules are its own.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd import recent
+from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
+from scheduling.plugins.fgd.recent import WINDOW as RECENT_WINDOW
+from scheduling.plugins.fgd.recent import clear_window as clear_recent_window
+from scheduling.plugins.fgd.recent import record_shapes
 from scheduling.plugins.fgd.workload import TargetWorkload
 
 NAME = "fgd"
@@ -226,7 +232,7 @@ def fragmentation_summary(nodes: list[NodeInfo], config: SchedulerConfig) -> dic
     workload = recent.recent_workload()
     if not workload or not nodes:
         return {"fragmented": 0.0, "idle": 0.0, "shapes": len(workload.shapes), "tasks": workload.counted}
-    fragmented, idle = frag.cluster_fragmentation(NodeTable(nodes, config), workload)
+    fragmented, idle = cluster_fragmentation(NodeTable(nodes, config), workload)
     return {"fragmented": round(fragmented, 2), "idle": round(idle, 2), "shapes": len(workload.shapes),
             "tasks": workload.counted}
 
