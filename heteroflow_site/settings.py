@@ -196,6 +196,8 @@ REST_FRAMEWORK = {
         "anon": env.str("HETEROFLOW_THROTTLE_ANON", default="120/min"),
         "user": env.str("HETEROFLOW_THROTTLE_USER", default="1200/min"),
         "node": env.str("HETEROFLOW_THROTTLE_NODE", default="600/min"),
+        # POST /api/v1/auth/token per address (tenants/token_apis.py), before the login lockout counts.
+        "auth_token": env.str("HETEROFLOW_THROTTLE_AUTH_TOKEN", default="20/min"),
     },
 }
 

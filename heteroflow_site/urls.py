@@ -23,6 +23,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("", include("plugins_admin.urls")),
+    path("", include("tenants.urls")),
     path("", include("nodes.urls")),
     path("", include("scheduling.web.urls")),
 ]
