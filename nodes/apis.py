@@ -13,6 +13,7 @@ from heteroflow_site.validation import LabelsField
 from nodes.models import Node
 from nodes.selectors import CardHolders, no_card_holders, node_detail, nodes_list, nodes_visible_to_tenant
 from nodes.services import node_topology_update, node_update
+from nodes.taint_input import taints_field
 from tenants.models import Tenant
 from tenants.selectors import tenant_of
 
@@ -33,8 +34,8 @@ class NodeOutput(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = ["id", "name", "status", "schedulable", "dedicated_tenant", "region", "zone", "rack", "labels",
-                  "internal_ip", "public_ip", "cpu_cores", "memory_gb", "cpu_percent", "memory_used_mb", "gpu_type",
-                  "gpu_total", "gpu_used", "last_heartbeat_at"]
+                  "taints", "internal_ip", "public_ip", "cpu_cores", "memory_gb", "cpu_percent", "memory_used_mb",
+                  "gpu_type", "gpu_total", "gpu_used", "last_heartbeat_at"]
 
 
 def _nodes_for(user):
@@ -63,6 +64,7 @@ class NodeDetailApi(APIView):
 
     class PatchInput(StrictSerializer):
         labels = LabelsField(required=False)
+        taints = taints_field(required=False)
         schedulable = serializers.BooleanField(required=False)
         dedicated_tenant = serializers.PrimaryKeyRelatedField(
             queryset=Tenant.objects.all(), required=False, allow_null=True
@@ -80,8 +82,8 @@ class NodeDetailApi(APIView):
     def patch(self, request, node_id: int):
         node = get_object_or_404(Node, id=node_id)
         changes = validated(self.PatchInput, request.data)
-        node = node_update(node=node, labels=changes.get("labels"), schedulable=changes.get("schedulable"),
-                           dedicated_tenant=changes.get("dedicated_tenant", KEEP), actor=request.user)
+        node = node_update(node=node, labels=changes.get("labels"), taints=changes.get("taints"),
+                           schedulable=changes.get("schedulable"), dedicated_tenant=changes.get("dedicated_tenant", KEEP), actor=request.user)
         return Response(node_detail(node, card_holders=self.card_holders))
 
 

@@ -23,6 +23,8 @@ class Node(models.Model):
     zone = models.CharField(max_length=100, blank=True, default="")
     rack = models.CharField(max_length=100, blank=True, default="")
     labels = models.JSONField(default=dict, blank=True)
+    # [{key, value, effect}] (design §16.3, `nodes.taints`): which tasks may not (or would rather not) land here.
+    taints = models.JSONField(default=list, blank=True)
     # Interface notation, address and prefix length: "10.0.3.7/24".
     internal_ip = models.CharField(max_length=64, blank=True, default="")
     public_ip = models.GenericIPAddressField(null=True, blank=True)

@@ -97,6 +97,7 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
         "zone": node.zone,
         "rack": node.rack,
         "labels": node.labels,
+        "taints": node.taints,
         # Addresses are for staff only (issue 13): a tenant has no business reaching nodes directly.
         "internal_ip": node.internal_ip if tenant_id is None else None,
         "public_ip": node.public_ip if tenant_id is None else None,

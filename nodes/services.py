@@ -208,12 +208,13 @@ def node_topology_update(*, node: Node, region: str, zone: str, rack: str, actor
 
 
 def node_update(
-    *, node: Node, labels: dict[str, str] | None = None, schedulable: bool | None = None,
-    dedicated_tenant: Tenant | None | Keep = KEEP, actor=None,
+    *, node: Node, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+    schedulable: bool | None = None, dedicated_tenant: Tenant | None | Keep = KEEP, actor=None,
 ) -> Node:
     """Admin edits of a node; audited. `labels` replaces the admin labels, the agent's `heteroflow.io/` ones stay.
 
-    `dedicated_tenant=None` removes the dedication; leaving it out keeps the current one.
+    `taints` replaces the node's taints (design §16.3). `dedicated_tenant=None` removes the dedication; leaving it out
+    keeps the current one.
     """
     if labels is not None:
         agent_keys = sorted(key for key in labels if key.startswith(AGENT_LABEL_PREFIX))
@@ -221,6 +222,8 @@ def node_update(
             raise DomainError(f"labels under {AGENT_LABEL_PREFIX} are set by the node agent: {', '.join(agent_keys)}",
                               field="labels")
     changes: dict = {}
+    if taints is not None:
+        changes["taints"] = [dict(taint) for taint in taints]
     if schedulable is not None:
         changes["schedulable"] = schedulable
     if not isinstance(dedicated_tenant, Keep):

@@ -11,6 +11,7 @@ from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import CardHolders, card_type_counts, no_card_holders, node_detail, node_places, nodes_list
 from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
+from nodes.taint_views import save_taints, taints_text
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
@@ -156,7 +157,7 @@ def _save_settings(request, node: Node) -> dict:
 
 
 FORMS = {"topology": (_save_topology, "topology-form"), "labels": (_save_labels, "labels-form"),
-         "settings": (_save_settings, "settings-form")}
+         "settings": (_save_settings, "settings-form"), "taints": (save_taints, "taints-form")}
 
 
 @staff_required
@@ -180,6 +181,7 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "tenants": Tenant.objects.all(),
         "topology_values": {name: getattr(node, name) for name in PLACEMENT_FIELDS},
         "topology_errors": {},
+        "taints_text": taints_text(node),
         **outcome,
     }
     refused = any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome)

@@ -63,6 +63,9 @@ class TaskGroup(models.Model):
     restarts = models.PositiveIntegerField(default=0)
     master_addr = models.CharField(max_length=64, blank=True, default="")
     backend = models.CharField(max_length=16, blank=True, default="")
+    # design §16.3: every member's tolerations and node selector.
+    tolerations = models.JSONField(default=list, blank=True)
+    node_selector = models.JSONField(default=dict, blank=True)
     # The latest gang attempt: {code, message, member, reason}.
     diagnostics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -92,6 +95,9 @@ class Task(models.Model):
     priority = models.IntegerField(default=50)
     preemptible = models.BooleanField(default=False)
     labels = models.JSONField(default=dict, blank=True)
+    # design §16.3 (`nodes.taints`): the node taints it tolerates, and the node labels it needs.
+    tolerations = models.JSONField(default=list, blank=True)
+    node_selector = models.JSONField(default=dict, blank=True)
     group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
     rank = models.IntegerField(null=True, blank=True)
     # Which run of its gang the task belongs to (the group's `restarts` when it was created).

@@ -19,6 +19,7 @@ from tenants.models import ShareGroup
 _NODE_FIELDS = (
     "id", "name", "status", "schedulable", "dedicated_tenant_id", "region", "zone", "rack", "labels", "gpu_type",
     "gpu_total", "gpu_used", "cpu_cores", "memory_gb", "cpu_percent", "memory_used_mb", "internal_ip", "public_ip",
+    "taints",
 )
 _CARD_FIELDS = (
     "node_id", "index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature",
@@ -29,6 +30,7 @@ _PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memor
 TASK_INFO_FIELDS = (
     "id", "tenant_id", "name", "type", "gpu_type", "gpu_required", "gpu_memory_mb", "gpu_compute_percent",
     "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "created_at", "group_id",
+    "tolerations", "node_selector",
 )
 
 
@@ -103,6 +105,8 @@ def task_info_from_row(row: tuple) -> TaskInfo:
     """A TaskInfo from a `values_list(*TASK_INFO_FIELDS)` row."""
     info = TaskInfo(**dict(zip(TASK_INFO_FIELDS, row)))
     info.labels = info.labels or {}
+    info.tolerations = info.tolerations or []
+    info.node_selector = info.node_selector or {}
     return info
 
 
@@ -118,6 +122,8 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
         node = NodeInfo(*row)
         if node.labels is None:
             node.labels = {}
+        if node.taints is None:
+            node.taints = []
         nodes[node.id] = node
     for row in card_rows:
         node = nodes.get(row[0])

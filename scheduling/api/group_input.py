@@ -9,9 +9,11 @@ from heteroflow_site.validation import (
     ColumnIntegerField,
     CommandField,
     ImageField,
+    LabelsField,
     NameField,
 )
 from nodes.models import GPU_TYPES
+from nodes.taint_input import tolerations_field
 from scheduling.models import Parallelism
 
 
@@ -38,4 +40,6 @@ class TaskGroupInput(StrictSerializer):
     command = CommandField()
     priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
+    tolerations = tolerations_field(required=False, default=list)
+    node_selector = LabelsField(required=False, default=dict)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)

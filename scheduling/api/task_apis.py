@@ -27,8 +27,8 @@ class TaskOutput(serializers.ModelSerializer):
         model = Task
         fields = [
             "id", "tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
-            "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "group", "rank",
-            "status", "reason", "node", "gpus", "port", "shard", "preempt_count", "created_at", "scheduled_at",
+            "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "tolerations",
+            "node_selector", "group", "rank", "status", "reason", "node", "gpus", "port", "shard", "preempt_count", "created_at", "scheduled_at",
             "started_at", "finished_at", "diagnostics",
         ]
 

@@ -5,6 +5,7 @@ from rest_framework import serializers
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
 from nodes.models import GPU_TYPES
+from nodes.taint_input import tolerations_field
 from scheduling.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import TaskType
 
@@ -24,6 +25,8 @@ class TaskInput(StrictSerializer):
     priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
     preemptible = serializers.BooleanField(required=False, default=False)
     labels = LabelsField(required=False, default=dict)
+    tolerations = tolerations_field(required=False, default=list)
+    node_selector = LabelsField(required=False, default=dict)
     group = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 

@@ -64,6 +64,8 @@ class NodeInfo:
     memory_used_mb: int = 0
     internal_ip: str = ""
     public_ip: str | None = None
+    # [{key, value, effect}] (design §16.3, `nodes.taints`).
+    taints: list[dict[str, str]] = field(default_factory=list)
     inference_tasks: int = 0
     cards: list[CardInfo] = field(default_factory=list)
     # Host CPU cores and memory the node's active tasks book against its registered `cpu_cores` / `memory_gb`
@@ -115,6 +117,9 @@ class TaskInfo:
     labels: dict[str, str] = field(default_factory=dict)
     created_at: datetime | None = None
     group_id: int | None = None
+    # design §16.3 (`nodes.taints`).
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_fractional(self) -> bool:

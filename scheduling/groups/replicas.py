@@ -71,6 +71,8 @@ def create_member(group: TaskGroup, *, rank: int) -> Task:
         priority=group_priority(group),
         group=group,
         rank=rank,
+        tolerations=group.tolerations,
+        node_selector=group.node_selector,
     )
 
 

@@ -183,5 +183,6 @@ def _start_new_run(group: TaskGroup, cause: str) -> None:
             tenant=group.tenant, name=f"{group.name}-{rank}", type=group.type, image=group.image,
             command=group.command, gpu_type=group.gpu_type, gpu_required=group.gpus_per_worker,
             priority=first.priority if first else 50, labels=first.labels if first else None,
-            group=group, rank=rank, group_run=run,
+            group=group, rank=rank, group_run=run, tolerations=group.tolerations,
+            node_selector=group.node_selector,
         )

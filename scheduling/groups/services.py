@@ -23,6 +23,8 @@ def task_group_create(
     command: str = "",
     priority: int = 50,
     max_restarts: int = 3,
+    tolerations: list[dict[str, str]] | None = None,
+    node_selector: dict[str, str] | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -43,6 +45,7 @@ def task_group_create(
             tenant=tenant, name=name, type=type, world_size=world_size, gpus_per_worker=gpus_per_worker,
             parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
             window=window, image=image, command=command, max_restarts=max_restarts,
+            tolerations=[dict(item) for item in tolerations or []], node_selector=node_selector or {},
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         ensure_pending_capacity(tenant=tenant, adding=count)
@@ -53,5 +56,6 @@ def task_group_create(
             task_create(
                 tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
+                tolerations=group.tolerations, node_selector=group.node_selector,
             )
     return group

@@ -7,13 +7,24 @@ from typing import Any
 
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, import_dotted
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
-from scheduling.plugins import binpack, fgd, gpu_filter, nvlink, preempt, rdma, resource_filter, spread, topology
+from scheduling.plugins import (
+    binpack,
+    fgd,
+    gpu_filter,
+    node_pools,
+    nvlink,
+    preempt,
+    rdma,
+    resource_filter,
+    spread,
+    topology,
+)
 
 logger = logging.getLogger(__name__)
 
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
-    gpu_filter.SPEC, resource_filter.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
+    gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
     rdma.SPEC, preempt.SPEC,
 )
 

@@ -6,6 +6,7 @@ from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.serializers import flat_errors
+from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 
 # The task form's inputs that go to the API body as typed (TaskInput); an empty one is left out so that the API's
 # default applies, except those the API must name when they are missing.
@@ -13,7 +14,7 @@ TASK_FORM_INPUTS = ("name", "type", "image", "command", "gpu_type", "gpu_require
                     "gpu_compute_percent", "cpu_cores", "memory_mb", "priority")
 TASK_FORM_ALWAYS_SENT = ("name", "gpu_type")
 # Every field the task form shows an error beside.
-TASK_FORM_FIELDS = frozenset({"tenant", *TASK_FORM_INPUTS, "preemptible", "labels"})
+TASK_FORM_FIELDS = frozenset({"tenant", *TASK_FORM_INPUTS, "preemptible", "labels", *POOL_FORM_FIELDS})
 
 
 def task_form_payload(post, *, admin: bool) -> dict:
@@ -29,6 +30,7 @@ def task_form_payload(post, *, admin: bool) -> dict:
         if key.strip() or value.strip():
             labels[key.strip()] = value
     payload["labels"] = labels
+    payload.update(pool_payload(post))
     if admin:
         payload["tenant"] = post.get("tenant", "").strip() or None
     return payload

@@ -12,10 +12,11 @@ from scheduling.models import Parallelism, TaskGroup
 from scheduling.selectors import group_members, groups_visible_to
 from scheduling.services.group_submit import task_group_submit
 from scheduling.web.forms import error_context, submitted
+from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 from tenants.models import Tenant
 
 GROUP_FORM_FIELDS = ("tenant", "name", "type", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
-                     "replicas", "priority", "max_restarts", "image", "command")
+                     "replicas", "priority", "max_restarts", "image", "command", *POOL_FORM_FIELDS)
 # The group's final states: its page stops polling.
 _SETTLED = {TaskGroup.Status.SUCCEEDED, TaskGroup.Status.FAILED, TaskGroup.Status.STOPPED}
 
@@ -23,7 +24,8 @@ _SETTLED = {TaskGroup.Status.SUCCEEDED, TaskGroup.Status.FAILED, TaskGroup.Statu
 def _form_payload(post, *, admin: bool) -> dict:
     """The form as an API body: empty inputs are left out so that the API's defaults apply."""
     payload = {name: post.get(name, "").strip() for name in GROUP_FORM_FIELDS
-               if name != "tenant" and post.get(name, "").strip() != ""}
+               if name not in ("tenant", *POOL_FORM_FIELDS) and post.get(name, "").strip() != ""}
+    payload.update(pool_payload(post))
     if admin:
         payload["tenant"] = post.get("tenant", "").strip() or None
     return payload

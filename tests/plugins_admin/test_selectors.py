@@ -24,6 +24,8 @@ DEFAULT_PLUGIN_SET = {
     # design §15.9: its own migration, then the settings the replay measured best.
     "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1}),
 }
+# What the scheduler reads: the rows, and the always-on plugins that have none (design §16.3's node-pools).
+DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {})}
 
 
 def test_the_data_migrations_store_the_spec_defaults(create_default_rows):
@@ -45,7 +47,7 @@ def test_current_plugin_settings_reads_every_row_in_one_query(django_assert_num_
         settings = current_plugin_settings()
 
     by_name = {setting.name: setting for setting in settings}
-    assert set(by_name) == set(DEFAULT_PLUGIN_SET)
+    assert set(by_name) == set(DEFAULT_SETTINGS)
     assert by_name["topology"] == PluginSetting("topology", True, 40, {})
 
 
@@ -55,7 +57,7 @@ def test_a_plugin_without_a_row_uses_its_registered_defaults():
     by_name = {setting.name: (setting.enabled, setting.weight, dict(setting.extra))
                for setting in current_plugin_settings()}
 
-    assert by_name == DEFAULT_PLUGIN_SET
+    assert by_name == DEFAULT_SETTINGS
 
 
 def test_a_forced_filter_stays_on_whatever_its_row_says():

@@ -69,7 +69,8 @@ def test_spec_walk_through():
     [(name, total, *scores)] = diagnostics["scored"]
     assert name == "free"
     assert dict(zip(diagnostics["plugins"], scores)) == {"spread": result.scores[result.node.id]["spread"],
-                                                         "nvlink": 50.0, "topology": 50.0, "rdma": 50.0}
+                                                         "nvlink": 50.0, "topology": 50.0, "rdma": 50.0,
+                                                         "node-pools": 100.0}
     assert total == round(sum(scores), 3)
     assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
                               "1 dedicated to another tenant, 1 node offline.")
@@ -258,7 +259,7 @@ def test_total_is_the_weighted_sum():
     result = fw.schedule(make_task(gpu_required=1), make_snapshot(fast, plain), random.Random())
     scores = result.scores[fast.id]
     expected = sum(weight * scores[name] for name, weight in
-                   [("spread", 1), ("nvlink", 1), ("topology", 1), ("rdma", 3)])
+                   [("node-pools", 1), ("spread", 1), ("nvlink", 1), ("topology", 1), ("rdma", 3)])
     assert result.totals[fast.id] == pytest.approx(expected, abs=0.01)
     assert result.node.name == "fast"
 

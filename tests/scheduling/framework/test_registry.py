@@ -13,8 +13,8 @@ def registry():
 def test_defaults():
     plugin_set = build_plugin_set([], registry())
     assert plugin_set.describe() == {
-        "filters": ["gpu-filter", "resource-filter", "nvlink", "rdma"],
-        "scorers": [{"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
+        "filters": ["gpu-filter", "resource-filter", "node-pools", "nvlink", "rdma"],
+        "scorers": [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
                     {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1}],
         "preempt_stage": "running",
     }
@@ -42,8 +42,8 @@ def test_spread_wins_if_both_are_somehow_enabled():
 def test_disabled_plugins_are_left_out():
     plugin_set = build_plugin_set([PluginSetting("nvlink", False), PluginSetting("rdma", False),
                                    PluginSetting("topology", False)], registry())
-    assert plugin_set.describe()["filters"] == ["gpu-filter", "resource-filter"]
-    assert plugin_set.describe()["scorers"] == [{"name": "spread", "weight": 1}]
+    assert plugin_set.describe()["filters"] == ["gpu-filter", "resource-filter", "node-pools"]
+    assert plugin_set.describe()["scorers"] == [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}]
 
 
 def test_preempt_stage():
