@@ -213,12 +213,29 @@ def replay_report_chart(request: HttpRequest) -> FileResponse:
 
 def _replay_view(report: ReplayReport) -> dict[str, Any]:
     figures = report.figures
+    dynamic = figures.get("mode") == "dynamic"
     rows = []
     for name, summary in figures.get("policies", {}).items():
-        rows.append({"name": name, **{key: _mean_stdev(summary.get(key)) for key in
-                                      ("allocation_at_full", "allocation_at_arrival", "failed_tasks", "fragmentation")}})
+        if dynamic:
+            # Per size class: never placed, p99 wait in minutes (the chart's right panel), each mean ± stdev.
+            classes = [{"size": size, "never_placed": _mean_stdev(cell.get("never_placed")),
+                        "wait_p99_min": _mean_stdev(_in_minutes(cell.get("wait_p99")))}
+                       for size, cell in summary.get("classes", {}).items()]
+            rows.append({"name": name, "classes": classes,
+                         **{key: _mean_stdev(summary.get(key)) for key in
+                            ("time_weighted_allocation", "never_placed", "jain")}})
+        else:
+            rows.append({"name": name, **{key: _mean_stdev(summary.get(key)) for key in
+                                          ("allocation_at_full", "allocation_at_arrival", "failed_tasks",
+                                           "fragmentation")}})
     return {"made_at": report.made_at, "policies": report.policies, "window": report.window, "figures": figures,
-            "rows": rows, "from_db": figures.get("source") == "database"}
+            "rows": rows, "from_db": figures.get("source") == "database", "dynamic": dynamic}
+
+
+def _in_minutes(figure: Any) -> Any:
+    if not isinstance(figure, dict):
+        return figure
+    return {key: value / 60 for key, value in figure.items() if isinstance(value, int | float)}
 
 
 def _mean_stdev(figure: Any) -> str:

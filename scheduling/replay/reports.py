@@ -33,7 +33,10 @@ class ReplayReport:
             since, until = (datetime.fromisoformat(window[key]) for key in ("since", "until"))
             return (f"tasks created in the last {window['length']} "
                     f"({since:%Y-%m-%d %H:%M} → {until:%Y-%m-%d %H:%M} UTC)")
-        return f"openb trace {Path(self.figures.get('pods', '')).name}"
+        trace = f"openb trace {Path(self.figures.get('pods', '')).name}"
+        if self.figures.get("mode") == "dynamic":
+            return f"{trace} with departures, arrivals compressed {self.figures.get('compress', 1):g}×"
+        return trace
 
 
 def report_write(*, figures: dict, chart: str, made_at: datetime) -> Path:

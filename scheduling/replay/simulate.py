@@ -67,14 +67,15 @@ class NodeCapacity(RowPlugin):
     reasons = ("insufficient CPU", "insufficient memory")
 
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        cores, memory_mb = self._capacity(table)
+        cores, memory_mb = self.capacity(table)
         codes = np.zeros(len(rows), np.int8)
         codes[memory_mb[rows] * (1 - table.memory_usage[rows]) < task.memory_mb - CAPACITY_TOLERANCE] = 2
         codes[cores[rows] * (1 - table.cpu_usage[rows]) < task.cpu_cores - CAPACITY_TOLERANCE] = 1
         return codes
 
     @staticmethod
-    def _capacity(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
+    def capacity(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
+        """Per table row: the node's CPU cores and memory in MB."""
         cached = table.plugin_cache.get(NodeCapacity.name)
         if cached is None:
             cached = table.plugin_cache[NodeCapacity.name] = (
@@ -125,8 +126,10 @@ class Arrival:
     leaves_at: float = math.inf    # when it finishes, if it is placed
 
 
-@dataclass
-class _Placed:
+@dataclass(eq=False)
+class Placed:
+    """A task on its node and cards, and the GPU capacity it holds."""
+
     task: TaskInfo
     node: NodeInfo
     cards: list[int]
@@ -135,72 +138,86 @@ class _Placed:
 
 class Replay:
     """Arrivals placed in order on `snapshot` (changed in place) under one policy; `run()` returns the SeedResult.
-    The seed breaks score ties, as a cycle's random generator does."""
+    The seed breaks score ties, as a cycle's random generator does. `place` and `release` are the two moves a
+    replay makes (`scheduling.replay.dynamic` drives them with a waiting queue)."""
 
     def __init__(self, snapshot: ClusterSnapshot, *, policy: str, seed: int, workload: TargetWorkload,
                  config: SchedulerConfig = REPLAY_CONFIG) -> None:
         self.seed = seed
+        self.rng = random.Random(seed)
         self.workload = workload
         self.snapshot = snapshot
         self.framework = Framework(plugin_set_for(policy, workload), config)
         self.capacity_milli = sum(len(node.cards) for node in snapshot.nodes) * MILLI
         self.placements: list[tuple[TaskInfo, int, list[int]]] = []   # (task, node id, cards), in bind order
+        self.table = table_for(snapshot, self.framework.config)
+        self.allocated_milli = 0
+        self._used_cpu, self._used_memory = np.zeros(self.table.size), np.zeros(self.table.size)
+        self._on_node: dict[int, list[Placed]] = defaultdict(list)
+
+    def place(self, task: TaskInfo) -> Placed | None:
+        """Schedule, reserve and permit `task` as a cycle does and bind it on the snapshot; None if it does not
+        fit."""
+        snapshot, framework = self.snapshot, self.framework
+        node = framework.schedule(task, snapshot, self.rng).node
+        cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
+        permitted = node is not None and framework.permit([(task, node, cards)], tenancy=snapshot.tenancy).is_success
+        if not permitted or (task.gpu_required or task.is_fractional) and not cards:
+            return None
+        self._book(node, task, +1)
+        apply_bind(snapshot, task, node, cards)
+        self.placements.append((task, node.id, cards))
+        placed = Placed(task, node, cards, _allocated_milli(task, occupied_cards(node, Occupant.of_task(task, cards))))
+        self.allocated_milli += placed.allocated_milli
+        self._on_node[node.id].append(placed)
+        return placed
+
+    def release(self, placed: Placed) -> None:
+        """The task leaves: its cards, CPU and memory are free again (`apply_release`, the inverse of the bind)."""
+        staying = self._on_node[placed.node.id]
+        staying.remove(placed)
+        self._book(placed.node, placed.task, -1)
+        apply_release(self.snapshot, placed.task, placed.node, placed.cards,
+                      staying=[(other.task, other.cards) for other in staying])
+        self.allocated_milli -= placed.allocated_milli
+
+    def capacity_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per table row: CPU cores and memory in MB (the replay's capacity check reads the same)."""
+        return NodeCapacity.capacity(self.table)
+
+    def _book(self, node: NodeInfo, task: TaskInfo, sign: int) -> None:
+        row = self.table.row_of[node.id]
+        self._used_cpu[row] += sign * task.cpu_cores
+        self._used_memory[row] += sign * task.memory_mb
+        node.cpu_percent = 100.0 * self._used_cpu[row] / node.cpu_cores if node.cpu_cores else 100.0
+        node.memory_used_mb = max(int(round(self._used_memory[row])), 0)
 
     def run(self, arrivals: Iterable[Arrival]) -> SeedResult:
-        rng = random.Random(self.seed)
-        snapshot, framework = self.snapshot, self.framework
-        table = table_for(snapshot, framework.config)
-        used_cpu, used_memory = np.zeros(table.size), np.zeros(table.size)
-        on_node: dict[int, list[_Placed]] = defaultdict(list)
-        departures: list[tuple[float, int, _Placed]] = []   # a heap: the next to leave first
-        arrived = allocated = failed = failed_milli = tasks = 0
+        departures: list[tuple[float, int, Placed]] = []   # a heap: the next to leave first
+        arrived = failed = failed_milli = tasks = 0
         at_full = None
         curve, next_point = [], 0.0
-
-        def book(node: NodeInfo, task: TaskInfo, sign: int) -> None:
-            row = table.row_of[node.id]
-            used_cpu[row] += sign * task.cpu_cores
-            used_memory[row] += sign * task.memory_mb
-            node.cpu_percent = 100.0 * used_cpu[row] / node.cpu_cores if node.cpu_cores else 100.0
-            node.memory_used_mb = max(int(round(used_memory[row])), 0)
-
         for arrival in arrivals:
             while departures and departures[0][0] <= arrival.at:
-                placed = heapq.heappop(departures)[2]
-                staying = on_node[placed.node.id]
-                staying.remove(placed)
-                book(placed.node, placed.task, -1)
-                apply_release(snapshot, placed.task, placed.node, placed.cards,
-                              staying=[(other.task, other.cards) for other in staying])
-                allocated -= placed.allocated_milli
-            task = arrival.task
+                self.release(heapq.heappop(departures)[2])
             tasks += 1
             arrived += arrival.demand_milli
-            node = framework.schedule(task, snapshot, rng).node
-            cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
-            permitted = node is not None and framework.permit([(task, node, cards)],
-                                                              tenancy=snapshot.tenancy).is_success
-            if not permitted or (task.gpu_required or task.is_fractional) and not cards:
+            placed = self.place(arrival.task)
+            if placed is None:
                 failed += 1
                 failed_milli += arrival.demand_milli
-            else:
-                book(node, task, +1)
-                apply_bind(snapshot, task, node, cards)
-                self.placements.append((task, node.id, cards))
-                placed = _Placed(task, node, cards, _allocated_milli(task, occupied_cards(node, Occupant.of_task(task, cards))))
-                allocated += placed.allocated_milli
-                if arrival.leaves_at < math.inf:
-                    on_node[node.id].append(placed)
-                    heapq.heappush(departures, (arrival.leaves_at, tasks, placed))
+            elif arrival.leaves_at < math.inf:
+                heapq.heappush(departures, (arrival.leaves_at, tasks, placed))
             if at_full is None and arrived >= self.capacity_milli:
-                at_full = 100.0 * allocated / self.capacity_milli
+                at_full = 100.0 * self.allocated_milli / self.capacity_milli
             if arrived >= next_point * self.capacity_milli:
                 curve.append((round(100.0 * arrived / self.capacity_milli, 2),
-                              round(100.0 * allocated / self.capacity_milli, 3)))
+                              round(100.0 * self.allocated_milli / self.capacity_milli, 3)))
                 next_point = np.floor(arrived / self.capacity_milli / CURVE_STEP + 1) * CURVE_STEP
-        curve.append((round(100.0 * arrived / self.capacity_milli, 2), round(100.0 * allocated / self.capacity_milli, 3)))
-        fragmented, idle = fgd.cluster_fragmentation(table, self.workload)
-        return SeedResult(self.seed, at_full, 100.0 * allocated / self.capacity_milli, tasks, failed,
+        curve.append((round(100.0 * arrived / self.capacity_milli, 2),
+                      round(100.0 * self.allocated_milli / self.capacity_milli, 3)))
+        fragmented, idle = fgd.cluster_fragmentation(self.table, self.workload)
+        return SeedResult(self.seed, at_full, 100.0 * self.allocated_milli / self.capacity_milli, tasks, failed,
                           failed_milli / MILLI, fragmented, idle, curve)
 
 

@@ -9,7 +9,7 @@ no memory reserve, so a share of `gpu_milli` thousandths is exactly `gpu_milli Ã
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scheduling.framework.snapshot import CardInfo, NodeInfo, TaskInfo
@@ -42,6 +42,9 @@ class TracePod:
     num_gpu: int
     gpu_milli: int
     gpu_spec: str = ""
+    # Seconds, when the trace has them (the dynamic replay needs them; `read_pod_times`).
+    creation_time: int | None = None
+    deletion_time: int | None = None
 
     @property
     def shared(self) -> bool:
@@ -98,6 +101,18 @@ def read_pods(path: Path) -> list[TracePod]:
     if not pods:
         raise TraceError(f"{path}: no pods")
     return pods
+
+
+def read_pod_times(path: Path) -> list[TracePod]:
+    """The pods with their `creation_time` and `deletion_time` (seconds), for a replay with departures."""
+    pods = read_pods(path)
+    timed = []
+    for (line, row), pod in zip(_rows(path, ("creation_time", "deletion_time")), pods):
+        created, deleted = _int(path, line, row, "creation_time"), _int(path, line, row, "deletion_time")
+        if deleted < created:
+            raise TraceError(f"{path}:{line}: deletion_time {deleted} is before creation_time {created}")
+        timed.append(replace(pod, creation_time=created, deletion_time=deleted))
+    return timed
 
 
 def to_node(node: TraceNode, node_id: int) -> NodeInfo:

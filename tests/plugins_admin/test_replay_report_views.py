@@ -80,3 +80,27 @@ def test_anonymous_visitors_are_sent_to_sign_in(replayed_day):
     for path in ("/plugins/replay/", "/plugins/replay/chart.svg"):
         response = Client().get(path)
         assert response.status_code == 302 and response["Location"].startswith(f"/login/?next={path}")
+
+
+NODES_CSV = "sn,cpu_milli,memory_mib,gpu,model\nnode-1,32000,262144,2,V100M16\n"
+PODS_CSV = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+            "scheduled_time\n"
+            "p1,4000,8192,2,1000,,LS,Running,0,100,0\n"
+            "p2,4000,8192,1,1000,,LS,Running,10,50,10\n"
+            "p3,4000,8192,1,500,,LS,Running,20,200,20\n")
+
+
+def test_a_dynamic_replay_report_shows_its_chart_and_the_waits_by_size_class(reports, staff_page_client, tmp_path):
+    (tmp_path / "nodes.csv").write_text(NODES_CSV)
+    (tmp_path / "pods.csv").write_text(PODS_CSV)
+    call_command("replay_trace", "--dynamic", "--nodes", str(tmp_path / "nodes.csv"), "--pods",
+                 str(tmp_path / "pods.csv"), "--policy", "binpack,fgd", "--seeds", "2", "--jobs", "1", "--report",
+                 stdout=StringIO())
+
+    html = staff_page_client.get("/plugins/replay/").content.decode()
+
+    assert "with departures, arrivals compressed 1×" in html and "p99 waiting time by size class" in html
+    assert "<th>2 cards: p99 wait (min) · never placed</th>" in html and "<th>Time-weighted allocation</th>" in html
+    assert 'id="replay-binpack"' in html and 'id="replay-fgd"' in html
+    chart = staff_page_client.get("/plugins/replay/chart.svg")
+    assert b'class="wait"' in b"".join(chart.streaming_content)

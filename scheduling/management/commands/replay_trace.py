@@ -2,6 +2,7 @@
 
     python manage.py replay_trace --policy spread,binpack,fgd [--pods data/traces/openb/openb_pod_list_gpushare40.csv]
     python manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd --report
+    python manage.py replay_trace --dynamic --compress 100 --node-stride 10 --policy binpack,fgd [--tenants FILE]
 
 The workload is an openb-format trace (drawn by the paper's protocol, `TraceReplay`), or with `--from-db` the tasks
 submitted to this cluster in the last `--since` on its current nodes (`scheduling.replay.recorded`); both go through
@@ -9,7 +10,9 @@ the same `Replay`. Per policy: each seed's allocation ratio when the arrived dem
 at the end, the failed tasks and the fragmentation left against the workload, then mean ± stdev. The last line is
 `allocation_at_arrival=<policy>:<mean %>,...` in policy order. `--json` writes every figure and the mean curves,
 `--svg` the allocation curves (allocated % against arrived %), `--report` both into the reports folder the plugin
-page links.
+page links. `--dynamic` replays the trace with departures and a waiting queue instead (`scheduling.replay.dynamic`):
+per policy the time-weighted allocation, per size class the waiting times and the tasks never placed, and with
+`--tenants` each tenant's usage and Jain's index; its last line is `time_weighted_allocation=<policy>:<mean %>,...`.
 """
 
 import copy
@@ -30,11 +33,12 @@ from django.utils import timezone
 
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.plugins.fgd import TargetWorkload
-from scheduling.replay.chart import allocation_chart
+from scheduling.replay.chart import allocation_chart, dynamic_chart
+from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, jobs_of
 from scheduling.replay.recorded import recorded_config, recorded_workload
 from scheduling.replay.reports import report_write
 from scheduling.replay.simulate import POLICIES, Arrival, Replay, SeedResult, TraceReplay, trace_workload
-from scheduling.replay.trace import MILLI, TraceError, read_nodes, read_pods
+from scheduling.replay.trace import MILLI, TraceError, read_nodes, read_pod_times, read_pods
 
 TRACE_DIR = Path(settings.BASE_DIR) / "data" / "traces" / "openb"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
@@ -56,12 +60,27 @@ with and is placed at once or fails for good; it leaves after finished - started
 when it is still running, and after --default-duration when it never started. Allocation is measured after the
 last submission (alloc@end), the curve as the submissions arrive (arrived GPU demand, % of the cluster's GPUs).
 Tenant quotas are left out and gang members arrive one by one; seeds only break score ties. Nothing is written to
-the database."""
+the database.
+
+With --dynamic: the trace's pods arrive at their creation_time (divided by --compress: arrivals come that many
+times as fast, each still runs deletion_time - creation_time) on every --node-stride-th node of the node list; a
+task that does not fit waits in queue order (design §15.1) until tasks leaving make room. Printed per policy: the
+time-weighted allocation, and per size class the p50/p99 waiting time and the tasks never placed; with --tenants
+FILE (pods mapped to tenants and their gpu_quota, see scheduling/replay/dynamic.py) each tenant's mean GPUs held
+and Jain's fairness index. Seeds break score ties."""
 
 
 def _replay(nodes_path: str, pods_path: str, policy: str, seed: int, arrival: float) -> SeedResult:
     nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
     return TraceReplay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=trace_workload(pods)).run()
+
+
+def _replay_dynamic(nodes_path: str, pods_path: str, node_stride: int, compress: float, tenants_path: str | None,
+                    policy: str, seed: int) -> DynamicResult:
+    nodes, pods = read_nodes(Path(nodes_path))[::node_stride], read_pod_times(Path(pods_path))
+    tenants = TenantPlan.read(Path(tenants_path)) if tenants_path else None
+    return DynamicReplay(nodes, jobs_of(pods, compress=compress, tenants=tenants), policy=policy, seed=seed,
+                         tenants=tenants).run()
 
 
 def _replay_recorded(snapshot: ClusterSnapshot, arrivals: list[Arrival], workload: TargetWorkload,
@@ -114,13 +133,21 @@ class Command(BaseCommand):
                             help="replays run in this many processes at once (default: one per CPU)")
         parser.add_argument("--json", dest="json_path", help="write all figures to this file")
         parser.add_argument("--svg", dest="svg_path", help="write the allocation curves to this SVG file")
+        parser.add_argument("--dynamic", action="store_true",
+                            help="replay the trace's own arrival and departure times with a waiting queue")
+        parser.add_argument("--compress", type=float,
+                            help="with --dynamic: arrivals come this many times as fast (default 1)")
+        parser.add_argument("--node-stride", type=int,
+                            help="with --dynamic: replay on every Nth node of the node list (default 1: all)")
+        parser.add_argument("--tenants", help="with --dynamic: a JSON file mapping pods to tenants and their quotas")
         parser.add_argument("--report", action="store_true",
                             help="keep the figures and the chart in the reports folder (settings.REPLAY_REPORT_DIR); "
                                  "the plugin page links the latest")
 
     def handle(self, *args, nodes: str | None, pods: str | None, from_db: bool, since: str | None,
                default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
-               json_path: str | None, svg_path: str | None, report: bool, **options):
+               json_path: str | None, svg_path: str | None, report: bool, dynamic: bool, compress: float | None,
+               node_stride: int | None, tenants: str | None, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
@@ -128,6 +155,26 @@ class Command(BaseCommand):
                                f"choose from {', '.join(POLICIES)}")
         if seeds < 1 or jobs < 1:
             raise CommandError("--seeds and --jobs must be at least 1")
+        if dynamic:
+            for option, value in (("--from-db", from_db or None), ("--arrival", arrival), ("--since", since),
+                                  ("--default-duration", default_duration)):
+                if value is not None:
+                    raise CommandError(f"{option} does not apply with --dynamic (it replays the trace's own times)")
+            compress = 1.0 if compress is None else compress
+            node_stride = 1 if node_stride is None else node_stride
+            if not 0 < compress <= 1e6 or node_stride < 1:
+                raise CommandError("--compress must be in (0, 1000000] and --node-stride at least 1")
+            figures = self._replay_dynamic(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
+                                           compress=compress, node_stride=node_stride, tenants=tenants,
+                                           policies=policies, seeds=seeds, jobs=jobs)
+            self._keep(figures, dynamic_chart(figures), json_path=json_path, svg_path=svg_path, report=report)
+            means = ",".join(f"{name}:{figures['policies'][name]['time_weighted_allocation']['mean']:.2f}"
+                             for name in policies)
+            self.stdout.write(f"time_weighted_allocation={means}")
+            return
+        for option, value in (("--compress", compress), ("--node-stride", node_stride), ("--tenants", tenants)):
+            if value is not None:
+                raise CommandError(f"{option} applies only with --dynamic")
         if from_db:
             for option, value in (("--nodes", nodes), ("--pods", pods), ("--arrival", arrival)):
                 if value is not None:
@@ -147,7 +194,14 @@ class Command(BaseCommand):
                 raise CommandError("--arrival must be in (0, 10]")
             figures, curves = self._replay_trace(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
                                                  arrival=arrival, policies=policies, seeds=seeds, jobs=jobs)
-        chart = allocation_chart(curves, arrival=figures["arrival"])
+        self._keep(figures, allocation_chart(curves, arrival=figures["arrival"]), json_path=json_path,
+                   svg_path=svg_path, report=report)
+        means = ",".join(f"{name}:{figures['policies'][name]['allocation_at_arrival']['mean']:.2f}"
+                         for name in policies)
+        self.stdout.write(f"allocation_at_arrival={means}")
+
+    def _keep(self, figures: dict, chart: str, *, json_path: str | None, svg_path: str | None,
+              report: bool) -> None:
         if json_path:
             Path(json_path).write_text(json.dumps(figures, indent=1))
         if svg_path:
@@ -155,9 +209,70 @@ class Command(BaseCommand):
         if report:
             kept = report_write(figures=figures, chart=chart, made_at=timezone.now())
             self.stdout.write(f"report: {kept} (and {kept.with_suffix('.json').name})")
-        means = ",".join(f"{name}:{figures['policies'][name]['allocation_at_arrival']['mean']:.2f}"
-                         for name in policies)
-        self.stdout.write(f"allocation_at_arrival={means}")
+
+    def _replay_dynamic(self, *, nodes: str, pods: str, compress: float, node_stride: int, tenants: str | None,
+                        policies: list[str], seeds: int, jobs: int) -> dict:
+        try:
+            trace_nodes, trace_pods = read_nodes(Path(nodes))[::node_stride], read_pod_times(Path(pods))
+            plan = TenantPlan.read(Path(tenants)) if tenants else None
+            if plan is not None:
+                plan.assign(trace_pods)
+        except TraceError as exc:
+            raise CommandError(str(exc)) from exc
+        gpus = sum(node.gpus for node in trace_nodes)
+        self.stdout.write(f"dynamic replay of {Path(pods).name}: {len(trace_pods)} pods; every {node_stride}. node of "
+                          f"{Path(nodes).name}: {len(trace_nodes)} nodes, {gpus} GPUs; arrivals compressed "
+                          f"{compress:g}x; {seeds} seeds (tie-breaks)"
+                          + (f"; tenants {', '.join(plan.names)}" if plan else ""))
+        figures = {"source": "trace", "mode": "dynamic", "nodes": nodes, "pods": pods, "gpus": gpus,
+                   "node_stride": node_stride, "compress": compress, "tenants_file": tenants}
+        started = time.perf_counter()
+        results = self._results(lambda pool, name, seed: pool.submit(
+            _replay_dynamic, nodes, pods, node_stride, compress, tenants, name, seed),
+            policies=policies, seeds=seeds, jobs=jobs)
+        elapsed = time.perf_counter() - started
+        figures.update(seeds=seeds, seconds=round(elapsed, 1),
+                       policies={name: self._print_dynamic(name, results[name]) for name in policies})
+        runs = len(policies) * seeds
+        self.stdout.write(f"{runs} replays in {elapsed:.1f} s ({elapsed / runs:.1f} s each, {jobs} job(s))")
+        return figures
+
+    def _print_dynamic(self, name: str, results: list[DynamicResult]) -> dict:
+        self.stdout.write(f"\n{name}")
+        allocation = _mean_stdev([result.time_weighted_allocation for result in results])
+        never = _mean_stdev([float(result.never_placed) for result in results])
+        window = results[0].window
+        self.stdout.write(f"  time-weighted allocation {allocation[0]:.2f} ± {allocation[1]:.2f} % "
+                          f"(window {window[0] / 3600:.1f} h → {window[1] / 3600:.1f} h); never placed "
+                          f"{never[0]:.1f} ± {never[1]:.1f} of {results[0].tasks}")
+        self.stdout.write(f"  {'size class':<12} {'tasks':>6} {'never placed':>14} {'wait p50 s':>16} "
+                          f"{'wait p99 s':>18}")
+        classes = {}
+        for size in results[0].classes:
+            cells = {}
+            for key in ("never_placed", "wait_p50", "wait_p99"):
+                values = [result.classes[size][key] for result in results if result.classes[size][key] is not None]
+                cells[key] = dict(zip(("mean", "stdev"), map(lambda v: round(v, 3), _mean_stdev(values)))) \
+                    if values else None
+            classes[size] = {"tasks": results[0].classes[size]["tasks"], **cells}
+            shown = {key: f"{cell['mean']:.0f} ± {cell['stdev']:.0f}" if cell else "-" for key, cell in cells.items()}
+            self.stdout.write(f"  {size:<12} {classes[size]['tasks']:>6} {shown['never_placed']:>14} "
+                              f"{shown['wait_p50']:>16} {shown['wait_p99']:>18}")
+        summary = {"runs": [vars(result) for result in results],
+                   "time_weighted_allocation": {"mean": round(allocation[0], 3), "stdev": round(allocation[1], 3)},
+                   "never_placed": {"mean": round(never[0], 3), "stdev": round(never[1], 3)}, "classes": classes,
+                   "curve": [(hours, round(float(np.mean([result.curve[index][1] for result in results])), 3))
+                             for index, (hours, _) in enumerate(results[0].curve)]}
+        if results[0].tenants:
+            jain = _mean_stdev([result.jain for result in results if result.jain is not None] or [0.0])
+            summary["jain"] = {"mean": round(jain[0], 4), "stdev": round(jain[1], 4)}
+            summary["tenants"] = {}
+            for tenant in results[0].tenants:
+                mean = _mean_stdev([result.tenants[tenant]["mean_gpus"] for result in results])
+                summary["tenants"][tenant] = {"mean_gpus": {"mean": round(mean[0], 3), "stdev": round(mean[1], 3)}}
+                self.stdout.write(f"  tenant {tenant}: {mean[0]:.2f} ± {mean[1]:.2f} GPUs held on average")
+            self.stdout.write(f"  Jain's index {jain[0]:.4f} ± {jain[1]:.4f}")
+        return summary
 
     def _replay_trace(self, *, nodes: str, pods: str, arrival: float, policies: list[str], seeds: int,
                       jobs: int) -> tuple[dict, dict]:
@@ -206,17 +321,24 @@ class Command(BaseCommand):
         """Every policy × seed, in `jobs` processes; the figures (with each policy's) and the mean curves."""
         started = time.perf_counter()
         runs = [(name, seed) for name in policies for seed in range(seeds)]
-        with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _InProcess() as pool:
-            futures = [submit(pool, name, seed) for name, seed in runs]
-            results: dict[str, list[SeedResult]] = {name: [] for name in policies}
-            for (name, _), future in zip(runs, futures):
-                results[name].append(future.result())
+        results = self._results(submit, policies=policies, seeds=seeds, jobs=jobs)
         elapsed = time.perf_counter() - started
         figures = {**figures, "seeds": seeds, "seconds": round(elapsed, 1), "policies": {}}
         for name in policies:
             figures["policies"][name] = self._print_policy(name, results[name], figures["arrival"], at_arrival)
         self.stdout.write(f"{len(runs)} replays in {elapsed:.1f} s ({elapsed / len(runs):.1f} s each, {jobs} job(s))")
         return figures, {name: figures["policies"][name]["curve"] for name in policies}
+
+    @staticmethod
+    def _results(submit, *, policies: list[str], seeds: int, jobs: int) -> dict[str, list]:
+        """Every policy × seed, in `jobs` processes: each policy's results in seed order."""
+        runs = [(name, seed) for name in policies for seed in range(seeds)]
+        with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _InProcess() as pool:
+            futures = [submit(pool, name, seed) for name, seed in runs]
+            results: dict[str, list] = {name: [] for name in policies}
+            for (name, _), future in zip(runs, futures):
+                results[name].append(future.result())
+        return results
 
     def _print_policy(self, name: str, results: list[SeedResult], arrival: float, at_arrival: str) -> dict:
         self.stdout.write(f"\n{name}")

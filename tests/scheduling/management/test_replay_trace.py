@@ -216,3 +216,46 @@ def test_report_keeps_the_chart_and_figures_in_the_reports_folder(two_by_two, tm
     assert f"report: {chart}" in output
     assert chart.read_text().startswith("<svg") and list(figures["policies"]) == ["binpack", "spread"]
     assert figures["tasks"] == 3 and "made_at" in figures
+
+
+def test_dynamic_prints_waits_per_size_class_and_ends_with_the_time_weighted_allocation(small_trace, tmp_path):
+    nodes, pods = small_trace
+    output = replay("--dynamic", "--nodes", str(nodes), "--pods", str(pods), "--compress", "300", "--policy",
+                    "binpack,fgd", "--seeds", "2", "--jobs", "1", "--json", str(tmp_path / "dynamic.json"),
+                    "--svg", str(tmp_path / "dynamic.svg"))
+
+    figures = json.loads((tmp_path / "dynamic.json").read_text())
+    assert figures["mode"] == "dynamic" and figures["compress"] == 300
+    means = {name: figures["policies"][name]["time_weighted_allocation"]["mean"] for name in ("binpack", "fgd")}
+    assert output.strip().splitlines()[-1] == \
+        f"time_weighted_allocation=binpack:{means['binpack']:.2f},fgd:{means['fgd']:.2f}"
+    assert re.search(r"^\s+1 card\s+\d+\s+[\d.]+ ± [\d.]+", output, re.MULTILINE)
+    assert "fractional" in figures["policies"]["fgd"]["classes"]
+    assert [run["seed"] for run in figures["policies"]["fgd"]["runs"]] == [0, 1]
+    svg = (tmp_path / "dynamic.svg").read_text()
+    assert svg.startswith("<svg") and svg.count('class="allocation"') == 2 and 'class="wait"' in svg
+
+
+def test_dynamic_with_tenants_prints_each_tenants_usage_and_jains_index(small_trace, tmp_path):
+    nodes, pods = small_trace
+    plan = tmp_path / "tenants.json"
+    plan.write_text(json.dumps({"tenants": {"acme": {"gpu_quota": 4}, "globex": {}},
+                                "pods": {"openb-pod-0000": "acme", "openb-pod-0010": "acme"}, "default": "globex"}))
+
+    output = replay("--dynamic", "--nodes", str(nodes), "--pods", str(pods), "--compress", "300", "--policy", "fgd",
+                    "--seeds", "1", "--jobs", "1", "--tenants", str(plan))
+
+    assert "tenant acme:" in output and "tenant globex:" in output and "Jain's index" in output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dynamic", "--arrival", "1.2"], "--arrival does not apply with --dynamic"),
+    (["--dynamic", "--from-db"], "--from-db does not apply with --dynamic"),
+    (["--compress", "10"], "--compress applies only with --dynamic"),
+    (["--node-stride", "2"], "--node-stride applies only with --dynamic"),
+    (["--dynamic", "--compress", "0"], "--compress must be in"),
+    (["--dynamic", "--pods", str(TRACE / "openb_pod_list_multigpu20.csv")], "missing column(s) creation_time"),
+])
+def test_dynamic_refusals_name_the_option(args, message):
+    with pytest.raises(CommandError, match=re.escape(message)):
+        replay(*args, "--seeds", "1", "--jobs", "1")
