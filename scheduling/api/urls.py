@@ -1,7 +1,15 @@
 from django.urls import path
 
 from nodes import apis as node_apis
-from scheduling.api import agent_apis, group_apis, log_apis, preemption_plan_apis, scheduler_apis, task_apis
+from scheduling.api import (
+    agent_apis,
+    group_apis,
+    log_apis,
+    preemption_plan_apis,
+    scheduler_apis,
+    task_apis,
+    tenant_loop_apis,
+)
 from scheduling.selectors import node_card_holders
 
 urlpatterns = [
@@ -11,6 +19,8 @@ urlpatterns = [
     path("agent/tasks/<int:task_id>/status", agent_apis.AgentTaskStatusApi.as_view(), name="api-agent-task-status"),
     path("agent/tasks/<int:task_id>/logs", log_apis.AgentTaskLogApi.as_view(), name="api-agent-task-logs"),
     path("tasks/<int:task_id>/logs", log_apis.TaskLogApi.as_view(), name="api-task-logs"),
+    path("tasks/<int:task_id>/events", tenant_loop_apis.TaskEventsApi.as_view(), name="api-task-events"),
+    path("quota", tenant_loop_apis.QuotaApi.as_view(), name="api-quota"),
     path("tasks", task_apis.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/<int:task_id>", task_apis.TaskDetailApi.as_view(), name="api-task-detail"),
     path("tasks/<int:task_id>/stop", task_apis.TaskStopApi.as_view(), name="api-task-stop"),

@@ -1,0 +1,45 @@
+"""A task's timeline and the caller's quota (design §16.4), what `hf describe` and `hf quota` read."""
+
+import pytest
+
+from scheduling.services.task_transition import task_transition
+from tests.factories import make_node, make_task
+
+
+@pytest.mark.django_db
+def test_events_are_the_tasks_timeline_and_another_tenant_gets_404(tenant, tenant_client, other_tenant_client):
+    task = make_task(tenant=tenant, gpu_required=1)
+    assert task_transition(task.id, "pending", "scheduled", node=make_node(), gpus=[0], reason="bound")
+    assert task_transition(task.id, "scheduled", "running")
+    events = tenant_client.get(f"/api/v1/tasks/{task.id}/events").json()
+    assert [(event["from"], event["to"], event["reason"]) for event in events] == [
+        ("pending", "scheduled", "bound"), ("scheduled", "running", "")]
+    assert all(event["at"] for event in events)
+    refused = other_tenant_client.get(f"/api/v1/tasks/{task.id}/events")
+    assert (refused.status_code, refused.json()["code"]) == (404, "not_found")
+
+
+@pytest.mark.django_db
+def test_quota_is_the_callers_own(tenant, other_tenant, tenant_client, other_tenant_client):
+    tenant.gpu_quota = 8
+    tenant.save()
+    task = make_task(tenant=tenant, gpu_required=2)
+    assert task_transition(task.id, "pending", "scheduled", node=make_node(), gpus=[0, 1])
+    make_task(tenant=tenant)
+    make_task(tenant=other_tenant, gpu_required=4)
+    body = tenant_client.get("/api/v1/quota").json()
+    assert (body["tenant"], body["gpu_quota"], body["gpu_used"]) == ("acme", 8, 2)
+    assert (body["tasks"]["scheduled"], body["tasks"]["pending"], body["tasks"]["failed"]) == (1, 1, 0)
+    theirs = other_tenant_client.get("/api/v1/quota").json()
+    assert (theirs["tenant"], theirs["gpu_quota"], theirs["gpu_used"], theirs["tasks"]["pending"]) == \
+        ("globex", None, 0, 1)
+
+
+@pytest.mark.django_db
+def test_an_admin_names_the_tenant(admin_client, tenant):
+    missing = admin_client.get("/api/v1/quota")
+    assert (missing.status_code, missing.json()["field"]) == (400, "tenant")
+    bad = admin_client.get("/api/v1/quota", {"tenant": "x"})
+    assert (bad.status_code, bad.json()["field"]) == (400, "tenant")
+    assert admin_client.get("/api/v1/quota", {"tenant": 999999}).status_code == 404
+    assert admin_client.get("/api/v1/quota", {"tenant": tenant.id}).json()["tenant"] == "acme"
