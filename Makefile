@@ -12,10 +12,12 @@ PYTEST_ARGS ?=
 
 install: $(INSTALLED)
 
-$(INSTALLED): requirements.txt
+$(INSTALLED): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	@# The project itself, editable, for its console script: .venv/bin/hf (the command-line client).
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(INSTALLED)
 
 # The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README,

@@ -1,0 +1,3 @@
+from tenants.cli.main import main
+
+raise SystemExit(main())

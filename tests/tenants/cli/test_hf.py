@@ -1,0 +1,136 @@
+"""`hf` end to end against a live server the test starts (design §16.4), and a simulated agent running the task."""
+
+import io
+import json
+import stat
+import threading
+
+import pytest
+
+from scheduling.cycle import run_cycle
+from tenants.cli import main as hf
+from tenants.models import Tenant
+from tenants.services import tenant_user_create
+from tests.nodes.test_agent_end_to_end import fleet  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def cli(live_server, tmp_path, monkeypatch, capsys):
+    """Run `hf ARGS…` in-process: (exit status, stdout, stderr); config under tmp_path, no HF_* from outside."""
+    monkeypatch.setenv("HF_CONFIG", str(tmp_path / "hf" / "config.json"))
+    for name in ("HF_SERVER", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(hf, "FOLLOW_INTERVAL_SECONDS", 0.2)
+
+    def run(*args: str, stdin: str = "") -> tuple[int, str, str]:
+        capsys.readouterr()
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        status = hf.main(list(args))
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    run.server = live_server.url
+    run.config = tmp_path / "hf" / "config.json"
+    return run
+
+
+@pytest.fixture
+def alice(tenant):
+    return tenant_user_create(tenant=tenant, username="alice", password="alice-password")
+
+
+def test_login_with_a_password_stores_a_private_config_and_ls_uses_it(cli, alice):
+    status, out, _ = cli("login", "--server", cli.server, "--username", "alice", "--password-stdin",
+                         stdin="alice-password\n")
+    assert status == 0 and "logged in" in out
+    assert stat.S_IMODE(cli.config.stat().st_mode) == 0o600
+    stored = json.loads(cli.config.read_text())
+    assert stored["server"] == cli.server and stored["token"].startswith("hfu_")
+    assert cli("ls")[0] == 0
+
+
+def test_refusals_are_one_line_with_the_apis_code_and_a_non_zero_status(cli, alice, monkeypatch):
+    status, out, err = cli("login", "--server", cli.server, "--username", "alice", "--password-stdin",
+                           stdin="wrong\n")
+    assert (status, out, err) == (1, "", "hf: invalid_credentials: invalid username or password\n")
+    assert not cli.config.exists()
+    assert cli("ls")[2].startswith("hf: not logged in")
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", "hfu_not-a-token")
+    status, _, err = cli("ls")
+    assert status == 1 and err.startswith("hf: authentication_failed: ") and err.count("\n") == 1
+    monkeypatch.setenv("HF_SERVER", "http://127.0.0.1:9")
+    assert cli("ls")[2].startswith("hf: unreachable: cannot reach http://127.0.0.1:9")
+
+
+def test_submit_ls_describe_events_stop_quota_nodes(cli, alice, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+    status, out, _ = cli("submit", "--name", "resnet", "--gpus", "2", "--gpu-type", "nvidia", "--priority", "60",
+                         "--label", "team=vision")
+    assert status == 0 and out.startswith("submitted task ")
+    task_id = int(out.split()[2])
+    spec = tmp_path / "task.yaml"
+    spec.write_text("name: bert\ntype: training\ngpu_required: 1\nlabels: {team: nlp}\n")
+    status, out, _ = cli("submit", "-f", str(spec), "--json")
+    assert status == 0 and json.loads(out)["name"] == "bert" and json.loads(out)["type"] == "training"
+    bad = cli("submit", "--name", "x", "--gpus", "-1")
+    assert bad[0] == 1 and bad[2].startswith("hf: min_value: ")
+
+    status, out, _ = cli("ls")
+    assert status == 0 and "resnet" in out and "bert" in out and "not attempted yet" in out
+    assert "\x1b[" not in out, "no colour when the output is not a terminal"
+    listed = json.loads(cli("ls", "--json", "--status", "pending")[1])
+    assert {task["name"] for task in listed} == {"resnet", "bert"}
+
+    status, out, _ = cli("describe", str(task_id))
+    assert status == 0 and "Status:" in out and "pending" in out and "Why:" in out and "Events" in out
+    assert json.loads(cli("describe", str(task_id), "--json")[1])["labels"] == {"team": "vision"}
+
+    status, out, _ = cli("stop", str(task_id))
+    assert (status, out) == (0, f"task {task_id}: stopped\n")
+    events = json.loads(cli("events", str(task_id), "--json")[1])
+    assert [(event["from"], event["to"]) for event in events] == [("pending", "stopped")]
+    assert "stopped" in cli("events", str(task_id))[1]
+
+    status, out, _ = cli("quota")
+    assert status == 0 and "tenant acme: 0 of unlimited GPUs in use" in out
+    assert json.loads(cli("quota", "--json")[1])["tasks"]["pending"] == 1
+    assert cli("nodes")[0] == 0 and json.loads(cli("nodes", "--json")[1]) == []
+
+    _, stranger = tenant_user_create(tenant=Tenant.objects.create(name="globex"), username="bob",
+                                     password="bob-password")
+    monkeypatch.setenv("HF_TOKEN", stranger)
+    status, _, err = cli("describe", str(task_id))
+    assert status == 1 and err.startswith("hf: not_found: ")
+    assert cli("logs", str(task_id))[2].startswith("hf: not_found: ")
+
+
+def test_logs_follow_prints_a_running_tasks_output_until_it_ends(cli, fleet, monkeypatch):
+    node, agent, session = fleet
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", session.headers["Authorization"].split()[1])
+    agent.run_once()
+    status, out, _ = cli("submit", "--name", "train", "--type", "training", "--gpus", "1", "--label",
+                         "HETEROFLOW_SIM_SECONDS=2")
+    task_id = int(out.split()[2])
+    assert run_cycle().bound == 1
+    stop = threading.Event()
+
+    def agent_loop():
+        while not stop.is_set():
+            agent.run_once()
+            stop.wait(0.2)
+
+    runner = threading.Thread(target=agent_loop)
+    runner.start()
+    try:
+        status, out, _ = cli("logs", "-f", str(task_id))
+    finally:
+        stop.set()
+        runner.join()
+    assert status == 0
+    assert "initializing process group" in out and "loss" in out and out.endswith("finished\n")
+    assert cli("logs", "--tail", "1", str(task_id))[1] == "finished\n"
