@@ -41,7 +41,7 @@ from scheduling.preemption.candidates import CandidatePool
 from scheduling.queue import nomination
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
-from scheduling.quotas import inactive_tenant_ids, load_tenant_quotas
+from scheduling.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
@@ -100,7 +100,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
-            snapshot.quotas = load_tenant_quotas()
+            snapshot.quotas = load_quota_book()
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,

@@ -114,6 +114,8 @@ class Task(models.Model):
     shard = models.JSONField(null=True, blank=True)
     env = models.JSONField(default=dict, blank=True)
     preempt_count = models.PositiveIntegerField(default=0)
+    # Admitted beyond its tenant's nominal quota by borrowing the cohort's (design §16.2): a reclaim may evict it.
+    borrowed = models.BooleanField(default=False)
     # The scheduling queue (design §15.1, `scheduling.queue`): a pending task whose attempt failed is parked until
     # `parked_until` (backoff doubling with `queue_backoff`, the failed attempts in a row) or until an event that
     # could make it fit clears it. `nominated_node`: where its preemption is freeing cards for it.

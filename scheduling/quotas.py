@@ -1,38 +1,84 @@
-"""Tenant GPU quotas (design §1): a tenant's active tasks hold at most `gpu_quota` whole cards.
+"""Tenant GPU quotas (design §1, §16.2): the total cap `gpu_quota`, per-type nominal quotas and cohorts.
 
-A cycle loads quotas and usage once into its snapshot (`load_tenant_quotas`); the framework's quota PreFilter
-admits each task by them and every bind of the cycle updates the usage, so several tasks of one tenant in one
-cycle cannot overshoot together. Across scheduler instances the bind pipeline applies the same rule again under
-the tenant's row lock (`scheduling.bind`).
+A cycle loads them and the usage once into its snapshot (`load_quota_book`); the framework's quota PreFilter admits
+each task by them and every bind of the cycle updates the usage, so several tasks of one tenant in one cycle cannot
+overshoot together. Across scheduler instances the bind pipeline applies the same rule again under the cohort's and
+the tenants' row locks (`scheduling.bind`).
 """
 
 from collections.abc import Iterable
+from decimal import Decimal
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
-from scheduling.framework.snapshot import TenantQuotas
+from nodes.models import GPU
+from scheduling.fair_share.book import CARD, QuotaBook, TypeQuota
+from scheduling.fair_share.usage import share_expression, type_expression
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantGpuQuota
 
 
-def tenant_gpu_usage_rows(tenant_ids: Iterable[int] | None = None) -> QuerySet:
-    """THE tenant-usage reader: (tenant id, whole GPUs its active tasks hold) rows, tenants holding none absent;
-    only `tenant_ids` when given. The bind's locked read runs this same query in its pipeline."""
-    rows = Task.objects.filter(status__in=ACTIVE_STATES, gpu_required__gt=0)
+def tenant_gpu_usage_rows(tenant_ids: Iterable[int] | QuerySet | None = None) -> QuerySet:
+    """THE tenant-usage reader: (tenant id, GPU type, borrowed, hundredths of a card) rows of what active tasks
+    hold, fractional ones as their share of the card (design §16.2); only `tenant_ids` when given. The bind's
+    locked read runs this same query in its pipeline."""
+    rows = Task.objects.filter(Q(gpu_required__gt=0) | Q(gpu_memory_mb__gt=0), status__in=ACTIVE_STATES)
     if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=list(tenant_ids))
-    return rows.values("tenant_id").annotate(used=Sum("gpu_required")).order_by().values_list("tenant_id", "used")
+        rows = rows.filter(tenant_id__in=tenant_ids if isinstance(tenant_ids, QuerySet) else list(tenant_ids))
+    return (rows.annotate(usage_type=type_expression(), share=share_expression())
+            .values("tenant_id", "usage_type", "borrowed").annotate(used=Sum("share")).order_by()
+            .values_list("tenant_id", "usage_type", "borrowed", "used"))
 
 
-def tenant_gpu_usage(tenant_ids: Iterable[int] | None = None) -> dict[int, int]:
-    """Whole GPUs held by each tenant's active tasks, in one query (tenants holding none are absent)."""
-    return {tenant_id: int(used) for tenant_id, used in tenant_gpu_usage_rows(tenant_ids)}
+def tenant_gpu_usage(tenant_ids: Iterable[int] | None = None) -> dict[int, Decimal]:
+    """Cards held by each tenant's active tasks over every type, two decimals (tenants holding none are absent)."""
+    usage: dict[int, int] = {}
+    for tenant_id, _, _, used in tenant_gpu_usage_rows(tenant_ids):
+        usage[tenant_id] = usage.get(tenant_id, 0) + int(used)
+    return {tenant_id: Decimal(used) / CARD for tenant_id, used in usage.items() if used}
 
 
-def load_tenant_quotas() -> TenantQuotas:
-    quotas = dict(Tenant.objects.filter(gpu_quota__isnull=False).values_list("id", "gpu_quota"))
-    return TenantQuotas(quotas=quotas, used=tenant_gpu_usage())
+def hundredths(cards: Decimal | int | None) -> int | None:
+    return None if cards is None else int(round(Decimal(cards) * CARD))
+
+
+def fill_book(book: QuotaBook, tenants: Iterable[tuple[int, int | None, int | None]],
+              rows: Iterable[tuple[int, str, Decimal, Decimal | None, Decimal | None]],
+              usage: Iterable[tuple[int, str, bool, int]]) -> QuotaBook:
+    """The book from (tenant, gpu_quota, cohort) rows, quota rows and `tenant_gpu_usage_rows`: the one filling the
+    snapshot's load and the bind's live read share."""
+    for tenant_id, gpu_quota, cohort_id in tenants:
+        if gpu_quota is not None:
+            book.caps[tenant_id] = CARD * gpu_quota
+        if cohort_id is not None:
+            book.cohort_of[tenant_id] = cohort_id
+            book.members[cohort_id] = (*book.members.get(cohort_id, ()), tenant_id)
+    for tenant_id, gpu_type, nominal, borrowing_limit, lending_limit in rows:
+        book.nominal.setdefault(tenant_id, {})[gpu_type.lower()] = TypeQuota(
+            hundredths(nominal), hundredths(borrowing_limit), hundredths(lending_limit))
+    for tenant_id, gpu_type, borrowed, used in usage:
+        book.add_usage(tenant_id, gpu_type, borrowed, int(used))
+    return book
+
+
+def largest_cards() -> dict[str, int]:
+    """GPU type → the memory of its largest card ("" → of any type)."""
+    largest = {gpu_type.lower(): memory for gpu_type, memory in
+               GPU.objects.values("type").annotate(largest=Max("memory_total_mb")).order_by()
+               .values_list("type", "largest")}
+    return {**largest, "": max(largest.values(), default=0)}
+
+
+def load_quota_book() -> QuotaBook:
+    """Every tenant's caps, quota rows, cohort and usage, and the largest card of each type, in four queries."""
+    return fill_book(
+        QuotaBook(largest_card_mb=largest_cards()),
+        Tenant.objects.filter(Q(gpu_quota__isnull=False) | Q(cohort__isnull=False)).values_list(
+            "id", "gpu_quota", "cohort_id"),
+        TenantGpuQuota.objects.values_list("tenant_id", "gpu_type", "nominal", "borrowing_limit", "lending_limit"),
+        tenant_gpu_usage_rows(),
+    )
 
 
 def inactive_tenant_ids() -> frozenset[int]:

@@ -38,7 +38,8 @@ class TaskGroupInput(StrictSerializer):
     window = ScheduleWindowInput(required=False, allow_null=True, default=None)
     image = ImageField()
     command = CommandField()
-    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+    # Absent: min(50, the tenant's max_priority) (design §16.2).
+    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=None)
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
     tolerations = tolerations_field(required=False, default=list)
     node_selector = LabelsField(required=False, default=dict)

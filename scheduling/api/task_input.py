@@ -22,7 +22,8 @@ class TaskInput(StrictSerializer):
                                                    default=None)
     cpu_cores = serializers.FloatField(min_value=0, max_value=4096, required=False, default=0)
     memory_mb = serializers.IntegerField(min_value=0, max_value=100_000_000, required=False, default=0)
-    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=50)
+    # Absent: min(50, the tenant's max_priority) (design §16.2).
+    priority = serializers.IntegerField(min_value=0, max_value=100, required=False, default=None)
     preemptible = serializers.BooleanField(required=False, default=False)
     labels = LabelsField(required=False, default=dict)
     tolerations = tolerations_field(required=False, default=list)

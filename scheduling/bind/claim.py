@@ -24,8 +24,8 @@ CLAIM = f"""
 WITH batch AS (
     SELECT * FROM unnest(%(task_ids)s::bigint[], %(node_ids)s::bigint[], %(gpus)s::text[], %(ports)s::integer[],
                          %(shards)s::text[], %(envs)s::text[], %(reasons)s::text[], %(ranks)s::integer[],
-                         %(card_types)s::text[])
-             AS b(task_id, node_id, gpus, port, shard, env, reason, rank, card_type)
+                         %(card_types)s::text[], %(borrowed)s::boolean[])
+             AS b(task_id, node_id, gpus, port, shard, env, reason, rank, card_type, borrowed)
 ), locked AS (
     -- Task rows locked in id order: two batches claiming overlapping tasks on different nodes cannot deadlock.
     SELECT id FROM {Task._meta.db_table}
@@ -37,6 +37,7 @@ WITH batch AS (
        SET status = %(to_status)s, status_changed_at = %(now)s, scheduled_at = %(now)s, reason = b.reason,
            node_id = b.node_id, gpus = b.gpus::jsonb, port = b.port, shard = b.shard::jsonb,
            env = t.env || b.env::jsonb, rank = coalesce(b.rank, t.rank), card_type = b.card_type,
+           borrowed = b.borrowed,
            queue_backoff = 0, parked_until = NULL, nominated_node_id = NULL
       FROM batch b JOIN locked l ON l.id = b.task_id
      WHERE t.id = b.task_id AND t.status = %(from_status)s
@@ -66,6 +67,8 @@ class Claim:
     env: dict[str, str] = field(default_factory=dict)
     rank: int | None = None
     card_type: str = ""
+    # Admitted by borrowing the cohort's quota (design §16.2).
+    borrowed: bool = False
 
 
 def claim(claims: list[Claim]) -> set[int]:
@@ -95,4 +98,5 @@ def claim_params(claims: list[Claim]) -> dict[str, Any]:
         "reasons": [item.reason for item in claims],
         "ranks": [item.rank for item in claims],
         "card_types": [item.card_type for item in claims],
+        "borrowed": [item.borrowed for item in claims],
     }

@@ -1,8 +1,9 @@
 """The live read of bind: lock the involved rows and read what the database holds now, in one round trip.
 
-Locks are taken in one order everywhere a bind happens — node rows in id order, then the rows of the involved
-tenants that have a GPU quota in id order, then (by the claim statement) task rows in id order — so two batches
-that share nodes, tenants or tasks cannot deadlock. READ COMMITTED takes a fresh snapshot per statement, so the
+Locks are taken in one order everywhere a bind happens — node rows in id order, then the cohorts of the involved
+tenants in id order (two tenants of one cohort borrow from one pool: their binds take turns, so the same unused
+quota is never lent twice), then the rows of the involved tenants that have quotas in id order, then (by the claim
+statement) task rows in id order — so two batches that share nodes, cohorts, tenants or tasks cannot deadlock. READ COMMITTED takes a fresh snapshot per statement, so the
 reads that follow the locks see every bind that committed before ours.
 """
 
@@ -11,15 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q, QuerySet
 
 from nodes.models import GPU, Node
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
-from scheduling.framework.snapshot import CardInfo, NodeInfo, TenantQuotas
+from scheduling.fair_share.book import QuotaBook
+from scheduling.framework.snapshot import CardInfo, NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.quotas import tenant_gpu_usage_rows
-from tenants.models import Tenant
+from scheduling.quotas import fill_book, tenant_gpu_usage_rows
+from tenants.models import Cohort, Tenant, TenantGpuQuota
 
 _ACTIVE = sorted(ACTIVE_STATES)
 
@@ -31,12 +34,42 @@ ORDER BY n.id
 FOR UPDATE OF n
 """
 
+_LOCK_COHORTS = f"""
+SELECT c.id FROM {Cohort._meta.db_table} c
+ WHERE c.id IN (SELECT t.cohort_id FROM {Tenant._meta.db_table} t WHERE t.id = ANY(%(tenant_ids)s))
+ ORDER BY c.id
+ FOR UPDATE OF c
+"""
+
+_HAS_QUOTA_ROWS = f"EXISTS (SELECT 1 FROM {TenantGpuQuota._meta.db_table} q WHERE q.tenant_id = t.id)"
+
 _LOCK_QUOTA_TENANTS = f"""
-SELECT t.id, t.gpu_quota FROM {Tenant._meta.db_table} t
- WHERE t.id = ANY(%(tenant_ids)s) AND t.gpu_quota IS NOT NULL
+SELECT t.id FROM {Tenant._meta.db_table} t
+ WHERE t.id = ANY(%(tenant_ids)s) AND (t.gpu_quota IS NOT NULL OR t.cohort_id IS NOT NULL OR {_HAS_QUOTA_ROWS})
  ORDER BY t.id
  FOR UPDATE OF t
 """
+
+_BOOK_SCOPE = f"""
+t.id = ANY(%(tenant_ids)s)
+ OR t.cohort_id IN (SELECT i.cohort_id FROM {Tenant._meta.db_table} i WHERE i.id = ANY(%(tenant_ids)s))"""
+
+# The involved tenants and every tenant of their cohorts: whose caps, quota rows and usage the admission weighs.
+_BOOK_TENANTS = f"""
+SELECT t.id, t.gpu_quota, t.cohort_id FROM {Tenant._meta.db_table} t WHERE {_BOOK_SCOPE}
+"""
+
+_BOOK_ROWS = f"""
+SELECT q.tenant_id, q.gpu_type, q.nominal, q.borrowing_limit, q.lending_limit
+  FROM {TenantGpuQuota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id WHERE {_BOOK_SCOPE}
+"""
+
+
+def _book_tenants(tenant_ids: list[int]) -> QuerySet:
+    """`_BOOK_SCOPE` as a queryset, for the usage reader."""
+    cohorts = Tenant.objects.filter(id__in=tenant_ids, cohort__isnull=False).values("cohort_id")
+    return Tenant.objects.filter(Q(id__in=tenant_ids) | Q(cohort_id__in=cohorts)).values("id")
+
 
 _LIVE_NODES = f"""
 SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
@@ -131,8 +164,8 @@ class LiveCluster:
     """What one bind transaction read under its locks."""
 
     nodes: dict[int, LiveNode]
-    # The locked tenants' quotas and their usage now (tenants without a quota are absent).
-    quotas: TenantQuotas
+    # The involved tenants' and their cohorts' quotas and usage now.
+    quotas: QuotaBook
 
 
 def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
@@ -148,14 +181,17 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
         setting.execute("SET LOCAL synchronous_commit TO off")
         locked = raw.cursor()
         locked.execute(_LOCK_NODES, {"node_ids": node_ids})
-        tenants = raw.cursor()
-        tenants.execute(_LOCK_QUOTA_TENANTS, {"tenant_ids": tenant_ids})
+        reads = {}
+        if tenant_ids:
+            for name, statement in (("cohorts", _LOCK_COHORTS), ("locked tenants", _LOCK_QUOTA_TENANTS),
+                                    ("tenants", _BOOK_TENANTS), ("rows", _BOOK_ROWS)):
+                reads[name] = raw.cursor()
+                reads[name].execute(statement, {"tenant_ids": tenant_ids})
         read = raw.cursor()
         read.execute(_LIVE_NODES, {"node_ids": node_ids, "active": _ACTIVE})
-        usage = None
         if tenant_ids:
-            usage = raw.cursor()
-            usage.execute(*tenant_gpu_usage_rows(tenant_ids).query.sql_with_params())
+            reads["usage"] = raw.cursor()
+            reads["usage"].execute(*tenant_gpu_usage_rows(_book_tenants(tenant_ids)).query.sql_with_params())
     nodes = {}
     for row in locked.fetchall():
         node = LiveNode(*row)
@@ -163,7 +199,6 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
         node.labels = json.loads(node.labels) if isinstance(node.labels, str) else node.labels or {}
         node.internal_ip = node.internal_ip or ""
         nodes[node.id] = node
-    quotas = TenantQuotas(quotas=dict(tenants.fetchall()))
     for kind, node_id, rows in read.fetchall():
         node = nodes.get(node_id)
         if node is None:
@@ -172,6 +207,7 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
             node.card_rows = rows
         else:
             node.placements = [LivePlacement(*row) for row in rows]
-    # Usage of every involved tenant; only those with a quota (locked above) are ever asked about.
-    quotas.used = {tenant_id: int(used) for tenant_id, used in usage.fetchall()} if usage is not None else {}
+    quotas = QuotaBook()
+    if tenant_ids:
+        fill_book(quotas, reads["tenants"].fetchall(), reads["rows"].fetchall(), reads["usage"].fetchall())
     return LiveCluster(nodes=nodes, quotas=quotas)

@@ -34,6 +34,7 @@ from scheduling.bind.recheck import (
     choose_port,
     make_shard,
 )
+from scheduling.fair_share.book import card_share
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
@@ -186,37 +187,43 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     check_inference_limit(task, node, config)
     port = choose_port(task, node, config)
     shard = make_shard(task, node, cards, config, batch.tenancy)
-    if not batch.all_or_nothing:
-        _check_quota(live, task.tenant_id, task.gpu_required)
-    # The later placements of the batch are checked against this one as if it had committed.
     card_type = getattr(cards, "card_type", "")
+    borrowed = _admit(live, task, node, card_type, shard)
+    # The later placements of the batch are checked against this one as if it had committed.
     held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type,
                          task.cpu_cores, task.memory_mb)
     node.hold(held, task.gpu_required)
-    live.quotas.record_bind(task)
     reason = placement.reason or f"bound to {node.name}"
     return _Accepted(position, Claim(task, node.id, list(cards), port, shard, reason, rank=placement.rank,
-                                     card_type=card_type), node, held)
+                                     card_type=card_type, borrowed=borrowed), node, held)
 
 
-def _check_quota(live: LiveCluster, tenant_id: int, asked: int) -> None:
-    """The quota rule of the snapshot's PreFilter, on the live usage (the tenant's row is locked, so the usage
-    includes every bind committed before ours)."""
-    refusal = live.quotas.refusal(tenant_id, asked)
-    if refusal is not None:
-        raise BindRefused(reasons.QUOTA_EXCEEDED, refusal)
+def _admit(live: LiveCluster, task: TaskInfo, node: LiveNode, card_type: str, shard: dict | None) -> bool:
+    """The quota rule of the snapshot's PreFilter (design §16.2) on the live usage, for the cards chosen: the
+    tenants' and their cohorts' rows are locked, so the usage includes every bind committed before ours. Books
+    the task's share; True when it is admitted by borrowing."""
+    gpu_type = (card_type or task.gpu_type or node.gpu_type).lower()
+    card = node.card_row(int(shard["card"]), card_type) if shard else None
+    share = card_share(task, card[1] if card else 0)
+    admission = live.quotas.admit(task, gpu_type=gpu_type, share=share)
+    if admission.refusal is not None:
+        raise BindRefused(reasons.QUOTA_EXCEEDED, admission.refusal)
+    live.quotas.record_bind(task, gpu_type=gpu_type, share=share, borrowed=admission.borrowed)
+    return admission.borrowed
 
 
 def _check_batch_quota(batch: _Batch, live: LiveCluster) -> None:
-    """An all-or-nothing batch asks for its tenants' cards all at once."""
+    """An all-or-nothing batch asks for its tenants' cards all at once: the total caps, weighed for the batch
+    whole before its members are admitted one by one."""
     asked: dict[int, int] = {}
     for placement in batch.placements:
-        asked[placement.task.tenant_id] = asked.get(placement.task.tenant_id, 0) + placement.task.gpu_required
+        task = placement.task
+        asked[task.tenant_id] = asked.get(task.tenant_id, 0) + live.quotas.estimated_share(task)
     for tenant_id, total in sorted(asked.items()):
-        try:
-            _check_quota(live, tenant_id, total)
-        except BindRefused as refused:
-            raise _AllOrNothingRefused(0, refused) from refused
+        admission = live.quotas.admit(TaskInfo(id=0, tenant_id=tenant_id, gpu_required=1), gpu_type="",
+                                      share=total)
+        if admission.refusal is not None:
+            raise _AllOrNothingRefused(0, BindRefused(reasons.QUOTA_EXCEEDED, admission.refusal))
 
 
 def _bound(accepted: _Accepted) -> BindOutcome:

@@ -119,16 +119,19 @@ class TenantActivePreFilter:
 
 
 class QuotaPreFilter:
-    """A task whose tenant has no GPU quota left waits, whatever the nodes. Unresolvable: preempting other
-    tenants' work frees nothing of this tenant's quota (design §9)."""
+    """A task its tenant's quotas do not admit (total cap; per-type nominal, or borrowing from the cohort: design
+    §16.2) waits, whatever the nodes. Unresolvable: preempting other tenants' work frees nothing of this tenant's
+    quota (design §9). A fractional task's share is estimated on the largest card of its type; bind counts the
+    card it gets."""
 
     name = "quota"
 
     def pre_filter(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
-        refusal = snapshot.quotas.refusal(task.tenant_id, task.gpu_required)
-        if refusal is None:
+        book = snapshot.quotas
+        admission = book.admit(task, gpu_type=task.gpu_type, share=book.estimated_share(task))
+        if admission.refusal is None:
             return Status(plugin=self.name)
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (refusal,), self.name,
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (admission.refusal,), self.name,
                       attempt_code=reasons.QUOTA_EXCEEDED)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduling.fair_share.book import card_share
 from scheduling.framework.cards import card_lookup, cards_by_key
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
 
@@ -126,8 +127,14 @@ def forget(node: NodeInfo, occupant: Occupant, *, staying: Iterable[Occupant] = 
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:
     """Record a bind in the snapshot (`cards` as Reserve chose them, of one type): the node's occupancy, the
     tenant's quota usage and the node's table row."""
-    assume(node, Occupant.of_task(task, cards))
-    snapshot.quotas.record_bind(task)
+    occupant = Occupant.of_task(task, cards)
+    assume(node, occupant)
+    gpu_type = (occupant.card_type or node.gpu_type).lower()
+    card = next(iter(occupied_cards(node, occupant)), None) if task.is_fractional else None
+    share = card_share(task, card.memory_total_mb if card else 0)
+    book = snapshot.quotas
+    book.record_bind(task, gpu_type=gpu_type, share=share,
+                     borrowed=book.admit(task, gpu_type=gpu_type, share=share).borrowed)
     node_changed(snapshot, node)
 
 

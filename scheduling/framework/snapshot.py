@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from scheduling.fair_share.book import QuotaBook
+
 # Fractional CPU requests add up in floating point (0.1 + 0.2 > 0.3): a sum this close to the capacity fits.
 HOST_EPSILON = 1e-9
 
@@ -134,40 +136,12 @@ class TenancyView:
     dedicated_tenant_ids: frozenset[int] = frozenset()
 
 
-def quota_message(*, used: int, quota: int, asked: int) -> str:
-    return f"quota exceeded: used {used} / quota {quota}, asked {asked}"
-
-
-@dataclass
-class TenantQuotas:
-    """Tenant GPU quotas (design §1: a tenant's active tasks hold at most `gpu_quota` whole cards) and usage as one
-    cycle sees them; the cycle's binds keep the usage current. The quota PreFilter admits by it; bind applies
-    the same rule again under the tenant's row lock."""
-
-    quotas: dict[int, int] = field(default_factory=dict)
-    used: dict[int, int] = field(default_factory=dict)
-
-    def refusal(self, tenant_id: int, asked: int) -> str | None:
-        """The quota line when `asked` more cards would exceed the tenant's quota, else None."""
-        quota = self.quotas.get(tenant_id)
-        if quota is None or asked == 0:
-            return None
-        used = self.used.get(tenant_id, 0)
-        return None if used + asked <= quota else quota_message(used=used, quota=quota, asked=asked)
-
-    def record_bind(self, task: TaskInfo) -> None:
-        self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) + task.gpu_required
-
-    def forget_bind(self, task: TaskInfo) -> None:
-        """Take back a `record_bind` whose bind did not happen."""
-        self.used[task.tenant_id] = self.used.get(task.tenant_id, 0) - task.gpu_required
-
-
 @dataclass
 class ClusterSnapshot:
     nodes: list[NodeInfo]
     tenancy: TenancyView = field(default_factory=TenancyView)
-    quotas: "TenantQuotas" = field(default_factory=lambda: TenantQuotas())
+    # Caps, per-type quotas, cohorts and usage (design §16.2); the cycle's binds keep the usage current.
+    quotas: QuotaBook = field(default_factory=QuotaBook)
     # Tenants whose pending tasks are held (design §15.6).
     inactive_tenant_ids: frozenset[int] = frozenset()
 

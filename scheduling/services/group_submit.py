@@ -1,5 +1,6 @@
 """A user's group submission, validated by the API or the group form, becomes a group of the tenant it acts for."""
 
+from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.groups.services import task_group_create
 from scheduling.models import TaskGroup
 from scheduling.services.task_submit import submitting_tenant
@@ -10,6 +11,7 @@ def task_group_submit(*, user, fields: dict) -> TaskGroup:
     field."""
     fields = dict(fields)
     tenant = submitting_tenant(user=user, tenant_id=fields.pop("tenant"))
+    fields["priority"] = priority_within_ceiling(tenant=tenant, priority=fields["priority"])
     if fields["window"] is not None:
         fields["window"] = dict(fields["window"])
     return task_group_create(tenant=tenant, **fields)

@@ -2,6 +2,7 @@
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import is_admin
+from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.models import Task, TaskGroup
 from scheduling.services.task_create import task_create
 from tenants.models import Tenant
@@ -29,6 +30,7 @@ def task_submit(*, user, fields: dict) -> Task:
     """Create the task from a validated submission (the fields of `TaskInput`); raises DomainError naming the field."""
     fields = dict(fields)
     tenant = submitting_tenant(user=user, tenant_id=fields.pop("tenant"))
+    fields["priority"] = priority_within_ceiling(tenant=tenant, priority=fields["priority"])
     group_id = fields.pop("group")
     group = None
     if group_id is not None:

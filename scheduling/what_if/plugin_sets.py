@@ -13,7 +13,7 @@ from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.groups.gang_bind import read_gangs
 from scheduling.models import TaskGroup, TaskType
 from scheduling.plugins import build_plugin_set
-from scheduling.quotas import load_tenant_quotas
+from scheduling.quotas import load_quota_book
 from scheduling.selectors import current_plugin_settings, plugin_specs, queue_head
 from scheduling.snapshot_builder import build_snapshot
 from scheduling.what_if.low_priority import at_low_priority
@@ -36,7 +36,7 @@ def plugin_set_preview(*, change: SettingsChange, limit: int = CYCLE_LIMIT) -> d
         proposed = change(current)
         config = SchedulerConfig.from_settings()
         snapshot = build_snapshot()
-        snapshot.quotas = load_tenant_quotas()
+        snapshot.quotas = load_quota_book()
         queue = queue_items(limit=limit)
 
     def both_sides() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import ActiveTask, CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome
 from scheduling.preemption.planner import VICTIM_STATES, PreemptionPlan, may_preempt
-from scheduling.quotas import load_tenant_quotas
+from scheduling.quotas import load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
@@ -52,7 +52,7 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
         plugin_set = current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         snapshot = build_snapshot()
-        snapshot.quotas = load_tenant_quotas()
+        snapshot.quotas = load_quota_book()
         result = framework.schedule(task, snapshot, random.Random(task.id))
         if result.node is not None:
             return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "

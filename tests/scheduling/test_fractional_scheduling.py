@@ -2,6 +2,7 @@
 
 import multiprocessing
 import random
+from decimal import Decimal
 from itertools import combinations
 
 import pytest
@@ -167,20 +168,25 @@ def _assert_ledgers_agree(quotas):
     usage = tenant_gpu_usage()
     for tenant_id, quota in quotas.items():
         assert usage.get(tenant_id, 0) <= quota
-    assert sum(usage.values()) == sum(recount.values())
+    # design §16.2: fractional tasks count their share of their card, whole-card ones their cards.
+    shares = sum(Decimal(round(100 * task.gpu_memory_mb / GPU.objects.get(node=task.node, index=task.shard["card"])
+                               .memory_total_mb)) / 100 for task in active.filter(shard__isnull=False))
+    assert sum(usage.values()) == sum(recount.values()) + shares
     assert not Task.objects.filter(status=lifecycle.PENDING).exclude(shard=None).exists()
 
 
 def test_quota_and_both_ledgers_agree_through_every_state(tenant):
-    capped = Tenant.objects.create(name="capped", gpu_quota=3)
+    # Three whole cards and two shards of 0.05 card each fit a quota of 4 (design §16.2: shards count); a fourth
+    # whole card does not.
+    capped = Tenant.objects.create(name="capped", gpu_quota=4)
     share_group_create(name="all", tenants=[tenant, capped])
-    make_node(cards=4, name="n1")
-    make_node(cards=4, name="n2")
+    make_node(cards=6, name="n1")
+    make_node(cards=6, name="n2")
+    shards = [_fractional(owner, 4096) for owner in (tenant, capped, tenant, capped, tenant)]
     whole = [make_task(tenant=capped, gpu_required=1) for _ in range(4)]
     pair = make_task(tenant=tenant, gpu_required=2)
-    shards = [_fractional(owner, 4096) for owner in (tenant, capped, tenant, capped, tenant)]
     _cycle()
-    _assert_ledgers_agree({capped.id: 3})
+    _assert_ledgers_agree({capped.id: 4})
     assert _reloaded(whole[3]).status == lifecycle.PENDING
     assert all(_reloaded(task).status == lifecycle.SCHEDULED for task in [*whole[:3], pair, *shards])
 
@@ -198,13 +204,13 @@ def test_quota_and_both_ledgers_agree_through_every_state(tenant):
     for task_id, path in arcs.items():
         for from_status, to_status in zip(path, path[1:]):
             assert task_transition(task_id, from_status, to_status)
-            _assert_ledgers_agree({capped.id: 3})
+            _assert_ledgers_agree({capped.id: 4})
 
     _cycle()
-    _assert_ledgers_agree({capped.id: 3})
+    _assert_ledgers_agree({capped.id: 4})
     # Two of capped's cards came back (success, failure); the waiting whole-card task fits its quota again.
     assert _reloaded(whole[3]).status == lifecycle.SCHEDULED
-    assert tenant_gpu_usage()[capped.id] == 2
+    assert tenant_gpu_usage()[capped.id] == Decimal("2.10")
     for task_id, path in arcs.items():
         if path[-1] == lifecycle.PENDING:
             assert Task.objects.get(id=task_id).status == lifecycle.SCHEDULED

@@ -1,4 +1,5 @@
 import threading
+from decimal import Decimal
 
 import pytest
 from django.db import connection
@@ -11,7 +12,7 @@ from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.status import Code
 from scheduling.models import Task
-from scheduling.quotas import load_tenant_quotas, tenant_gpu_usage
+from scheduling.quotas import load_quota_book, tenant_gpu_usage
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
@@ -30,51 +31,62 @@ def check_admission(task, usage):
     return None if status.is_success else status
 
 
-def test_usage_sums_whole_cards_of_active_tasks_only(tenant, other_tenant):
-    node = make_node(cards=8)
+def test_usage_sums_cards_of_active_tasks_only_fractional_ones_as_their_share(tenant, other_tenant):
+    node = make_node(cards=8, memory_mb=81920)
     for status in lifecycle.ACTIVE_STATES:
         make_task(tenant=tenant, gpu_required=1, status=status, node=node)
     for status in (lifecycle.PENDING, *lifecycle.TERMINAL_STATES):
         make_task(tenant=tenant, gpu_required=5, status=status)
     make_task(tenant=other_tenant, gpu_required=2, status=lifecycle.RUNNING, node=node)
-    make_task(tenant=other_tenant, gpu_memory_mb=4096, status=lifecycle.RUNNING, node=node)
+    # design §16.2: a fractional task counts its memory over its card's, two decimals (20480 / 81920 = 0.25).
+    make_task(tenant=other_tenant, gpu_memory_mb=20480, status=lifecycle.RUNNING, node=node, gpus=[3],
+              card_type="nvidia", shard={"card": 3, "memory_limit_mb": 20480, "compute_percent": 25})
 
-    assert tenant_gpu_usage() == {tenant.id: 4, other_tenant.id: 2}
+    assert tenant_gpu_usage() == {tenant.id: 4, other_tenant.id: Decimal("2.25")}
+
+
+def test_a_fractional_task_whose_card_is_unknown_counts_a_whole_card(tenant):
+    make_task(tenant=tenant, gpu_memory_mb=1024, status=lifecycle.RUNNING)
+
+    assert tenant_gpu_usage() == {tenant.id: 1}
 
 
 def test_a_task_within_quota_is_admitted():
     capped = Tenant.objects.create(name="capped", gpu_quota=4)
     make_task(tenant=capped, gpu_required=2, status=lifecycle.RUNNING)
 
-    assert check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_tenant_quotas()) is None
+    assert check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_quota_book()) is None
 
 
 def test_a_task_over_quota_gets_the_quota_line():
     capped = Tenant.objects.create(name="capped", gpu_quota=4)
     make_task(tenant=capped, gpu_required=3, status=lifecycle.RUNNING)
 
-    status = check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_tenant_quotas())
+    status = check_admission(_info(make_task(tenant=capped, gpu_required=2)), load_quota_book())
 
     assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.reason == "quota exceeded: used 3 / quota 4, asked 2"
 
 
-def test_unlimited_tenants_and_fractional_tasks_are_not_limited(tenant):
+def test_unlimited_tenants_are_not_limited_and_fractional_tasks_count_against_the_cap(tenant):
     zero = Tenant.objects.create(name="zero", gpu_quota=0)
-    usage = load_tenant_quotas()
+    make_node(memory_mb=81920)
+    usage = load_quota_book()
 
     assert check_admission(_info(make_task(tenant=tenant, gpu_required=64)), usage) is None
-    assert check_admission(_info(make_task(tenant=zero, gpu_memory_mb=1024)), usage) is None
+    # design §16.2: a quota of 0 no longer lets a tenant hold cards through gpu_memory_mb.
+    refused = check_admission(_info(make_task(tenant=zero, gpu_memory_mb=8192, gpu_type="nvidia")), usage)
+    assert refused.reason == "quota exceeded: used 0 / quota 0, asked 0.1"
     assert check_admission(_info(make_task(tenant=zero, gpu_required=1)), usage) is not None
 
 
 def test_binds_in_one_cycle_count_against_the_quota():
     capped = Tenant.objects.create(name="capped", gpu_quota=3)
     first, second = (_info(make_task(tenant=capped, gpu_required=2)) for _ in range(2))
-    usage = load_tenant_quotas()
+    usage = load_quota_book()
 
     assert check_admission(first, usage) is None
-    usage.record_bind(first)
+    usage.record_bind(first, gpu_type="nvidia", share=200)
 
     assert check_admission(second, usage).reason == "quota exceeded: used 2 / quota 3, asked 2"
 

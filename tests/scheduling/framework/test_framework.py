@@ -350,10 +350,11 @@ def test_a_pre_filter_refuses_the_task_before_any_node_is_looked_at():
 
 
 def test_the_quota_pre_filter_is_built_in():
-    from scheduling.framework.snapshot import TenantQuotas
+    from scheduling.fair_share.book import QuotaBook
 
     snapshot = make_snapshot(make_node())
-    snapshot.quotas = TenantQuotas(quotas={1: 2}, used={1: 1})
+    snapshot.quotas = QuotaBook(caps={1: 200})
+    snapshot.quotas.add_usage(1, "nvidia", False, 100)
     result = framework().schedule(make_task(tenant_id=1, gpu_required=2), snapshot, random.Random())
     assert (result.code, result.message) == (reasons.QUOTA_EXCEEDED, "quota exceeded: used 1 / quota 2, asked 2")
 
