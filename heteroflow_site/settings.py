@@ -81,6 +81,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "heteroflow_site.logs.RequestLogMiddleware",
+    "heteroflow_site.auth_failures.FailedAuthenticationGate",
     "django.middleware.security.SecurityMiddleware",
     "heteroflow_site.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -101,7 +102,13 @@ AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
+# The client's address behind proxies, for the API throttles and the lockouts (heteroflow_site.client_ip): how many
+# proxies append to X-Forwarded-For, or which addresses are proxies; neither set: X-Forwarded-For is ignored.
+NUM_PROXIES = env.int("NUM_PROXIES", default=0)
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+AXES_CLIENT_IP_CALLABLE = "heteroflow_site.client_ip.client_ip"
+# Failed authentications (401s) under /api/ one address may have per minute before its API calls are 429s.
+HETEROFLOW_AUTH_FAILURES_PER_MINUTE = env.int("HETEROFLOW_AUTH_FAILURES_PER_MINUTE", default=30)
 
 ROOT_URLCONF = "heteroflow_site.urls"
 

@@ -15,7 +15,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
-from nodes.signals import heartbeat_recorded, node_changed
+from nodes.signals import heartbeat_recorded, node_cards_changed, node_changed
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -112,8 +112,23 @@ def node_heartbeat_apply(
         if (locked.status == Node.Status.OFFLINE or locked.labels != merged_labels
                 or (locked.gpu_total, locked.gpu_type) != (len(gpus), gpu_type)):
             node_changed.send(sender=Node, node_id=node.id, reason=f"node {locked.name} heartbeat")
+        if locked.last_heartbeat_at is not None and abs(len(gpus) - locked.gpu_total) > 1:
+            _cards_changed(locked, len(gpus))
     node.refresh_from_db()
     return node
+
+
+CARDS_CHANGED_ACTION = "node.cards_changed"
+
+
+def _cards_changed(node: Node, cards_after: int) -> None:
+    """A node reports more than one card more or fewer than before: hardware rarely does that, a node token claiming
+    cards it lacks (to attract other tenants' work) does. Audited, logged and notified (design §16.5)."""
+    NodeAuditEntry.objects.create(node=node, action=CARDS_CHANGED_ACTION, before={"gpu_total": node.gpu_total},
+                                  after={"gpu_total": cards_after})
+    logger.warning("node %s reported %s cards, %s before", node.name, cards_after, node.gpu_total)
+    transaction.on_commit(lambda: node_cards_changed.send(sender=Node, node_id=node.id, name=node.name,
+                                                          cards_before=node.gpu_total, cards_after=cards_after))
 
 
 def _set_online_or_busy(node_id: int) -> None:

@@ -8,3 +8,7 @@ heartbeat_recorded = Signal()
 # Sent inside the transaction of a change that may let waiting work fit on the node — it came online, its cards or
 # labels changed, an admin edited it — with `node_id` and `reason`. Scheduling activates its parked work (design §15.1).
 node_changed = Signal()
+
+# Sent after the commit of a heartbeat whose card count differs from the node's previous report by more than one
+# card, with `node_id`, `name`, `cards_before`, `cards_after`: an admin should look (design §16.5).
+node_cards_changed = Signal()

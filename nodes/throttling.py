@@ -2,6 +2,7 @@
 
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
+from heteroflow_site.client_ip import ClientAddressIdent
 from nodes.models import Node
 
 
@@ -9,8 +10,8 @@ def _is_node(request) -> bool:
     return isinstance(getattr(request, "auth", None), Node)
 
 
-class AnonymousThrottle(AnonRateThrottle):
-    """Callers with no user and no node token, by address."""
+class AnonymousThrottle(ClientAddressIdent, AnonRateThrottle):
+    """Callers with no user and no node token, by address (as the proxy settings let it be known)."""
 
     def get_cache_key(self, request, view):
         return None if _is_node(request) else super().get_cache_key(request, view)

@@ -8,7 +8,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import positive_int_or_none
-from plugins_admin.notifications.delivery import TASK_EVENTS
+from plugins_admin.notifications.delivery import CHANNEL_EVENTS
 from plugins_admin.notifications.selectors import notification_channels
 from plugins_admin.notifications.services import notification_channel_test, notification_channel_update
 from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
@@ -129,7 +129,7 @@ class NotificationChannelDetailApi(APIView):
     class InputSerializer(StrictSerializer):
         enabled = serializers.BooleanField()
         target = serializers.CharField(allow_blank=True, max_length=500)
-        events = serializers.ListField(child=serializers.ChoiceField(choices=TASK_EVENTS), required=False)
+        events = serializers.ListField(child=serializers.ChoiceField(choices=CHANNEL_EVENTS), required=False)
 
     @extend_schema(request=InputSerializer, responses=NotificationChannelOutput)
     def put(self, request, kind: str):
@@ -137,7 +137,7 @@ class NotificationChannelDetailApi(APIView):
         payload.is_valid(raise_exception=True)
         try:
             channel = notification_channel_update(
-                kind=kind, events=payload.validated_data.get("events", list(TASK_EVENTS)), actor=request.user,
+                kind=kind, events=payload.validated_data.get("events", list(CHANNEL_EVENTS)), actor=request.user,
                 enabled=payload.validated_data["enabled"], target=payload.validated_data["target"],
             )
         except UnknownPlugin:

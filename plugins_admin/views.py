@@ -14,7 +14,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from plugins_admin.models import NotificationChannel, PluginChange
-from plugins_admin.notifications.delivery import TASK_EVENTS
+from plugins_admin.notifications.delivery import CHANNEL_EVENTS
 from plugins_admin.notifications.selectors import notification_channels
 from plugins_admin.notifications.services import (
     NOTIFICATION_AUDIT_PREFIX,
@@ -294,7 +294,7 @@ def _channel_card(channel: NotificationChannel, *, errors: dict | None = None, s
         "placeholder": placeholder,
         "enabled": channel.enabled,
         "target": channel.target,
-        "events": [(event, event in channel.events) for event in TASK_EVENTS],
+        "events": [(event, event in channel.events) for event in CHANNEL_EVENTS],
         "errors": errors or {},
         "saved_note": saved_note,
     }

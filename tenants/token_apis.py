@@ -11,13 +11,14 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from heteroflow_site.api_errors import error_body
+from heteroflow_site.client_ip import ClientAddressIdent
 from heteroflow_site.serializers import StrictSerializer, validated
 from tenants.services import user_token_issue
 
 INVALID_CREDENTIALS = "invalid username or password"
 
 
-class AuthTokenThrottle(AnonRateThrottle):
+class AuthTokenThrottle(ClientAddressIdent, AnonRateThrottle):
     """Per address, whoever the caller claims to be: password guessing is slowed before the lockout counts."""
 
     scope = "auth_token"

@@ -87,7 +87,7 @@ def _tenant_client(tenant, username):
     user, token = tenant_user_create(tenant=tenant, username=username, password="tenant-password")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    client.user = user
+    client.user, client.token = user, token
     return client
 
 

@@ -1,4 +1,5 @@
-"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds.
+"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds, and when a node's
+reported cards change by more than a card (design §16.5: a node token claiming cards it does not have).
 
 Delivery runs in a Celery task so that neither the request path nor the scheduler ever waits on a remote server;
 a delivery failure is logged and dropped, never raised into the code that moved the task.
@@ -8,6 +9,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlsplit
 
 import requests
 from celery import shared_task
@@ -16,6 +18,7 @@ from django.core.mail import send_mail
 from django.dispatch import receiver
 from django.utils import timezone
 
+from nodes.signals import node_cards_changed
 from plugins_admin.models import NotificationChannel
 from scheduling import lifecycle
 from scheduling.models import Task
@@ -28,6 +31,9 @@ EVENT_PREEMPTED = "preempted"
 EVENT_SUCCEEDED = "succeeded"
 EVENT_TEST = "test"
 TASK_EVENTS = (EVENT_FAILED, EVENT_PREEMPTED, EVENT_SUCCEEDED)
+EVENT_NODE_CARDS_CHANGED = "node-cards-changed"
+# What a channel may subscribe to.
+CHANNEL_EVENTS = (*TASK_EVENTS, EVENT_NODE_CARDS_CHANGED)
 
 # Long enough for a healthy receiver, short enough that a dead one cannot pile up worker slots.
 WEBHOOK_TIMEOUT_SECONDS = 5
@@ -54,24 +60,47 @@ def email_addresses(target: str) -> list[str]:
     return [address.strip() for address in target.split(",") if address.strip()]
 
 
+def _subscribed_kinds(event: str) -> list[str]:
+    return [channel.kind for channel in NotificationChannel.objects.filter(enabled=True).only("kind", "events")
+            if event in channel.events]
+
+
 @receiver(task_transitioned, dispatch_uid="plugins_admin.notifications.queue_task_notifications")
 def queue_task_notifications(sender, *, task_id: int, from_status: str, to_status: str, reason: str = "", **kwargs):
     event = task_event_for(from_status=from_status, to_status=to_status)
     if event is None:
         return
     try:
-        kinds = [
-            channel.kind
-            for channel in NotificationChannel.objects.filter(enabled=True).only("kind", "events")
-            if event in channel.events
-        ]
-        for kind in kinds:
+        for kind in _subscribed_kinds(event):
             deliver_task_notification.delay(
                 kind=kind, event=event, task_id=task_id, status=to_status, reason=reason,
                 at=timezone.now().isoformat(),
             )
     except Exception:
         logger.exception("could not queue %s notifications for task %s", event, task_id)
+
+
+@receiver(node_cards_changed, dispatch_uid="plugins_admin.notifications.queue_node_cards_notifications")
+def queue_node_cards_notifications(sender, *, node_id: int, name: str, cards_before: int, cards_after: int,
+                                   **kwargs):
+    try:
+        payload = {"event": EVENT_NODE_CARDS_CHANGED,
+                   "node": {"id": node_id, "name": name, "cards_before": cards_before, "cards_after": cards_after},
+                   "at": timezone.now().isoformat()}
+        for kind in _subscribed_kinds(EVENT_NODE_CARDS_CHANGED):
+            deliver_notification.delay(kind=kind, payload=payload)
+    except Exception:
+        logger.exception("could not queue the cards notification of node %s", node_id)
+
+
+@shared_task(name="plugins_admin.notifications.deliver_notification", ignore_result=True)
+def deliver_notification(*, kind: str, payload: dict) -> None:
+    channel = NotificationChannel.objects.filter(kind=kind, enabled=True).first()
+    if channel is None or not channel.target:
+        return
+    result = deliver(channel, payload)
+    if not result.ok:
+        logger.warning("%s notification via %s failed: %s", payload["event"], kind, result.detail)
 
 
 @shared_task(name="plugins_admin.notifications.deliver_task_notification", ignore_result=True)
@@ -114,30 +143,40 @@ def deliver(channel: NotificationChannel, payload: dict) -> DeliveryResult:
         return DeliveryResult(ok=False, detail=f"{type(exc).__name__}: {exc}")
 
 
+def masked_url(url: str) -> str:
+    """A webhook URL as logs and the plugin history show it: its path, query and credentials often are the secret
+    (Slack, Teams and most chat hooks), so only the scheme and host remain (design §16.5)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return "…"
+    port = f":{parts.port}" if parts.port else ""
+    hidden = "/…" if (parts.path not in ("", "/") or parts.query or parts.username) else ""
+    return f"{parts.scheme}://{parts.hostname}{port}{hidden}"
+
+
 def _post_webhook(url: str, payload: dict) -> DeliveryResult:
     try:
         response = requests.post(url, json=payload, timeout=WEBHOOK_TIMEOUT_SECONDS)
     except requests.RequestException as exc:
-        return DeliveryResult(ok=False, detail=f"could not reach {url}: {type(exc).__name__}")
+        return DeliveryResult(ok=False, detail=f"could not reach {masked_url(url)}: {type(exc).__name__}")
     elapsed_ms = int(response.elapsed.total_seconds() * 1000)
     if response.ok:
         return DeliveryResult(ok=True, detail=f"HTTP {response.status_code} in {elapsed_ms} ms")
-    return DeliveryResult(ok=False, detail=f"HTTP {response.status_code} {response.reason} from {url}")
+    return DeliveryResult(ok=False, detail=f"HTTP {response.status_code} {response.reason} from {masked_url(url)}")
 
 
 def _send_email(addresses: list[str], payload: dict) -> DeliveryResult:
-    task = payload["task"]
-    subject = f"[HeteroFlow] task {task['name']} {payload['event']}"
-    lines = [
-        f"Event:  {payload['event']}",
-        f"Task:   {task['name']} (#{task['id']})",
-        f"Tenant: {task['tenant'] or '-'}",
-        f"Status: {task['status']}",
-        f"Reason: {task['reason'] or '-'}",
-        f"At:     {payload['at']}",
-        "",
-        json.dumps(payload, indent=2),
-    ]
+    if "node" in payload:
+        node = payload["node"]
+        subject = f"[HeteroFlow] node {node['name']} {payload['event']}"
+        about = [f"Node:   {node['name']} (#{node['id']})",
+                 f"Cards:  {node['cards_before']} -> {node['cards_after']}"]
+    else:
+        task = payload["task"]
+        subject = f"[HeteroFlow] task {task['name']} {payload['event']}"
+        about = [f"Task:   {task['name']} (#{task['id']})", f"Tenant: {task['tenant'] or '-'}",
+                 f"Status: {task['status']}", f"Reason: {task['reason'] or '-'}"]
+    lines = [f"Event:  {payload['event']}", *about, f"At:     {payload['at']}", "", json.dumps(payload, indent=2)]
     sent = send_mail(subject, "\n".join(lines), settings.DEFAULT_FROM_EMAIL, addresses, fail_silently=False)
     if sent:
         return DeliveryResult(ok=True, detail=f"sent to {', '.join(addresses)}")

@@ -10,10 +10,11 @@ from django.db import transaction
 from heteroflow_site.errors import DomainError
 from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.notifications.delivery import (
-    TASK_EVENTS,
+    CHANNEL_EVENTS,
     DeliveryResult,
     deliver,
     email_addresses,
+    masked_url,
     sample_payload,
 )
 from plugins_admin.services import UnknownPlugin
@@ -26,16 +27,16 @@ def notification_channel_update(*, kind: str, enabled: bool, target: str, events
     if kind not in NotificationChannel.Kind.values:
         raise UnknownPlugin(kind)
     target = _checked_target(kind, target.strip(), enabled=enabled)
-    unknown_events = sorted(set(events) - set(TASK_EVENTS))
+    unknown_events = sorted(set(events) - set(CHANNEL_EVENTS))
     if unknown_events:
-        raise DomainError(f"unknown event {', '.join(unknown_events)}; choose from {', '.join(TASK_EVENTS)}",
+        raise DomainError(f"unknown event {', '.join(unknown_events)}; choose from {', '.join(CHANNEL_EVENTS)}",
                           field="events")
     if enabled and not events:
         raise DomainError("choose at least one event to notify about", field="events")
-    ordered_events = [event for event in TASK_EVENTS if event in events]
+    ordered_events = [event for event in CHANNEL_EVENTS if event in events]
     with transaction.atomic():
         NotificationChannel.objects.bulk_create(
-            [NotificationChannel(kind=kind, events=list(TASK_EVENTS))], ignore_conflicts=True)
+            [NotificationChannel(kind=kind, events=list(CHANNEL_EVENTS))], ignore_conflicts=True)
         channel = NotificationChannel.objects.select_for_update().get(kind=kind)
         before = _channel_state(channel)
         channel.enabled, channel.target, channel.events = enabled, target, ordered_events
@@ -43,7 +44,7 @@ def notification_channel_update(*, kind: str, enabled: bool, target: str, events
         if after != before:
             channel.save(update_fields=["enabled", "target", "events", "updated_at"])
             PluginChange.objects.create(plugin=f"{NOTIFICATION_AUDIT_PREFIX}{kind}", actor=actor,
-                                        before=before, after=after)
+                                        before=_audited(kind, before), after=_audited(kind, after))
     return channel
 
 
@@ -56,6 +57,13 @@ def notification_channel_test(*, kind: str) -> DeliveryResult:
         what = "a URL" if kind == NotificationChannel.Kind.WEBHOOK else "an address"
         raise DomainError(f"save {what} first", field="target")
     return deliver(channel, sample_payload())
+
+
+def _audited(kind: str, state: dict[str, Any]) -> dict[str, Any]:
+    """The plugin history never shows a webhook's secret part (design §16.5)."""
+    if kind != NotificationChannel.Kind.WEBHOOK or not state["target"]:
+        return state
+    return {**state, "target": masked_url(state["target"])}
 
 
 def _channel_state(channel: NotificationChannel) -> dict[str, Any]:

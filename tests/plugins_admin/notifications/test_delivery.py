@@ -108,6 +108,7 @@ def test_a_dead_webhook_is_logged_and_never_breaks_the_transition(admin_user, we
     running_task.refresh_from_db()
     assert running_task.status == lifecycle.FAILED
     assert "failed notification of task" in caplog.text and "could not reach" in caplog.text
+    assert "/hook" not in caplog.text, "the webhook's path is masked in the log"
 
 
 def test_an_error_status_from_the_webhook_is_logged(webhook_on, webhook_receiver, running_task, caplog,
@@ -118,7 +119,7 @@ def test_an_error_status_from_the_webhook_is_logged(webhook_on, webhook_receiver
         _move(running_task, (lifecycle.RUNNING, lifecycle.FAILED), capture=django_capture_on_commit_callbacks)
 
     assert len(webhook_receiver.requests) == 1
-    assert "HTTP 500" in caplog.text
+    assert "HTTP 500" in caplog.text and "/hook" not in caplog.text
 
 
 def test_a_failed_task_is_mailed(email_on, running_task, django_capture_on_commit_callbacks):
@@ -167,3 +168,35 @@ def test_send_a_test_needs_a_saved_target():
         notification_channel_test(kind="webhook")
 
     assert refusal.value.field == "target"
+
+
+def _heartbeat(node, cards: int):
+    from nodes.services import node_heartbeat_apply
+
+    gpus = [{"index": index, "uuid": f"{node.name}-{index}", "type": "nvidia", "model": "A100",
+             "memory_total_mb": 81920, "memory_used_mb": 0, "utilization": 0, "temperature": 30, "numa": None}
+            for index in range(cards)]
+    return node_heartbeat_apply(node=node, cpu_percent=1, memory_used_mb=1, gpus=gpus, labels={})
+
+
+def test_a_node_reporting_more_than_a_card_more_or_fewer_is_audited_and_notified(
+        admin_user, webhook_receiver, django_capture_on_commit_callbacks):
+    """design §16.5: a node token claiming cards it lacks would attract other tenants' work."""
+    from nodes.models import NodeAuditEntry
+
+    notification_channel_update(kind="webhook", enabled=True, target=webhook_receiver.url,
+                                events=["node-cards-changed"], actor=admin_user)
+    node = make_node(cards=0, name="claims-cards")
+    with django_capture_on_commit_callbacks(execute=True):
+        _heartbeat(node, 2)  # the first report is the node's size, not a change
+        _heartbeat(node, 3)  # one card: hardware does that
+    assert webhook_receiver.requests == [] and not NodeAuditEntry.objects.exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _heartbeat(node, 64)
+
+    entry = NodeAuditEntry.objects.get(node=node)
+    assert (entry.action, entry.before, entry.after) == ("node.cards_changed", {"gpu_total": 3}, {"gpu_total": 64})
+    [posted] = webhook_receiver.requests
+    assert posted["json"]["event"] == "node-cards-changed"
+    assert posted["json"]["node"] == {"id": node.id, "name": "claims-cards", "cards_before": 3, "cards_after": 64}

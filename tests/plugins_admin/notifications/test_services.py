@@ -18,7 +18,20 @@ def test_notification_channel_update_saves_and_records_history(admin_user, webho
     assert change.plugin == "notification:webhook"
     assert change.actor == admin_user
     assert change.before == {"enabled": False, "target": "", "events": ["failed", "preempted", "succeeded"]}
-    assert change.after == {"enabled": True, "target": webhook_receiver.url, "events": ["failed", "succeeded"]}
+    # The history shows the webhook's host only: its path is often the secret (design §16.5).
+    masked = webhook_receiver.url.removesuffix("/hook") + "/…"
+    assert change.after == {"enabled": True, "target": masked, "events": ["failed", "succeeded"]}
+    assert "/hook" not in str(change.after)
+
+
+def test_a_webhook_path_change_is_saved_and_recorded_though_the_history_masks_both(admin_user):
+    notification_channel_update(kind="webhook", enabled=True, target="https://hooks.example.com/T0/B1/secret-1",
+                                events=["failed"], actor=admin_user)
+    notification_channel_update(kind="webhook", enabled=True, target="https://hooks.example.com/T0/B1/secret-2",
+                                events=["failed"], actor=admin_user)
+    assert NotificationChannel.objects.get(kind="webhook").target.endswith("secret-2")
+    assert PluginChange.objects.count() == 2
+    assert "secret" not in str(list(PluginChange.objects.values_list("before", "after")))
 
 
 @pytest.mark.parametrize("kind, target, events, field", [
