@@ -1,6 +1,6 @@
 """The task state machine of design §2, as data."""
 
-from scheduling.models import TaskStatus
+from scheduling.models import REASON_MAX_LENGTH, TaskStatus
 
 PENDING = TaskStatus.PENDING.value
 SCHEDULED = TaskStatus.SCHEDULED.value
@@ -19,6 +19,12 @@ TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 TIMEOUT_REASON = "Timeout"
 NODE_LOST_REASON = "NodeLost"
 AGENT_LOST_REASON = "AgentLost"
+
+
+def fitting_reason(reason: str) -> str:
+    """`reason` shortened to what a task row and its timeline hold: an agent's error output or a gang's cause
+    prefixed to a member's reason may run longer, and must never make the transition fail (issue 27 item 6)."""
+    return reason if len(reason) <= REASON_MAX_LENGTH else reason[: REASON_MAX_LENGTH - 1] + "…"
 
 
 def final_status_after_stop(reason: str) -> str:

@@ -4,6 +4,9 @@ from django.db.models import Q
 from nodes.models import GPU_TYPE_CHOICES
 from scheduling.framework.snapshot import is_fractional
 
+# A task's reason and its timeline rows' (lifecycle.fitting_reason shortens longer ones in one place).
+REASON_MAX_LENGTH = 300
+
 
 class TaskStatus(models.TextChoices):
     PENDING = "pending"
@@ -123,7 +126,7 @@ class Task(models.Model):
     parked_until = models.DateTimeField(null=True, blank=True)
     nominated_node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="nominated_tasks")
-    reason = models.CharField(max_length=300, blank=True, default="")
+    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
     scheduled_at = models.DateTimeField(null=True, blank=True)
@@ -166,7 +169,7 @@ class TaskEvent(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
     from_status = models.CharField(max_length=16, blank=True, default="")
     to_status = models.CharField(max_length=16)
-    reason = models.CharField(max_length=300, blank=True, default="")
+    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

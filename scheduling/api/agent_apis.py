@@ -138,7 +138,9 @@ class AgentTaskStatusApi(AgentApi):
     class InputSerializer(StrictSerializer):
         # "from" is a Python keyword, so it cannot be a class attribute: get_fields adds it.
         to = serializers.ChoiceField(choices=TaskStatus.choices)
-        reason = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+        # Any length the body limit allows: an exit report is never dropped for a long error; the transition keeps
+        # what fits (issue 27 item 6).
+        reason = serializers.CharField(required=False, allow_blank=True, default="")
 
         def get_fields(self):
             fields = super().get_fields()

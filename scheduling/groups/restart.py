@@ -117,7 +117,15 @@ def reconcile_gangs() -> int:
     candidates = (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1)
                   .filter(Q(members__status__in=live) | Q(status=TaskGroup.Status.RESTARTING))
                   .distinct().order_by("id").values_list("id", flat=True))
-    return sum(reconcile_gang(group_id) != NOTHING for group_id in candidates)
+    changed = 0
+    for group_id in candidates:
+        # One gang's failure must not keep the others from being reconciled, minute after minute.
+        try:
+            with transaction.atomic():
+                changed += reconcile_gang(group_id) != NOTHING
+        except Exception:
+            logger.exception("could not reconcile gang group %s; the others go on", group_id)
+    return changed
 
 
 def _gang(group_id: int) -> TaskGroup | None:

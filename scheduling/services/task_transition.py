@@ -30,6 +30,7 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
     status once at the end instead of once per member.
     """
     check_transition(from_status, to_status)
+    reason = lifecycle.fitting_reason(reason)
     now = timezone.now()
     with transaction.atomic():
         # The row lock makes the placement we read the one our UPDATE replaces, even under A→B→A races.

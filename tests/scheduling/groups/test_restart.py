@@ -194,3 +194,43 @@ def test_an_inference_replica_lost_with_its_node_is_rebuilt(tenant):
     assert (rebuilt.status, rebuilt.node.name) == ("scheduled", "b")
     group.refresh_from_db()
     assert group.status == "scheduled"
+
+
+LONG_ERROR = "Traceback (most recent call last): " + "x" * 1000
+
+
+def test_a_member_failing_with_a_reason_of_any_length_restarts_the_gang(gang_on_two_nodes):
+    """issue 27 item 6: the gang's prefix on a near-300-character reason once overflowed `Task.reason`."""
+    group, *_ = gang_on_two_nodes
+    member = run(group)[0]
+
+    assert agent_report_status(node=member.node, task_id=member.id, from_status="running", to_status="failed",
+                               reason=LONG_ERROR)
+
+    group.refresh_from_db()
+    assert (group.status, group.restarts) == ("restarting", 1)
+    failed = Task.objects.get(id=member.id)
+    assert len(failed.reason) == 300 and failed.reason.endswith("…")
+    assert all(len(task.reason) <= 300 for task in Task.objects.filter(group=group))
+
+
+def test_one_gang_that_cannot_be_reconciled_leaves_the_later_ones_reconciled(gang_on_two_nodes, tenant, monkeypatch):
+    """issue 27 item 6: a gang whose reconcile raised kept every later gang from being reached, minute after minute."""
+    from scheduling.groups import restart
+
+    group, *_ = gang_on_two_nodes
+    later = task_group_create(tenant=tenant, name="later", type="training", world_size=2, gpus_per_worker=1)
+    reached = []
+    real = restart.reconcile_gang
+
+    def failing_for_the_first(group_id):
+        reached.append(group_id)
+        if group_id == group.id:
+            raise RuntimeError("this gang's reconcile fails")
+        return real(group_id)
+
+    monkeypatch.setattr(restart, "reconcile_gang", failing_for_the_first)
+    Task.objects.filter(id=run(group)[0].id).update(status="failed", reason="NodeLost")
+
+    assert reconcile_gangs() == 0
+    assert reached == [group.id, later.id]
