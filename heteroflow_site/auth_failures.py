@@ -6,6 +6,7 @@ guessing tokens would cost nothing. Each 401 counts against the caller's address
 whatever credentials it sends. Like the other throttles, counts live in the process's cache.
 """
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.cache import cache
 from django.http import JsonResponse
@@ -17,23 +18,59 @@ WINDOW_SECONDS = 60
 
 
 class FailedAuthenticationGate:
+    """Async under ASGI like the rest of the stack (see `heteroflow_site.logs.RequestLogMiddleware`)."""
+
+    sync_capable = True
+    async_capable = True
+
     def __init__(self, get_response):
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self._acall(request)
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
-        key = f"auth-failures:{client_ip(request)}"
-        if cache.get(key, 0) >= settings.HETEROFLOW_AUTH_FAILURES_PER_MINUTE:
-            response = JsonResponse(error_body("throttled", "too many failed authentications from this address; "
-                                                            f"try again within {WINDOW_SECONDS} seconds"), status=429)
-            response["Retry-After"] = str(WINDOW_SECONDS)
-            return response
+        if _over_budget(request):
+            return _refusal()
         response = self.get_response(request)
-        if response.status_code == 401:
-            cache.add(key, 0, timeout=WINDOW_SECONDS)
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add and incr
-                cache.set(key, 1, timeout=WINDOW_SECONDS)
+        _count(request, response)
         return response
+
+    async def _acall(self, request):
+        # The counts live in the process's memory (locmem): reading them in the event loop blocks nothing.
+        if not request.path.startswith(API_PREFIX):
+            return await self.get_response(request)
+        if _over_budget(request):
+            return _refusal()
+        response = await self.get_response(request)
+        _count(request, response)
+        return response
+
+
+def _over_budget(request) -> bool:
+    return cache.get(_key(request), 0) >= settings.HETEROFLOW_AUTH_FAILURES_PER_MINUTE
+
+
+def _count(request, response) -> None:
+    if response.status_code != 401:
+        return
+    key = _key(request)
+    cache.add(key, 0, timeout=WINDOW_SECONDS)
+    try:
+        cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=WINDOW_SECONDS)
+
+
+def _key(request) -> str:
+    return f"auth-failures:{client_ip(request)}"
+
+
+def _refusal() -> JsonResponse:
+    response = JsonResponse(error_body("throttled", "too many failed authentications from this address; try "
+                                                    f"again within {WINDOW_SECONDS} seconds"), status=429)
+    response["Retry-After"] = str(WINDOW_SECONDS)
+    return response

@@ -210,6 +210,8 @@ REST_FRAMEWORK = {
 
 # API tokens of users (django-rest-knox): only a SHA-512 digest is stored, a user may hold several (one per client)
 # and revoke each; an unused token expires after HETEROFLOW_TOKEN_TTL_DAYS, one in use is refreshed as it is used.
+# Unexpired API tokens one user may hold (POST /api/v1/tokens beyond it is a 409 too_many_tokens).
+HETEROFLOW_TOKENS_PER_USER = env.int("HETEROFLOW_TOKENS_PER_USER", default=20)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("HETEROFLOW_TOKEN_TTL_DAYS", default=90)),
     "AUTO_REFRESH": True,

@@ -1,7 +1,9 @@
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 from knox.models import AuthToken
 
 from heteroflow_site.errors import DomainError
@@ -41,9 +43,22 @@ def tenant_user_create(*, tenant: Tenant, username: str, password: str, actor=No
     return user, token
 
 
+class TooManyTokens(DomainError):
+    """The user already holds `HETEROFLOW_TOKENS_PER_USER` unexpired API tokens (issue 27 item 10)."""
+
+    status = 409
+    code = "too_many_tokens"
+
+
 def user_token_issue(*, user) -> tuple[AuthToken, str]:
-    """A new API token for `user` (another client of theirs); shown once."""
+    """A new API token for `user` (another client of theirs); shown once. At most `HETEROFLOW_TOKENS_PER_USER`
+    unexpired ones: a stolen session cannot mint tokens without end, and every token stays one to revoke."""
+    limit = settings.HETEROFLOW_TOKENS_PER_USER
     with transaction.atomic():
+        # The user's row lock makes two concurrent issues count one after the other.
+        get_user_model().objects.select_for_update().filter(id=user.id).first()
+        if AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
+            raise TooManyTokens(f"you hold {limit} API tokens, the most allowed; revoke one first")
         instance, token = AuthToken.objects.create(user=user)
         TenancyAuditEntry.objects.create(actor=user, action="token.issue", target=user.username,
                                          details={"token_key": instance.token_key})

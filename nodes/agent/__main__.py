@@ -1,4 +1,4 @@
-"""``python -m nodes.agent --server URL --token TOKEN [...]``: the options are in `command_line`."""
+"""``python -m nodes.agent --server URL --token-file PATH [...]``: the options are in `command_line`."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,8 @@ from .client import AgentClient
 from .detectors import Card, fake_cards_for
 from .runtime import DockerRuntime, Runtime, SimulatedRuntime
 
+TOKEN_VARIABLE = "HETEROFLOW_NODE_TOKEN"
+
 RUNTIMES: dict[str, type[DockerRuntime] | type[SimulatedRuntime]] = {
     "docker": DockerRuntime, "simulated": SimulatedRuntime,
 }
@@ -19,7 +22,10 @@ RUNTIMES: dict[str, type[DockerRuntime] | type[SimulatedRuntime]] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", required=True, help="control plane base URL, e.g. http://10.0.0.1:8000")
-    parser.add_argument("--token", required=True, help="node token returned by /api/v1/agent/register")
+    # The token on the command line is visible to every user of the machine (`ps`): a file or the environment are not.
+    parser.add_argument("--token-file", help="file holding the node token returned by /api/v1/agent/register")
+    parser.add_argument("--token", help=f"the node token itself (visible in `ps`: prefer --token-file or "
+                                        f"{TOKEN_VARIABLE})")
     parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="docker")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between heartbeats")
     parser.add_argument("--state-dir", help="simulated runtime: where it records its processes, so that a "
@@ -45,6 +51,23 @@ def parse_labels(labels: list[str]) -> dict[str, str]:
     return dict(label.split("=", 1) for label in labels)
 
 
+def node_token(options: Mapping[str, Any], environment: Mapping[str, str] = os.environ) -> str:
+    """The node token from --token-file, else the HETEROFLOW_NODE_TOKEN variable, else --token."""
+    if options.get("token_file"):
+        try:
+            with open(options["token_file"], encoding="utf-8") as token_file:
+                token = token_file.read().strip()
+        except OSError as error:
+            raise ValueError(f"--token-file: {error}") from None
+        if not token:
+            raise ValueError(f"--token-file: {options['token_file']} is empty")
+        return token
+    token = environment.get(TOKEN_VARIABLE) or options.get("token")
+    if not token:
+        raise ValueError(f"give the node token: --token-file PATH, {TOKEN_VARIABLE} or --token")
+    return token
+
+
 def agent_from(options: Mapping[str, Any]) -> Agent:
     """The agent the parsed options describe; ValueError names a bad option."""
     extra: dict[str, Any] = {"extra_labels": parse_labels(options["label"])}
@@ -52,7 +75,7 @@ def agent_from(options: Mapping[str, Any]) -> Agent:
         cards = parse_fake_cards(options["fake_cards"])
         extra.update(card_source=lambda: list(cards), topology_source=lambda: None)
     runtime: Runtime = SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated" else DockerRuntime()
-    return Agent(AgentClient(options["server"], options["token"]), runtime, **extra)
+    return Agent(AgentClient(options["server"], node_token(options)), runtime, **extra)
 
 
 def run(agent: Agent, interval: float, stop: threading.Event) -> None:

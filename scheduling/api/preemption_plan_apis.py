@@ -18,7 +18,8 @@ class PreemptionPlanOutput(serializers.Serializer):
     stopping = serializers.BooleanField(required=False, help_text="the victims were evicted already and are stopping")
     code = serializers.CharField(required=False, help_text="why nothing would be evicted")
     message = serializers.CharField(required=False)
-    node_reasons = serializers.DictField(required=False)
+    node_reasons = serializers.DictField(required=False, help_text="staff only: each node's reason (at most 20)")
+    node_reason_counts = serializers.DictField(required=False, help_text="how many nodes gave each reason")
 
 
 class PreemptionPlanApi(APIView):

@@ -34,7 +34,8 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {status}"
                           + ("" if live.schedulable else " and cordoned"))
     if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {reasons.DEDICATED_OTHER_TENANT}")
+        # Unnamed: the message reaches the tenant, and which node another tenant holds is not theirs to know.
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node is {reasons.DEDICATED_OTHER_TENANT}")
     if live.cpu_percent >= config.cpu_percent:
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
                           f"node {name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",

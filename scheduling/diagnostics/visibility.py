@@ -32,12 +32,8 @@ def attempt_diagnostics(attempt: SchedulingAttempt, *, tenant_id: int | None) ->
     extra.pop("preempted_by", None)
     if isinstance(extra.get("preemption"), dict):
         extra["preemption"] = _own_victims_only(extra["preemption"], tenant_id=tenant_id)
-        hidden_nodes = {name for reason in REASONS_COUNTED_NOT_NAMED
-                        for name in attempt.nodes.get("filtered", {}).get(reason, [])}
-        if hidden_nodes and "node_reasons" in extra["preemption"]:
-            extra["preemption"]["node_reasons"] = {node: why for node, why in
-                                                   extra["preemption"]["node_reasons"].items()
-                                                   if node not in hidden_nodes}
+        # Per node, a preemption's reason may be another tenant's dedication: tenants read the counts by reason.
+        extra["preemption"].pop("node_reasons", None)
     return {**body, **extra}
 
 

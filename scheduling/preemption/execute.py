@@ -4,6 +4,7 @@ The victims keep holding their cards until the agent confirms the stop (or the w
 other task can take the room meanwhile; the preemptor binds in a later cycle against the real ledgers.
 """
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +18,9 @@ from scheduling.preemption.candidates import ActiveTask
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.services.task_transition import task_transition
 
+# The nodes whose own reason an attempt keeps when no preemption could help; the rest are counted by reason.
+NODE_REASONS_KEPT = 20
+
 
 @dataclass(frozen=True)
 class PreemptionOutcome:
@@ -28,7 +32,7 @@ class PreemptionOutcome:
     node_id: int | None = None
     victims: tuple[int, ...] = ()
     lost: tuple[int, ...] = ()
-    # Node name → why evicting could not make room there; set when no node could be freed.
+    # Node name → why evicting could not make room there; set when no node could be freed (kept in memory whole).
     node_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -37,9 +41,13 @@ class PreemptionOutcome:
 
     @property
     def diagnostics(self) -> dict:
+        """What the attempt stores: each node's reason for at most NODE_REASONS_KEPT nodes (one entry per cluster
+        node would bloat every attempt's write) and how many nodes gave each reason. Tenants see the counts only
+        (`scheduling.visibility`): names of nodes dedicated to others are not theirs to read."""
         preemption = {"node": self.node_name, "victims": list(self.victims), "lost": list(self.lost)}
         if self.node_reasons:
-            preemption["node_reasons"] = self.node_reasons
+            preemption["node_reasons"] = dict(sorted(self.node_reasons.items())[:NODE_REASONS_KEPT])
+            preemption["node_reason_counts"] = dict(Counter(self.node_reasons.values()))
         return {"preemption": preemption}
 
 

@@ -65,7 +65,10 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
             stopping = _stopping_victims(handle.pool, task, found.victims, plugin_set.preempt_stage)
             return {**_plan_body(found.node_name, stopping, viewer_tenant_id), "stopping": True}
         if isinstance(found, PreemptionOutcome):
-            return {"code": found.code, "message": found.message, "node_reasons": found.node_reasons}
+            # Staff read each node's reason; a tenant how many nodes gave each (node names may be others').
+            return {"code": found.code, "message": found.message,
+                    **{key: value for key, value in found.diagnostics["preemption"].items()
+                       if key == "node_reason_counts" or (key == "node_reasons" and viewer_tenant_id is None)}}
         return {"code": result.code, "message": f"{result.message} {_not_applicable(task, result, plugin_set)}"}
 
 

@@ -70,3 +70,31 @@ def test_tokens_can_be_revoked_in_the_django_admin(admin_user, tenant_client):
                                                    "post": "yes"})
     assert response.status_code == 302
     assert tenant_client.get("/api/v1/tasks").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_user_holds_at_most_the_token_limit_and_the_refusal_changes_nothing(tenant_client, settings):
+    """issue 27 item 10: a per-user token limit (HETEROFLOW_TOKENS_PER_USER)."""
+    from knox.models import AuthToken
+
+    settings.HETEROFLOW_TOKENS_PER_USER = 3  # the fixture's user holds one already
+    assert [tenant_client.post("/api/v1/tokens").status_code for _ in range(2)] == [201, 201]
+    refused = tenant_client.post("/api/v1/tokens")
+    assert refused.status_code == 409 and refused.json()["code"] == "too_many_tokens"
+    assert AuthToken.objects.filter(user=tenant_client.user).count() == 3
+    key = AuthToken.objects.filter(user=tenant_client.user).order_by("created").last().token_key
+    assert tenant_client.delete(f"/api/v1/tokens/{key}").status_code == 204
+    assert tenant_client.post("/api/v1/tokens").status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_old_plaintext_token_table_is_dropped_by_a_migration():
+    """issue 27 item 10: a database that carried DRF's authtoken still held usable plaintext tokens."""
+    import importlib
+
+    drop = importlib.import_module("tenants.migrations.0002_drop_plaintext_authtoken").DROP_PLAINTEXT_TOKENS
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id integer)")
+        cursor.execute(drop)
+        cursor.execute("SELECT to_regclass('authtoken_token')")
+        assert cursor.fetchone() == (None,)

@@ -41,3 +41,26 @@ def test_a_label_without_a_value_is_refused_by_the_module_entry_point(capsys):
     with pytest.raises(SystemExit):
         agent_main.main([*SERVER, "--label", "rdma"])
     assert "--label takes KEY=VALUE" in capsys.readouterr().err
+
+
+def test_the_token_comes_from_a_file_or_the_environment_before_the_command_line(tmp_path):
+    """issue 27 item 10: a token on the command line is visible in `ps`."""
+    from nodes.agent.command_line import node_token
+
+    token_file = tmp_path / "token"
+    token_file.write_text("hfn_from-file\n")
+    assert node_token({"token_file": str(token_file), "token": "hfn_argv"}, {}) == "hfn_from-file"
+    assert node_token({"token_file": None, "token": "hfn_argv"}, {"HETEROFLOW_NODE_TOKEN": "hfn_env"}) == "hfn_env"
+    assert node_token({"token_file": None, "token": "hfn_argv"}, {}) == "hfn_argv"
+    for options, message in (({"token_file": None, "token": None}, "--token-file PATH"),
+                             ({"token_file": str(tmp_path / "missing")}, "--token-file"),
+                             ({"token_file": str(tmp_path / "empty")}, "is empty")):
+        (tmp_path / "empty").write_text("")
+        with pytest.raises(ValueError, match=message):
+            node_token(options, {})
+
+
+def test_run_agent_without_any_token_names_the_ways_to_give_one(monkeypatch):
+    monkeypatch.delenv("HETEROFLOW_NODE_TOKEN", raising=False)
+    with pytest.raises(CommandError, match="--token-file PATH, HETEROFLOW_NODE_TOKEN or --token"):
+        call_command("run_agent", "--server", "http://127.0.0.1:1", "--runtime", "simulated")

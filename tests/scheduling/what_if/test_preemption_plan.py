@@ -79,7 +79,10 @@ def test_no_eviction_would_help_says_why_per_node(tenant):
 
     assert plan["code"] == "InsufficientResources"
     assert "no preemption victims found" in plan["message"]
-    assert plan["node_reasons"] == {node.name: "no eligible victims"}
+    # A tenant reads counts by reason, never node names (issue 27 item 5); staff read each node's reason.
+    assert plan["node_reason_counts"] == {"no eligible victims": 1} and "node_reasons" not in plan
+    staff = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    assert staff["node_reasons"] == {node.name: "no eligible victims"}
 
 
 @pytest.mark.parametrize(("setup", "expected"), [
@@ -113,3 +116,14 @@ def test_only_a_pending_task_has_a_plan(tenant):
     running = placed_task(tenant=tenant, node=node, gpus=[0], priority=90)
 
     assert preemption_plan(task_id=running.id, viewer_tenant_id=None)["code"] == NOT_PENDING
+
+
+def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(tenant, other_tenant):
+    """issue 27 item 5: the plan's per-node reasons named nodes dedicated to other tenants."""
+    dedicated = make_node(cards=8, name="secret-dedicated-node", dedicated_tenant=other_tenant)
+    placed_task(tenant=other_tenant, node=dedicated, gpus=list(range(8)), priority=10)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+
+    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+
+    assert "secret-dedicated-node" not in str(plan)
