@@ -92,7 +92,7 @@ def test_the_old_plaintext_token_table_is_dropped_by_a_migration():
     """issue 27 item 10: a database that carried DRF's authtoken still held usable plaintext tokens."""
     import importlib
 
-    drop = importlib.import_module("tenants.migrations.0002_drop_plaintext_authtoken").DROP_PLAINTEXT_TOKENS
+    drop = importlib.import_module("tenants.migrations.0003_drop_plaintext_authtoken").DROP_PLAINTEXT_TOKENS
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id integer)")
         cursor.execute(drop)

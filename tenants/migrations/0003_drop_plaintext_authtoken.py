@@ -8,6 +8,6 @@ DROP_PLAINTEXT_TOKENS = "DROP TABLE IF EXISTS authtoken_token CASCADE"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tenants", "0001_initial")]
+    dependencies = [("tenants", "0002_cohorts_and_gpu_quotas")]
 
     operations = [migrations.RunSQL(DROP_PLAINTEXT_TOKENS, reverse_sql=migrations.RunSQL.noop)]
