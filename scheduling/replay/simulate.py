@@ -241,19 +241,23 @@ class TraceReplay(Replay):
         self.pods = pods
         self.arrival = arrival
 
-    def tasks(self):
-        """The arriving tasks, in order: uniform draws with replacement until the demand would pass the target."""
+    def arrived_pods(self):
+        """The arriving pods, in order: uniform draws with replacement until the demand would pass the target."""
         draws = np.random.default_rng(self.seed)
         target = self.arrival * self.capacity_milli
-        arrived, task_id = 0, 0
+        arrived = 0
         while True:
             for index in draws.integers(len(self.pods), size=1024).tolist():
                 pod = self.pods[index]
                 if arrived + pod.gpu_demand_milli > target:
                     return
                 arrived += pod.gpu_demand_milli
-                task_id += 1
-                yield Arrival(to_task(pod, task_id), pod.gpu_demand_milli)
+                yield pod
+
+    def tasks(self):
+        """The arriving pods as tasks, numbered from 1."""
+        for task_id, pod in enumerate(self.arrived_pods(), start=1):
+            yield Arrival(to_task(pod, task_id), pod.gpu_demand_milli)
 
     def run(self, arrivals: Iterable[Arrival] | None = None) -> SeedResult:
         """Replay the drawn tasks (or the given arrivals, in order)."""

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.plugins.fgd import TargetWorkload
+from scheduling.replay.bound import allocation_bound
 from scheduling.replay.chart import allocation_chart, dynamic_chart
 from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, jobs_of
 from scheduling.replay.recorded import recorded_config, recorded_workload
@@ -44,6 +45,8 @@ TRACE_DIR = Path(settings.BASE_DIR) / "data" / "traces" / "openb"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv"
 DEFAULT_ARRIVAL = 1.3
+# The offline packings `--bound` tries: each places the arrived tasks biggest first.
+OFFLINE_POLICIES = ("binpack", "fgd")
 DEFAULT_SINCE = "24h"
 DEFAULT_DURATION = "1h"
 DURATION = re.compile(r"(\d+)([smhd])")
@@ -73,6 +76,19 @@ and Jain's fairness index. Seeds break score ties."""
 def _replay(nodes_path: str, pods_path: str, policy: str, seed: int, arrival: float) -> SeedResult:
     nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
     return TraceReplay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=trace_workload(pods)).run()
+
+
+def _bounds(nodes_path: str, pods_path: str, seed: int, arrival: float) -> tuple[float, float]:
+    """For one seed's arrived tasks: the LP upper bound on any placement's allocation, and the best of the offline
+    packings (a placement that exists, so the optimum is at least that)."""
+    nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
+    drawn = TraceReplay(nodes, pods, policy=OFFLINE_POLICIES[0], seed=seed, arrival=arrival)
+    upper = allocation_bound(nodes, list(drawn.arrived_pods()))
+    # Biggest first (GPU demand, then CPU): the offline packer knows every task before it places any.
+    ordered = sorted(drawn.tasks(), key=lambda item: (-item.demand_milli, -item.task.cpu_cores, item.task.id))
+    packed = max(TraceReplay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=drawn.workload)
+                 .run(ordered).allocation_at_arrival for policy in OFFLINE_POLICIES)
+    return upper, packed
 
 
 def _replay_dynamic(nodes_path: str, pods_path: str, node_stride: int, compress: float, tenants_path: str | None,
@@ -133,6 +149,9 @@ class Command(BaseCommand):
                             help="replays run in this many processes at once (default: one per CPU)")
         parser.add_argument("--json", dest="json_path", help="write all figures to this file")
         parser.add_argument("--svg", dest="svg_path", help="write the allocation curves to this SVG file")
+        parser.add_argument("--bound", action="store_true",
+                            help="trace only: also an upper bound on any placement's allocation of the same arrived "
+                                 "tasks (an LP, SciPy's HiGHS) and an offline packing, and each policy's gap")
         parser.add_argument("--dynamic", action="store_true",
                             help="replay the trace's own arrival and departure times with a waiting queue")
         parser.add_argument("--compress", type=float,
@@ -147,7 +166,7 @@ class Command(BaseCommand):
     def handle(self, *args, nodes: str | None, pods: str | None, from_db: bool, since: str | None,
                default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
                json_path: str | None, svg_path: str | None, report: bool, dynamic: bool, compress: float | None,
-               node_stride: int | None, tenants: str | None, **options):
+               node_stride: int | None, tenants: str | None, bound: bool, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
@@ -155,6 +174,8 @@ class Command(BaseCommand):
                                f"choose from {', '.join(POLICIES)}")
         if seeds < 1 or jobs < 1:
             raise CommandError("--seeds and --jobs must be at least 1")
+        if bound and (dynamic or from_db):
+            raise CommandError("--bound applies to the static trace replay only (not with --dynamic or --from-db)")
         if dynamic:
             for option, value in (("--from-db", from_db or None), ("--arrival", arrival), ("--since", since),
                                   ("--default-duration", default_duration)):
@@ -194,11 +215,33 @@ class Command(BaseCommand):
                 raise CommandError("--arrival must be in (0, 10]")
             figures, curves = self._replay_trace(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
                                                  arrival=arrival, policies=policies, seeds=seeds, jobs=jobs)
+            if bound:
+                self._bound(figures, nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
+                            arrival=arrival, seeds=seeds, jobs=jobs)
         self._keep(figures, allocation_chart(curves, arrival=figures["arrival"]), json_path=json_path,
                    svg_path=svg_path, report=report)
         means = ",".join(f"{name}:{figures['policies'][name]['allocation_at_arrival']['mean']:.2f}"
                          for name in policies)
         self.stdout.write(f"allocation_at_arrival={means}")
+
+    def _bound(self, figures: dict, *, nodes: str, pods: str, arrival: float, seeds: int, jobs: int) -> None:
+        """Add the bound, the offline packing and each policy's gap to `figures`, and print them."""
+        results = self._results(lambda pool, _, seed: pool.submit(_bounds, nodes, pods, seed, arrival),
+                                policies=["bound"], seeds=seeds, jobs=jobs)["bound"]
+        upper, packed = ([result[index] for result in results] for index in (0, 1))
+        figures["bound"] = {"upper": _figure(upper), "offline_packing": _figure(packed),
+                            "per_seed": [{"seed": seed, "upper": up, "offline_packing": off}
+                                         for seed, (up, off) in enumerate(results)]}
+        self.stdout.write(f"\nbound (LP upper bound on any placement of each seed's arrived tasks) "
+                          f"{_shown(upper)}; offline packing (biggest first, best of {', '.join(OFFLINE_POLICIES)}: "
+                          f"the optimum is at least this) {_shown(packed)}")
+        for name, summary in figures["policies"].items():
+            reached = [run["allocation_at_arrival"] for run in summary["runs"]]
+            gaps = [up - value for up, value in zip(upper, reached)]
+            short = [off - value for off, value in zip(packed, reached)]
+            summary["gap_to_bound"], summary["below_offline_packing"] = _figure(gaps), _figure(short)
+            self.stdout.write(f"  {name}: gap to the bound {_shown(gaps)} points; below the offline packing "
+                              f"{_shown(short)} points")
 
     def _keep(self, figures: dict, chart: str, *, json_path: str | None, svg_path: str | None,
               report: bool) -> None:
@@ -369,6 +412,16 @@ class Command(BaseCommand):
         full, final, failed, fragmented = cells
         self.stdout.write(f"  mean  alloc@100% {full}  {at_arrival} {final}  failed {failed}  frag GPUs {fragmented}")
         return summary
+
+
+def _figure(values: list[float]) -> dict:
+    mean, stdev = _mean_stdev(values)
+    return {"mean": round(mean, 3), "stdev": round(stdev, 3)}
+
+
+def _shown(values: list[float]) -> str:
+    mean, stdev = _mean_stdev(values)
+    return f"{mean:.2f} ± {stdev:.2f}"
 
 
 def _moment(moment) -> str:

@@ -259,3 +259,27 @@ def test_dynamic_with_tenants_prints_each_tenants_usage_and_jains_index(small_tr
 def test_dynamic_refusals_name_the_option(args, message):
     with pytest.raises(CommandError, match=re.escape(message)):
         replay(*args, "--seeds", "1", "--jobs", "1")
+
+
+def test_bound_prints_the_upper_bound_the_offline_packing_and_each_policys_gap(small_trace, tmp_path):
+    nodes, pods = small_trace
+    output = replay("--nodes", str(nodes), "--pods", str(pods), "--policy", "binpack,fgd", "--seeds", "2",
+                    "--jobs", "1", "--bound", "--json", str(tmp_path / "bound.json"))
+
+    figures = json.loads((tmp_path / "bound.json").read_text())
+    bound = figures["bound"]
+    for seed_bound in bound["per_seed"]:
+        assert seed_bound["offline_packing"] <= seed_bound["upper"] + 1e-6
+    for name in ("binpack", "fgd"):
+        runs = figures["policies"][name]["runs"]
+        assert all(run["allocation_at_arrival"] <= seed_bound["upper"] + 1e-6
+                   for run, seed_bound in zip(runs, bound["per_seed"]))
+        assert figures["policies"][name]["gap_to_bound"]["mean"] >= 0
+        assert f"  {name}: gap to the bound " in output
+    assert "bound (LP upper bound" in output and output.strip().splitlines()[-1].startswith("allocation_at_arrival=")
+
+
+@pytest.mark.parametrize("args", [["--dynamic"], ["--from-db"]])
+def test_bound_is_refused_outside_the_static_trace_replay(args):
+    with pytest.raises(CommandError, match="--bound applies to the static trace replay only"):
+        replay(*args, "--bound", "--seeds", "1", "--jobs", "1")
