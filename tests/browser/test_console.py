@@ -153,6 +153,29 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         assert Task.objects.get().status == "scheduled"
         self.shot("diagnostics")
 
+    def test_task_output_reaches_the_log_panel_live(self):
+        from nodes.services import agent_register
+        from scheduling.services.task_transition import task_transition
+
+        node, node_token = agent_register(name="gpu-logs", internal_ip="10.0.9.1/24", public_ip=None, cpu_cores=8,
+                                          memory_gb=64)
+        task = make_task(tenant=self.tenant, name="trainer")
+        assert task_transition(task.id, "pending", "scheduled", node=node)
+        ship = f"{self.live_server_url}/api/v1/agent/tasks/{task.id}/logs"
+        headers = {"Authorization": f"Token {node_token}", "Content-Type": "text/plain"}
+        assert self.page.request.post(ship, headers=headers, data="epoch 1 loss 2.31\n").ok
+        self.sign_in("alice", "tenant-password")
+        with self.page.expect_websocket(lambda ws: ws.url.endswith(f"/ws/tasks/{task.id}/logs/")) as socket_info:
+            self.page.goto(f"{self.live_server_url}/tasks/{task.id}/")
+        socket = socket_info.value
+        expect(self.page.locator("#task-log-lines")).to_contain_text("epoch 1 loss 2.31")
+        self.page.wait_for_timeout(300)  # let the consumer join its group before the batch is announced
+        with socket.expect_event("framereceived", timeout=5000):
+            assert self.page.request.post(ship, headers=headers, data="epoch 2 loss 1.87\n").ok
+        expect(self.page.locator("#task-log-lines")).to_contain_text("epoch 1 loss 2.31\nepoch 2 loss 1.87",
+                                                                     timeout=5000)
+        self.shot("task-log")
+
     def test_admin_enables_binpack_on_the_plugins_page(self):
         from scheduling.models import PluginConfig
 
