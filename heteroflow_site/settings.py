@@ -289,6 +289,8 @@ SCHEDULER = {
     "concurrent_cycles": env.bool("HETEROFLOW_CONCURRENT_CYCLES", default=False),
     # Offline this long (seconds) and the node is lost: its tasks leave it (design §15.4).
     "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),
+    # A job of 2+ cards waiting this long (seconds) may become its GPU type's reserved job (design §16.3).
+    "reserve_after": env.int("HETEROFLOW_RESERVE_AFTER", default=300),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
         "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),

@@ -38,7 +38,7 @@ from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.queue import nomination
+from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.quotas import inactive_tenant_ids, load_quota_book
@@ -102,6 +102,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book()
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
+            reservation.reserve_waiting_jobs(snapshot)
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
             # full collections walking the snapshot cost more than scheduling itself on a large cluster.
@@ -249,6 +250,8 @@ class _Placer:
         # A nominee sees the cards held for it (they are held only from the others).
         self.held.release_for(task, self.snapshot)
         result = self.framework.schedule(task, self.snapshot, self.rng)
+        if result.node is None:
+            self.held.restore_for(task, self.snapshot)
         if result.pre_filtered:
             self.attempts.add(task.id, result.code, result.message)
             return result.code

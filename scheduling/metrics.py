@@ -189,6 +189,14 @@ class ClusterCollector:
         yield GaugeMetricFamily("heteroflow_oldest_pending_task_age_seconds", "Age of the oldest pending task",
                                 value=(timezone.now() - oldest).total_seconds() if oldest else 0)
 
+        reserved = GaugeMetricFamily("heteroflow_reserved_jobs",
+                                     "Pending jobs holding a node as their GPU type's reserved job (design §16.3)",
+                                     labels=["gpu_type"])
+        for gpu_type, count in (Task.objects.filter(status=TaskStatus.PENDING, reserved_at__isnull=False)
+                                .values_list("gpu_type").annotate(n=Count("id")).order_by("gpu_type")):
+            reserved.add_metric([gpu_type or "any"], count)
+        yield reserved
+
         parked = Task.objects.filter(status=TaskStatus.PENDING).filter(
             Q(attempt__isnull=False) & ~Q(attempt__code__in=PLACED_CODES)).count()
         yield GaugeMetricFamily("heteroflow_parked_tasks",

@@ -126,6 +126,9 @@ class Task(models.Model):
     parked_until = models.DateTimeField(null=True, blank=True)
     nominated_node = models.ForeignKey("nodes.Node", null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="nominated_tasks")
+    # When it became its GPU type's reserved job (design §16.3, `scheduling.queue.reservation`): its
+    # `nominated_node` then holds freed cards for it until it binds or leaves the queue.
+    reserved_at = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)

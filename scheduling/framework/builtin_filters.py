@@ -76,6 +76,27 @@ class ResourcePreFilter(RowPlugin):
                 task.cpu_cores, task.memory_mb)
 
 
+class ReservationFilter(RowPlugin):
+    """design §16.3: refuses a node whose free cards would fit the task but are held for another task's reservation (the held
+    cards are counted as used, so without this the task would read `Insufficient GPU` there). Unresolvable:
+    preempting work on that node would free cards for the reserved job, not for this task."""
+
+    name = "reservation"
+    reasons = (reasons.RESERVED,)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        codes = np.zeros(len(rows), np.int8)
+        if task.gpu_required <= 0:
+            return codes
+        held = np.fromiter((table.nodes[row].reserved_cards for row in rows.tolist()), np.int64, len(rows))
+        free = table.gpu_total[rows] - table.gpu_used[rows]
+        codes[(held > 0) & (free < task.gpu_required) & (free + held >= task.gpu_required)] = 1
+        return codes
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return (task.gpu_required,)
+
+
 class AffinityFilter(RowPlugin):
     """`topology: required` turns the task's region/zone/rack labels into hard constraints on nodes that have
     the field set; a node with the field empty still passes (design §3, §6 topology)."""
@@ -149,4 +170,4 @@ class GangPermit:
 
 
 BUILTIN_PRE_FILTERS = (TenantActivePreFilter(), QuotaPreFilter())
-BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ResourcePreFilter(), AffinityFilter())
+BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ReservationFilter(), ResourcePreFilter(), AffinityFilter())

@@ -16,6 +16,8 @@ INFERENCE_LIMIT = "inference container limit reached"
 REGION_MISMATCH = "region mismatch"
 ZONE_MISMATCH = "zone mismatch"
 RACK_MISMATCH = "rack mismatch"
+# Free cards held for another task's reservation (design §16.3).
+RESERVED = "Reserved"
 INSUFFICIENT_HOST = "Insufficient host CPU or memory"
 
 # Each plugin defines its own reasons (`scheduling/plugins/<name>/`) and says which of them freeing resources (a

@@ -74,6 +74,8 @@ class NodeInfo:
     # (design §16.1): counted by `occupancy.assume`, never by plugins.
     cpu_booked: float = 0.0
     memory_booked_mb: int = 0
+    # Cards held here for another task's reservation this cycle (design §16.3): others are refused `Reserved`.
+    reserved_cards: int = 0
     # Derived data the plugins compute once per snapshot (decoded topology, NVLink domains, ...); apply_bind clears it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -6,9 +6,15 @@ in anything but PreemptionPending (`settle`). Each cycle holds, on every nominat
 count of the free cards of its type (`hold_nominated_cards`): the victims' cards are still counted as theirs while
 they stop, so what is held grows as they free. Only the nominee sees its held cards again (`HeldCards.release_for`).
 Fractional nominees hold nothing: a shard's room is memory on a card, not a card.
+
+A reserved job (design §16.3, `scheduling.queue.reservation`) is a nominee too, whose nomination lasts until it
+binds or leaves the queue; its held cards are marked on the node (`NodeInfo.reserved_cards`) so that the tasks they
+are kept from read `Reserved`, and held again when its own attempt fails, so later tasks of the cycle cannot take them.
 """
 
 from dataclasses import dataclass, field
+
+from django.db.models import Q
 
 from scheduling import lifecycle
 from scheduling.framework import reasons
@@ -23,6 +29,7 @@ from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 class _Hold:
     node: NodeInfo
     occupants: list[Occupant]
+    reserved: bool = False
 
 
 @dataclass
@@ -30,8 +37,10 @@ class HeldCards:
     """The cards held this cycle, by nominee task id."""
 
     holds: dict[int, _Hold] = field(default_factory=dict)
+    # Reserved jobs whose holds were released for their own attempt: node id by task id.
+    released_reservations: dict[int, int] = field(default_factory=dict)
 
-    def hold(self, task: TaskInfo, node_id: int, snapshot: ClusterSnapshot) -> None:
+    def hold(self, task: TaskInfo, node_id: int, snapshot: ClusterSnapshot, *, reserved: bool = False) -> None:
         """Hold up to `task.gpu_required` free cards of its type on the node for it (after its own attempt too)."""
         node = snapshot.node(node_id)
         if node is None or task.gpu_required <= 0 or task.id in self.holds:
@@ -41,9 +50,11 @@ class HeldCards:
         cards = sorted(free, key=lambda card: card.index)[: task.gpu_required]
         if cards:
             held = [_held_for_nobody(node, card) for card in cards]
-            self.holds[task.id] = _Hold(node, held)
+            self.holds[task.id] = _Hold(node, held, reserved)
             for occupant in held:
                 assume(node, occupant)
+            if reserved:
+                node.reserved_cards += len(held)
             node_changed(snapshot, node)
 
     def release_for(self, task: TaskInfo, snapshot: ClusterSnapshot) -> None:
@@ -52,7 +63,16 @@ class HeldCards:
         if held is not None:
             for occupant in held.occupants:
                 forget(held.node, occupant)
+            if held.reserved:
+                held.node.reserved_cards -= len(held.occupants)
+                self.released_reservations[task.id] = held.node.id
             node_changed(snapshot, held.node)
+
+    def restore_for(self, task: TaskInfo, snapshot: ClusterSnapshot) -> None:
+        """The reserved job's attempt placed it nowhere: its node's free cards are held for it again."""
+        node_id = self.released_reservations.pop(task.id, None)
+        if node_id is not None:
+            self.hold(task, node_id, snapshot, reserved=True)
 
 
 def _held_for_nobody(node: NodeInfo, card: CardInfo) -> Occupant:
@@ -64,9 +84,10 @@ def hold_nominated_cards(snapshot: ClusterSnapshot) -> HeldCards:
     """Hold the nominated nodes' cards for their pending nominees, in the snapshot."""
     held = HeldCards()
     rows = (Task.objects.filter(status=lifecycle.PENDING, nominated_node__isnull=False)
-            .order_by("-priority", "created_at", "id").values_list("nominated_node_id", *TASK_INFO_FIELDS))
-    for node_id, *fields in rows:
-        held.hold(task_info_from_row(tuple(fields)), node_id, snapshot)
+            .order_by("-priority", "created_at", "id")
+            .values_list("nominated_node_id", "reserved_at", *TASK_INFO_FIELDS))
+    for node_id, reserved_at, *fields in rows:
+        held.hold(task_info_from_row(tuple(fields)), node_id, snapshot, reserved=reserved_at is not None)
     return held
 
 
@@ -76,8 +97,11 @@ def nominate(*, task_id: int, node_id: int) -> bool:
 
 
 def settle(outcomes: dict[int, str]) -> int:
-    """Nominations end with the nominee's next attempt, unless it is still waiting for its victims."""
+    """Nominations end with the nominee's next attempt, unless it is still waiting for its victims; a reserved
+    job's only when it binds."""
     done = [task_id for task_id, code in outcomes.items() if code != reasons.PREEMPTION_PENDING]
     if not done:
         return 0
-    return Task.objects.filter(id__in=done, nominated_node__isnull=False).update(nominated_node=None)
+    bound = [task_id for task_id in done if outcomes[task_id] == reasons.SCHEDULED]
+    return (Task.objects.filter(id__in=done, nominated_node__isnull=False)
+            .filter(Q(reserved_at__isnull=True) | Q(id__in=bound)).update(nominated_node=None))

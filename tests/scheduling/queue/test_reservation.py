@@ -1,0 +1,99 @@
+"""Reservation (design §16.3): a big job that waited past HETEROFLOW_RESERVE_AFTER holds the node closest to fitting
+it; cards freed there go to no 1-card task (`Reserved`) until it binds."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduling import lifecycle
+from scheduling.cycle import run_cycle
+from scheduling.framework import reasons
+from scheduling.metrics import ClusterCollector
+from scheduling.models import Task
+from scheduling.services.task_transition import task_transition
+from tests.factories import end_backoffs, make_node, make_task
+from tests.scheduling.preemption.conftest import placed_task
+
+pytestmark = pytest.mark.django_db
+
+
+def _waited(task: Task, seconds: int = 600) -> Task:
+    Task.objects.filter(id=task.id).update(created_at=timezone.now() - timedelta(seconds=seconds))
+    return task
+
+
+def _finish(*tasks: Task) -> None:
+    for task in tasks:
+        assert task_transition(task.id, "running", "succeeded")
+
+
+def _attempt_message(task: Task) -> str:
+    return Task.objects.select_related("attempt").get(id=task.id).attempt.message
+
+
+def test_a_reserved_node_keeps_freed_cards_from_small_tasks_until_the_big_job_binds(tenant, client):
+    big = make_node(name="big", cards=8)
+    emptier = make_node(name="emptier", cards=8)
+    on_big = [placed_task(tenant=tenant, node=big, gpus=[i], preemptible=False) for i in range(6)]
+    [placed_task(tenant=tenant, node=emptier, gpus=[i], preemptible=False) for i in range(8)]
+    job = _waited(make_task(tenant=tenant, gpu_required=8))
+    small = make_task(tenant=tenant, gpu_required=1)
+
+    run_cycle()
+
+    job.refresh_from_db()
+    assert job.status == lifecycle.PENDING and job.reserved_at is not None and job.nominated_node_id == big.id
+    assert Task.objects.get(id=small.id).status == lifecycle.PENDING
+    assert "1 Reserved" in _attempt_message(small)
+
+    _finish(*on_big[:3])
+    end_backoffs()
+    run_cycle()
+    assert Task.objects.get(id=small.id).status == lifecycle.PENDING
+    assert Task.objects.get(id=job.id).nominated_node_id == big.id
+
+    _finish(*on_big[3:])
+    end_backoffs()
+    run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.node_id, sorted(job.gpus)) == (lifecycle.SCHEDULED, big.id, list(range(8)))
+    assert job.nominated_node_id is None
+
+
+def test_one_reserved_job_per_gpu_type_oldest_first_and_only_past_the_wait(tenant, settings):
+    settings.SCHEDULER = {**settings.SCHEDULER, "reserve_after": 300}
+    node = make_node(cards=8)
+    placed_task(tenant=tenant, node=node, gpus=[0, 1, 2, 3, 4, 5, 6, 7], preemptible=False)
+    make_node(cards=8, gpu_type="ascend", model="910B")
+    oldest = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=4), 900)
+    younger = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=4), 600)
+    fresh = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8)
+
+    run_cycle()
+
+    reserved = set(Task.objects.filter(reserved_at__isnull=False).values_list("id", flat=True))
+    assert reserved == {oldest.id}
+    assert younger.id not in reserved and fresh.id not in reserved
+    metric = next(family for family in ClusterCollector().collect() if family.name == "heteroflow_reserved_jobs")
+    assert [(sample.labels, sample.value) for sample in metric.samples] == [({"gpu_type": "nvidia"}, 1)]
+
+
+def test_a_job_below_the_head_of_its_priority_band_is_not_reserved(tenant):
+    node = make_node(cards=8)
+    placed_task(tenant=tenant, node=node, gpus=list(range(8)), preemptible=False)
+    job = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8, priority=40))
+    make_task(tenant=tenant, gpu_type="nvidia", gpu_required=1, priority=80)
+
+    run_cycle()
+
+    assert Task.objects.get(id=job.id).reserved_at is None
+
+
+def test_the_task_page_says_the_job_is_reserved(tenant, tenant_web):
+    node = make_node(name="held-node", cards=8)
+    placed_task(tenant=tenant, node=node, gpus=[0], preemptible=False)
+    job = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8))
+    run_cycle()
+    page = tenant_web.get(f"/tasks/{job.id}/").content.decode()
+    assert 'id="reserved"' in page and "held-node is held for this job" in page
