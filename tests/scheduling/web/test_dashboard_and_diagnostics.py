@@ -89,9 +89,13 @@ def test_run_a_cycle_without_htmx_redirects_back(admin_web):
 
 @pytest.mark.django_db
 def test_diagnostics_and_the_task_page_show_a_parked_task_with_its_reason_and_when_it_is_retried(
-    admin_web, tenant_web, tenant
+    admin_web, tenant_web, tenant, monkeypatch
 ):
     from scheduling.cycle import run_cycle
+    from scheduling.queue import services
+
+    # A first backoff of 1 s can run out before the pages are read on a loaded machine.
+    monkeypatch.setattr(services, "BACKOFF_INITIAL_SECONDS", 60)
 
     make_node(cards=1)
     task = make_task(tenant=tenant, gpu_required=4)
