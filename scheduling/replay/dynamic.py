@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduling.fair_share.book import CARD
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import TargetWorkload
@@ -175,7 +176,7 @@ class DynamicReplay:
                  tenants: TenantPlan | None = None, workload: TargetWorkload | None = None) -> None:
         snapshot = ClusterSnapshot(nodes=[to_node(node, index + 1) for index, node in enumerate(nodes)])
         if tenants is not None:
-            snapshot.quotas.quotas = {tenants.tenant_id(name): quota for name, quota in tenants.quotas.items()}
+            snapshot.quotas.caps = {tenants.tenant_id(name): quota * CARD for name, quota in tenants.quotas.items()}
         if workload is None:
             workload = TargetWorkload.from_tasks(job.task for job in jobs)
         self.replay = Replay(snapshot, policy=policy, seed=seed, workload=workload)
@@ -223,7 +224,10 @@ class DynamicReplay:
                 freed_rows.add(replay.table.row_of[placed.node.id])
                 quota_freed.add(placed.task.tenant_id)
             freed = bool(freed_rows)
-            quota_freed &= set(replay.snapshot.quotas.quotas)
+            # A task leaving frees quota for its tenant (and, in a cohort, for those it lends to): their tasks may
+            # now fit on any node.
+            book = replay.snapshot.quotas
+            quota_freed = set(book.caps) | set(book.nominal) | set(book.cohort_of) if quota_freed else set()
             rows = np.array(sorted(freed_rows), np.int64)
             arrived = []
             while next_job < len(jobs) and jobs[next_job].arrives_at <= moment:
