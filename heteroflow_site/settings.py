@@ -205,13 +205,15 @@ REST_FRAMEWORK = {
         "node": env.str("HETEROFLOW_THROTTLE_NODE", default="600/min"),
         # POST /api/v1/auth/token per address (tenants/token_apis.py), before the login lockout counts.
         "auth_token": env.str("HETEROFLOW_THROTTLE_AUTH_TOKEN", default="20/min"),
+        # GET /api/v1/tasks/{id}/preemption-plan per user: each call plans over the whole cluster (issue 27 item 4).
+        "preemption_plan": env.str("HETEROFLOW_THROTTLE_PREEMPTION_PLAN", default="30/min"),
     },
 }
 
-# API tokens of users (django-rest-knox): only a SHA-512 digest is stored, a user may hold several (one per client)
-# and revoke each; an unused token expires after HETEROFLOW_TOKEN_TTL_DAYS, one in use is refreshed as it is used.
 # Unexpired API tokens one user may hold (POST /api/v1/tokens beyond it is a 409 too_many_tokens).
 HETEROFLOW_TOKENS_PER_USER = env.int("HETEROFLOW_TOKENS_PER_USER", default=20)
+# API tokens of users (django-rest-knox): only a SHA-512 digest is stored, a user may hold several (one per client)
+# and revoke each; an unused token expires after HETEROFLOW_TOKEN_TTL_DAYS, one in use is refreshed as it is used.
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("HETEROFLOW_TOKEN_TTL_DAYS", default=90)),
     "AUTO_REFRESH": True,

@@ -127,7 +127,10 @@ def task_detail(request, task_id: int):
                            fragment=preemption_plan.FRAGMENT)
     context = {
         "task": task,
-        "preemption": preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user) if pending else None,
+        # Planned for the full page and the panel's own 15 s refresh only, never for the 3 s live fragment (which
+        # does not show it): each plan reads the whole cluster (issue 27 item 4).
+        "preemption": (preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user)
+                       if pending and not request.htmx else None),
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None), admin=is_admin(request.user)),
         "queue": queue_state(task),

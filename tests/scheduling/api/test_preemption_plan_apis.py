@@ -39,3 +39,20 @@ def test_another_tenant_and_anonymous_callers_are_refused(other_tenant_client, c
 
     assert other_tenant_client.get(_url(urgent)).status_code == 404
     assert client.get(_url(urgent)).status_code in (401, 403)
+
+
+def test_the_plan_has_a_throttle_of_its_own(tenant_client, tenant, settings):
+    """issue 27 item 4: apart from the user's general budget, each call plans over the whole cluster."""
+    from rest_framework.settings import api_settings
+    from rest_framework.throttling import SimpleRateThrottle
+
+    original = SimpleRateThrottle.THROTTLE_RATES
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "preemption_plan": "2/min"}}
+    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    try:
+        urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+        assert [tenant_client.get(_url(urgent)).status_code for _ in range(3)] == [200, 200, 429]
+        assert tenant_client.get("/api/v1/tasks").status_code == 200, "the rest of the API is not held back"
+    finally:
+        SimpleRateThrottle.THROTTLE_RATES = original

@@ -62,3 +62,19 @@ def test_a_running_task_has_no_panel(tenant_web, tenant):
     running = placed_task(tenant=tenant, node=node, gpus=[0])
 
     assert 'id="preemption-plan"' not in tenant_web.get(f"/tasks/{running.id}/").content.decode()
+
+
+def test_the_live_fragment_polled_every_3_s_plans_nothing(tenant_web, tenant, crowded, monkeypatch):
+    """issue 27 item 4: the plan reads the whole cluster; only the page and the panel's own refresh compute it."""
+    from scheduling.web import preemption_plan
+
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+    planned = []
+    real = preemption_plan.preemption_plan_panel
+    monkeypatch.setattr(preemption_plan, "preemption_plan_panel",
+                        lambda **kwargs: planned.append(kwargs) or real(**kwargs))
+
+    assert tenant_web.get(f"/tasks/{urgent.id}/", HTTP_HX_TARGET="task-live", **HTMX).status_code == 200
+    assert planned == []
+    tenant_web.get(f"/tasks/{urgent.id}/", HTTP_HX_TARGET="preemption-plan", **HTMX)
+    assert len(planned) == 1
