@@ -27,6 +27,7 @@ from django.utils import timezone
 from scheduling import immediate_queue, lifecycle, metrics
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
+from scheduling.fair_share.order import fair_share_order
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -101,6 +102,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book()
+            entries = fair_share_order(entries, snapshot.quotas)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reservation.reserve_waiting_jobs(snapshot)
             held = nomination.hold_nominated_cards(snapshot)
@@ -128,8 +130,8 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                         if outcome == reasons.SCHEDULED:
                             bound += 1
                             bound_tasks.append(by_id[task_id])
-                        preempting += outcome == reasons.PREEMPTION_PENDING
-                        failed += outcome not in (reasons.SCHEDULED, reasons.PREEMPTION_PENDING,
+                        preempting += outcome in reasons.VICTIMS_STOPPING
+                        failed += outcome not in (reasons.SCHEDULED, *reasons.VICTIMS_STOPPING,
                                                   reasons.BIND_CONFLICT)
                         if outcome not in _NOT_PARKED:
                             unplaced_tasks.append(task_id)

@@ -37,7 +37,7 @@ QUEUE_SECONDS_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 360
 # Priorities run 0–100 (design §3, default 50): the bands an on-call page groups the backlog by.
 PRIORITY_BANDS = (("high", 70), ("normal", 30), ("low", None))
 # Attempt outcomes after which a pending task still waits to be placed (until the backoff queue gives it a state).
-PLACED_CODES = (reasons.SCHEDULED, reasons.PREEMPTION_PENDING, reasons.BIND_CONFLICT)
+PLACED_CODES = (reasons.SCHEDULED, *reasons.VICTIMS_STOPPING, reasons.BIND_CONFLICT)
 SCHEDULER_PERIODS_ALLOWED = 3
 
 

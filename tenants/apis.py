@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import GPU_QUOTA_MAX, NameField
-from tenants.models import ShareGroup, Tenant
+from tenants.models import MAX_PRIORITY, ShareGroup, Tenant
 from tenants.services import (
     share_group_create,
     share_group_delete,
@@ -27,7 +27,7 @@ from tenants.services import (
 class TenantOutput(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = ["id", "name", "status", "gpu_quota", "created_at"]
+        fields = ["id", "name", "status", "gpu_quota", "max_priority", "cohort", "created_at"]
 
 
 class TenantListCreateApi(APIView):
@@ -57,6 +57,7 @@ class TenantDetailApi(APIView):
     class InputSerializer(StrictSerializer):
         gpu_quota = serializers.IntegerField(min_value=0, max_value=GPU_QUOTA_MAX, required=False, allow_null=True)
         status = serializers.ChoiceField(choices=Tenant.Status.choices, required=False)
+        max_priority = serializers.IntegerField(min_value=0, max_value=MAX_PRIORITY, required=False)
 
     @extend_schema(responses=TenantOutput)
     def get(self, request, tenant_id: int):

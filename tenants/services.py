@@ -9,7 +9,7 @@ from knox.models import AuthToken
 from heteroflow_site.errors import DomainError
 from heteroflow_site.sentinels import KEEP, Keep
 from heteroflow_site.validation import GPU_QUOTA_MAX
-from tenants.models import ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
+from tenants.models import MAX_PRIORITY, ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
 from tenants.signals import tenancy_changed
 
 
@@ -91,17 +91,23 @@ def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> Share
 
 
 def tenant_update(
-    *, tenant_id: int, status: str | Keep = KEEP, gpu_quota: int | None | Keep = KEEP, actor=None
+    *, tenant_id: int, status: str | Keep = KEEP, gpu_quota: int | None | Keep = KEEP,
+    max_priority: int | Keep = KEEP, actor=None
 ) -> Tenant:
-    """Change a tenant's `status` and/or `gpu_quota` (None = unlimited); the audit row holds before and after.
+    """Change a tenant's `status`, `gpu_quota` (None = unlimited) and/or `max_priority` (design §16.2); the audit
+    row holds before and after.
 
-    A new quota governs the next scheduling attempt; tasks already placed keep running.
+    A new quota governs the next scheduling attempt; tasks already placed keep running. A lower ceiling governs
+    the next submissions; tasks already submitted keep their priority.
     """
-    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota)) if value is not KEEP}
+    changes = {field: value for field, value in (("status", status), ("gpu_quota", gpu_quota),
+                                                 ("max_priority", max_priority)) if value is not KEEP}
     if "status" in changes and status not in Tenant.Status.values:
         raise DomainError(f"status must be one of {', '.join(Tenant.Status.values)}", field="status")
     if gpu_quota is not KEEP and gpu_quota is not None and not 0 <= gpu_quota <= GPU_QUOTA_MAX:
         raise DomainError(f"gpu_quota must be 0 to {GPU_QUOTA_MAX}, or null for unlimited", field="gpu_quota")
+    if max_priority is not KEEP and not 0 <= max_priority <= MAX_PRIORITY:
+        raise DomainError(f"max_priority must be 0 to {MAX_PRIORITY}", field="max_priority")
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(id=tenant_id)
         if not changes:

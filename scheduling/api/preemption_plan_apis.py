@@ -17,6 +17,8 @@ class PreemptionPlanOutput(serializers.Serializer):
     other_tenants_victims = serializers.IntegerField(required=False)
     frees = serializers.DictField(required=False, help_text="{gpus, cards, gpu_memory_mb, cpu_cores, memory_mb}")
     stopping = serializers.BooleanField(required=False, help_text="the victims were evicted already and are stopping")
+    reclaim = serializers.BooleanField(required=False, help_text="a reclaim (design §16.2): the victims are work "
+                                                                 "the task's cohort borrows from its tenant's quota")
     code = serializers.CharField(required=False, help_text="why nothing would be evicted")
     message = serializers.CharField(required=False)
     node_reasons = serializers.DictField(required=False, help_text="staff only: each node's reason (at most 20)")

@@ -10,6 +10,7 @@ from scheduling.api import (
     task_apis,
     tenant_loop_apis,
 )
+from scheduling.fair_share import apis as fair_share_apis
 from scheduling.selectors import node_card_holders
 
 urlpatterns = [
@@ -34,4 +35,7 @@ urlpatterns = [
          name="api-node-detail"),
     path("nodes/<int:node_id>/topology", node_apis.NodeTopologyApi.as_view(card_holders=node_card_holders),
          name="api-node-topology"),
+    path("tenants/<int:tenant_id>/quotas", fair_share_apis.TenantQuotasApi.as_view(), name="api-tenant-quotas"),
+    path("cohorts", fair_share_apis.CohortListCreateApi.as_view(), name="api-cohorts"),
+    path("cohorts/<int:cohort_id>", fair_share_apis.CohortDetailApi.as_view(), name="api-cohort"),
 ]

@@ -167,6 +167,19 @@ class QuotaBook:
             gpu_type, share, borrowed = booked
             self.add_usage(task.tenant_id, gpu_type, borrowed, -share)
 
+    def reclaim_lenders(self, task: TaskInfo) -> frozenset[int] | None:
+        """design §16.2: when `task` fits within its tenant's own nominal quota of its type, the other tenants of
+        its cohort whose borrowed work of that type a reclaim may evict for it; else None."""
+        tenant_id, gpu_type = task.tenant_id, task.gpu_type.lower()
+        cohort = self.cohort_of.get(tenant_id)
+        if cohort is None or not gpu_type or tenant_id not in self.nominal:
+            return None
+        if self.type_used(tenant_id, gpu_type) + self.estimated_share(task) > self.nominal_of(tenant_id, gpu_type):
+            return None
+        borrowers = frozenset(member for member in self.members.get(cohort, ())
+                              if member != tenant_id and self.borrowed_used.get((member, gpu_type), 0) > 0)
+        return borrowers or None
+
     def dominant_share(self, tenant_id: int) -> float:
         """design §16.2: used ÷ nominal per type, the maximum over types (a type used without nominal: infinite); a
         tenant without quota rows counts as 1."""

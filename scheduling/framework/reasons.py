@@ -31,6 +31,8 @@ INSUFFICIENT_RESOURCES = "InsufficientResources"
 INSUFFICIENT_HOST_RESOURCES = "InsufficientHostResources"
 NO_TENANT_ELIGIBLE_GPU = "NoTenantEligibleGPU"
 PREEMPTION_PENDING = "PreemptionPending"
+# A reclaim (design §16.2) evicts borrowed work of the cohort so that a task within its nominal quota fits.
+RECLAIM_PENDING = "ReclaimPending"
 QUOTA_EXCEEDED = "QuotaExceeded"
 GPU_TYPE_UNAVAILABLE = "GPUTypeUnavailable"
 LOAD_THRESHOLD_EXCEEDED = "LoadThresholdExceeded"
@@ -45,8 +47,10 @@ SCHEDULED = "Scheduled"
 ERROR_CODES = (
     NO_SCHEDULABLE_NODES, INSUFFICIENT_RESOURCES, NO_TENANT_ELIGIBLE_GPU, PREEMPTION_PENDING, QUOTA_EXCEEDED,
     GPU_TYPE_UNAVAILABLE, LOAD_THRESHOLD_EXCEEDED, PORTS_EXHAUSTED, SHARD_ALLOCATION_FAILED, GANG_INCOMPLETE,
-    BIND_CONFLICT, TENANT_INACTIVE, INTERNAL_ERROR, INSUFFICIENT_HOST_RESOURCES,
+    BIND_CONFLICT, TENANT_INACTIVE, INTERNAL_ERROR, INSUFFICIENT_HOST_RESOURCES, RECLAIM_PENDING,
 )
+# The attempt evicted work for the task, which binds once its victims have stopped.
+VICTIMS_STOPPING = frozenset({PREEMPTION_PENDING, RECLAIM_PENDING})
 
 
 def summarize(total_nodes: int, reason_counts: Mapping[str, int]) -> str:

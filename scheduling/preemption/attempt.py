@@ -7,7 +7,7 @@ from dataclasses import replace
 from scheduling import lifecycle
 from scheduling.framework.framework import Framework
 from scheduling.framework.result import ScheduleResult
-from scheduling.framework.reasons import PREEMPTION_PENDING
+from scheduling.framework.reasons import PREEMPTION_PENDING, RECLAIM_PENDING
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.preemption.candidates import CandidatePool
@@ -45,7 +45,7 @@ class PreemptionHandle:
         if outcome.preempting:
             nominate(task_id=task.id, node_id=found.node_id)
             self.nominated[task.id] = found.node_id
-        code = outcome.code if outcome.preempting else result.code
+        code = (RECLAIM_PENDING if found.reclaim else outcome.code) if outcome.preempting else result.code
         return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
 
     def plan(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
@@ -56,13 +56,17 @@ class PreemptionHandle:
         victim_states = VICTIM_STATES.get(preempt_stage, frozenset())
         if not victim_states or not may_preempt(task):
             return None
+        lenders = snapshot.quotas.reclaim_lenders(task)
         candidates = self.pool.candidates(preemptor_id=task.id, priority=task.priority, victim_states=victim_states)
+        if lenders is not None:
+            reclaimable = self.pool.reclaim_candidates(preemptor_id=task.id, lender_ids=lenders)
+            candidates = list({candidate.id: candidate for candidate in (*candidates, *reclaimable)}.values())
         # Victims already evicted for this task are still stopping: wait for them rather than evict more.
         unsettled = [c for c in candidates if c.status == lifecycle.PREEMPTING and c.preempted_by == task.id]
         if unsettled:
             node_name = _node_name(snapshot, unsettled[0].node_id)
             return PreemptionOutcome(
-                code=PREEMPTION_PENDING,
+                code=RECLAIM_PENDING if all(victim.borrowed for victim in unsettled) else PREEMPTION_PENDING,
                 message=" ".join((result.message, pending_message(node_name=node_name, victims=unsettled,
                                                                   tenant_id=task.tenant_id))),
                 node_name=node_name,
@@ -70,6 +74,12 @@ class PreemptionHandle:
                 victims=tuple(victim.id for victim in unsettled),
             )
         fit_check = framework_fit_check(self.framework, snapshot)
+        if lenders is not None:
+            # The tenant's guarantee first: its cohort's borrowed work, whatever its priority (design §16.2).
+            reclaim = plan_preemption(task, snapshot, candidates, fit_check, preempt_stage,
+                                      result.unresolvable_reasons(), reclaim_from=lenders)
+            if reclaim.plan is not None:
+                return reclaim.plan
         search = plan_preemption(task, snapshot, candidates, fit_check, preempt_stage,
                                 result.unresolvable_reasons())
         if search.plan is None:

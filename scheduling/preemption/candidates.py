@@ -39,6 +39,8 @@ class ActiveTask:
     preempted_by: int | None = None
     # The type of its cards (indexes are numbered per vendor on a mixed node, design §15.3).
     card_type: str = ""
+    # Admitted by borrowing its cohort's quota: a reclaim may evict it (design §16.2).
+    borrowed: bool = False
 
     @property
     def is_shard(self) -> bool:
@@ -58,7 +60,7 @@ class ActiveTask:
 
 _FIELDS = (
     "id", "node_id", "tenant_id", "type", "priority", "preemptible", "status", "created_at", "gpu_required", "gpus",
-    "gpu_memory_mb", "shard", "cpu_cores", "memory_mb", "attempt__extra__preempted_by", "card_type",
+    "gpu_memory_mb", "shard", "cpu_cores", "memory_mb", "attempt__extra__preempted_by", "card_type", "borrowed",
 )
 
 
@@ -86,6 +88,15 @@ class CandidatePool:
         on_node = self._tasks_by_node()
         floors = self._floors_for(frozenset(victim_states))
         nodes = {node_id for node_id, floor in floors.items() if floor < priority}
+        nodes.update(self._stopping_for.get(preemptor_id, ()))
+        return [task for node_id in nodes for task in on_node.get(node_id, {}).values()]
+
+    def reclaim_candidates(self, *, preemptor_id: int, lender_ids: frozenset[int]) -> list[ActiveTask]:
+        """Every active task on the nodes where a reclaim for this task could act: those holding work borrowed by
+        `lender_ids` (the other tenants of its cohort), or a victim already evicted for it (design §16.2)."""
+        on_node = self._tasks_by_node()
+        nodes = {node_id for node_id, tasks in on_node.items()
+                 if any(task.borrowed and task.tenant_id in lender_ids for task in tasks.values())}
         nodes.update(self._stopping_for.get(preemptor_id, ()))
         return [task for node_id in nodes for task in on_node.get(node_id, {}).values()]
 
@@ -162,7 +173,8 @@ def _may_be_evicted(task: ActiveTask) -> bool:
 
 
 def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, created_at, gpu_required, gpus,
-                 gpu_memory_mb, shard, cpu_cores, memory_mb, preempted_by, card_type="") -> ActiveTask:
+                 gpu_memory_mb, shard, cpu_cores, memory_mb, preempted_by, card_type="",
+                 borrowed=False) -> ActiveTask:
     shard = shard or {}
     shard_card = shard.get("card")
     return ActiveTask(
@@ -183,4 +195,5 @@ def _active_task(id, node_id, tenant_id, type, priority, preemptible, status, cr
         memory_mb=memory_mb,
         preempted_by=int(preempted_by) if preempted_by is not None else None,
         card_type=card_type or "",
+        borrowed=borrowed,
     )

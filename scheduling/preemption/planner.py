@@ -39,6 +39,8 @@ class PreemptionPlan:
     node_id: int
     node_name: str
     victims: tuple[ActiveTask, ...]
+    # A reclaim (design §16.2): the victims are work the cohort's other tenants borrow.
+    reclaim: bool = False
 
     @property
     def priority_sum(self) -> int:
@@ -73,13 +75,19 @@ def may_preempt(task: TaskInfo) -> bool:
     return task.type != TaskType.TRAINING
 
 
-def ineligibility(victim: ActiveTask, *, preemptor: TaskInfo, preempt_stage: str) -> str | None:
-    """Why `victim` may not be evicted for `preemptor`, or None when all four rules of design §9 allow it."""
+def ineligibility(victim: ActiveTask, *, preemptor: TaskInfo, preempt_stage: str,
+                  reclaim_from: frozenset[int] | None = None) -> str | None:
+    """Why `victim` may not be evicted for `preemptor`, or None when all four rules of design §9 allow it. A
+    reclaim (`reclaim_from`: the tenants whose borrowed work it may evict, design §16.2) takes only their borrowed
+    tasks, whatever their priority."""
     if victim.type in NEVER_VICTIM_TYPES:
         return f"{victim.type} tasks are never preempted"
     if not victim.preemptible:
         return "not preemptible"
-    if victim.priority >= preemptor.priority:
+    if reclaim_from is not None:
+        if not victim.borrowed or victim.tenant_id not in reclaim_from:
+            return "not borrowed from the cohort"
+    elif victim.priority >= preemptor.priority:
         # The victim's own priority is not named: it may be another tenant's task.
         return f"priority not lower than {preemptor.priority}"
     if victim.status not in VICTIM_STATES.get(preempt_stage, frozenset()):
@@ -94,7 +102,8 @@ def eviction_order(victim: ActiveTask) -> tuple:
 
 def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Iterable[ActiveTask],
                     fit_check: FitCheck, preempt_stage: str,
-                    unresolvable: Mapping[int, str] | None = None) -> PlanSearch:
+                    unresolvable: Mapping[int, str] | None = None,
+                    reclaim_from: frozenset[int] | None = None) -> PlanSearch:
     """Per node, the shortest prefix of eligible victims that makes `task` fit; the best such node overall.
 
     Best: fewest victims, then smallest priority sum, then node id. No feasible node ⇒ no plan, nobody is evicted.
@@ -118,7 +127,8 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
             reasons[node.name] = "no eligible victims"
             continue
         eligible = sorted(
-            (v for v in occupants if ineligibility(v, preemptor=task, preempt_stage=preempt_stage) is None),
+            (v for v in occupants
+             if ineligibility(v, preemptor=task, preempt_stage=preempt_stage, reclaim_from=reclaim_from) is None),
             key=eviction_order,
         )
         if not eligible:
@@ -136,7 +146,8 @@ def plan_preemption(task: TaskInfo, snapshot: ClusterSnapshot, candidates: Itera
                 count for count in range(1, len(victims) + 1)
                 if count == len(victims) or fit_check(task, _released(node, victims[:count], occupants)).is_success
             )
-            plan = PreemptionPlan(node_id=node.id, node_name=node.name, victims=tuple(victims[:prefix]))
+            plan = PreemptionPlan(node_id=node.id, node_name=node.name, victims=tuple(victims[:prefix]),
+                                  reclaim=reclaim_from is not None)
             if node_best is None or plan.rank < node_best.rank:
                 node_best = plan
         if node_best is None:

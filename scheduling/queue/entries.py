@@ -20,7 +20,7 @@ _GROUPS = TaskGroup._meta.db_table
 _ACTIVE = "(t.parked_until IS NULL OR t.parked_until <= clock_timestamp())"
 
 _TAKE_ACTIVE = f"""
-(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at
+(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id
    FROM {_TASKS} t
   WHERE t.status = %(pending)s AND {_ACTIVE}
     AND NOT EXISTS (SELECT 1 FROM {_GROUPS} g
@@ -28,10 +28,10 @@ _TAKE_ACTIVE = f"""
   ORDER BY t.priority DESC, t.created_at, t.id
   LIMIT %(limit)s)
 UNION ALL
-(SELECT '{GANG}', g.id, max(t.priority), g.created_at
+(SELECT '{GANG}', g.id, max(t.priority), g.created_at, g.tenant_id
    FROM {_GROUPS} g JOIN {_TASKS} t ON t.group_id = g.id AND t.status = %(pending)s
   WHERE g.type = %(training)s AND g.world_size > 1 AND g.status <> %(stopped)s
-  GROUP BY g.id, g.created_at
+  GROUP BY g.id, g.created_at, g.tenant_id
  HAVING bool_and({_ACTIVE})
   ORDER BY max(t.priority) DESC, g.created_at, g.id
   LIMIT %(limit)s)
@@ -46,6 +46,7 @@ class QueueEntry:
     id: int  # task id or group id
     priority: int
     created_at: datetime
+    tenant_id: int | None = None
 
 
 def take_active(limit: int) -> list[QueueEntry]:

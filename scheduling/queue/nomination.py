@@ -99,7 +99,7 @@ def nominate(*, task_id: int, node_id: int) -> bool:
 def settle(outcomes: dict[int, str]) -> int:
     """Nominations end with the nominee's next attempt, unless it is still waiting for its victims; a reserved
     job's only when it binds."""
-    done = [task_id for task_id, code in outcomes.items() if code != reasons.PREEMPTION_PENDING]
+    done = [task_id for task_id, code in outcomes.items() if code not in reasons.VICTIMS_STOPPING]
     if not done:
         return 0
     bound = [task_id for task_id in done if outcomes[task_id] == reasons.SCHEDULED]

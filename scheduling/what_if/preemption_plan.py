@@ -39,8 +39,8 @@ class _PlanOnly(PreemptionHandle):
 
 
 def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, Any]:
-    """`{"node", "victims": [{"task", "priority"}], "frees": {...}}` when evicting would make room for the task
-    (`"stopping": true` when its victims were evicted already and are stopping), else `{"code", "message"}`.
+    """`{"node", "victims": [{"task", "priority"}], "frees": {...}, "reclaim"}` when evicting would make room for the
+    task (`"stopping": true` when its victims were evicted already and are stopping), else `{"code", "message"}`.
     `viewer_tenant_id` is the tenant asking (None for staff): other tenants' victims are shown to it without id."""
     with read_only_transaction():
         row = Task.objects.filter(id=task_id).values_list("status", *TASK_INFO_FIELDS).first()
@@ -60,7 +60,8 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
         handle = _PlanOnly(framework, CandidatePool())
         found = framework.post_filter(task, result, snapshot, handle=handle)
         if isinstance(found, PreemptionPlan):
-            return _plan_body(found.node_name, found.victims, viewer_tenant_id)
+            # A reclaim (design §16.2) evicts the cohort's borrowed work for a task within its nominal quota.
+            return {**_plan_body(found.node_name, found.victims, viewer_tenant_id), "reclaim": found.reclaim}
         if isinstance(found, PreemptionOutcome) and found.preempting:
             stopping = _stopping_victims(handle.pool, task, found.victims, plugin_set.preempt_stage)
             return {**_plan_body(found.node_name, stopping, viewer_tenant_id), "stopping": True}
