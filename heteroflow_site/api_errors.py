@@ -10,6 +10,7 @@ import logging
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from django.views import defaults
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -106,8 +107,13 @@ def server_error(request):
     return defaults.server_error(request)
 
 
-ERROR_STATUSES = {"400": "Invalid input", "401": "Not authenticated", "403": "Not allowed", "404": "Not found",
-                  "405": "Method not allowed", "429": "Too many requests"}
+ERROR_STATUSES = {
+    # A refusal of a well-formed request is a 403, 404 or 409 (heteroflow_site.errors), never a 400.
+    "400": "Invalid input: a request the schema does not allow (code `unstorable_text`: text with a lone UTF-16 "
+           "surrogate, which the database cannot store and no pattern describes in every regex dialect)",
+    "401": "Not authenticated", "403": "Not allowed", "404": "Not found", "405": "Method not allowed",
+    "429": "Too many requests",
+}
 
 
 def add_error_responses(result, generator, request, public):
@@ -130,4 +136,19 @@ def add_error_responses(result, generator, request, public):
             responses = operation.setdefault("responses", {})
             for status, description in ERROR_STATUSES.items():
                 responses.setdefault(status, {"description": description, "content": reference})
+            for status, response in responses.items():
+                if status.startswith("4") and not response.get("content"):
+                    response["content"] = reference
     return result
+
+
+def refusals(*errors: type[DomainError]) -> dict:
+    """The responses of the DomainErrors a view answers with besides 400 (`extend_schema(responses={200: Out,
+    **refusals(Conflict)})`): each status documented with the error body."""
+    documented: dict = {}
+    for error in errors:
+        described = documented.get(error.status)
+        text = (error.__doc__ or error.code).strip().splitlines()[0]
+        documented[error.status] = OpenApiResponse(description=f"{described.description} / {text}" if described
+                                                   else text)
+    return documented

@@ -10,10 +10,12 @@ naming the field.
 """
 
 from rest_framework import serializers
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ErrorDetail, ParseError
 from rest_framework.parsers import JSONParser
 
 NUL = "\x00"
+# The code of the 400 for text PostgreSQL cannot store.
+UNSTORABLE_TEXT = "unstorable_text"
 MAX_JSON_DEPTH = 64
 TOO_DEEP_MESSAGE = f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels"
 
@@ -29,7 +31,8 @@ class StorableJSONParser(JSONParser):
         path = unstorable_text_path(data)
         if path is not None:
             raise serializers.ValidationError(
-                {path or "body": ["text may not contain the NUL character or a lone surrogate (\\ud800–\\udfff)"]})
+                {path or "body": [ErrorDetail("text may not contain the NUL character or a lone surrogate "
+                                              "(\\ud800–\\udfff)", code=UNSTORABLE_TEXT)]})
         return data
 
 

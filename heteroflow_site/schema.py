@@ -1,8 +1,33 @@
 from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+from heteroflow_site.query_parameters import bound_query_parameters
+from heteroflow_site.validation import STORABLE_PATTERN
 
 
 class NestedSerializerAutoSchema(AutoSchema):
-    """Names nested `SomeApi.InputSerializer` classes after their API, so that components never collide."""
+    """Names nested `SomeApi.InputSerializer` classes after their API, so that components never collide; integer
+    query parameters carry int32 bounds unless they declare their own (heteroflow_site.query_parameters checks
+    requests against these very parameters)."""
+
+    def _process_override_parameters(self, direction="request"):
+        return bound_query_parameters(super()._process_override_parameters(direction))
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        """A request's text field that takes no blank says so (`minLength: 1`)."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if (direction == "request" and isinstance(field, serializers.CharField) and not field.allow_blank
+                and schema.get("type") == "string"):
+            schema["minLength"] = max(schema.get("minLength", 0), 1)
+        return schema
+
+    def _insert_field_validators(self, field, schema):
+        """Text says what the database cannot store (the NUL character, lone surrogates: heteroflow_site.parsers
+        refuses them in every body) where no pattern of the field's own rules it out already. After drf-spectacular's
+        own validators, whose pattern comes first, and so that a field taking blanks stays a plain string."""
+        super()._insert_field_validators(field, schema)
+        if isinstance(field, serializers.CharField) and schema.get("type") == "string":
+            schema.setdefault("pattern", STORABLE_PATTERN)
 
     def _get_serializer_name(self, serializer, direction, bypass_extensions=False):
         name = super()._get_serializer_name(serializer, direction, bypass_extensions)

@@ -24,6 +24,10 @@ WORLD_SIZE_MAX = 4096
 # PostgreSQL `integer`, the column of every IntegerField / PositiveIntegerField.
 INT_COLUMN_MAX = 2**31 - 1
 
+# What PostgreSQL text can hold: no NUL character (heteroflow_site.parsers refuses it in every body; the schema says
+# so on every text field). A lone UTF-16 surrogate, refused too, has no pattern that JavaScript's and Python's regular
+# expressions read alike: the 400 says `unstorable_text` (api_errors documents it).
+STORABLE_PATTERN = r"^[^\u0000]*$"
 # No C0 control characters nor DEL (tabs and newlines included): names, labels and images are single-line text.
 PRINTABLE_PATTERN = r"^[^\u0000-\u001f\u007f]*$"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -17,7 +17,7 @@ from nodes.taint_input import tolerations_field
 from scheduling.models import Parallelism
 
 
-class ScheduleWindowInput(serializers.Serializer):
+class ScheduleWindowInput(StrictSerializer):
     days = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=6), required=False)
     start = serializers.RegexField(r"^\d{2}:\d{2}$")
     end = serializers.RegexField(r"^\d{2}:\d{2}$")

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
 
 from heteroflow_site.permissions import is_admin
+from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupInput
@@ -32,7 +33,7 @@ def _form_payload(post, *, admin: bool) -> dict:
 
 
 def _submit_group(request, *, admin: bool):
-    payload = TaskGroupInput(data=_form_payload(request.POST, admin=admin))
+    payload = TaskGroupInput(data=_form_payload(request.POST, admin=admin), context=FORM_TEXT)
     payload.is_valid(raise_exception=True)
     return task_group_submit(user=request.user, fields=payload.validated_data)
 

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.permissions import is_admin
+from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
@@ -58,7 +59,7 @@ def task_list(request):
 
 
 def _submit_task(request, *, admin: bool):
-    payload = TaskInput(data=task_form_payload(request.POST, admin=admin))
+    payload = TaskInput(data=task_form_payload(request.POST, admin=admin), context=FORM_TEXT)
     payload.is_valid(raise_exception=True)
     return task_submit(user=request.user, fields=payload.validated_data)
 
