@@ -1,5 +1,5 @@
 """`make stop` (`local_services stop`) ends every process a `make run` started, also after honcho and the run itself
-were killed with `kill -9`: real processes, a real port, the embedded Redis."""
+were killed with `kill -9`: real processes, a real port."""
 
 import os
 import signal
@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from heteroflow_site import local_services
 
@@ -39,14 +38,13 @@ def _wait_until(condition, *, seconds: float = 120) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.embedded
 def test_stop_after_a_kill_9_of_honcho_and_of_the_run_ends_every_process_and_frees_the_port(tmp_path):
     data_dir, port = tmp_path / "data", _free_port()
     procfile = tmp_path / "Procfile"
     procfile.write_text(f"web: {sys.executable} -m http.server {port} --bind 127.0.0.1\n"
                         f"worker: {sys.executable} -c 'import time; time.sleep(600)'\n")
-    # A real PostgreSQL is named (none embedded: the test stays fast); Redis is embedded, as on a fresh machine.
-    environment = {**os.environ, "HETEROFLOW_DATA_DIR": str(data_dir), "REDIS_URL": ""}
+    # The machine's PostgreSQL and Redis are named: no embedded server to wait for (their stop has its own tests).
+    environment = {**os.environ, "HETEROFLOW_DATA_DIR": str(data_dir)}
     run = subprocess.Popen(
         [sys.executable, "-m", "heteroflow_site.local_services", "run", "--tracked", "--",
          str(HONCHO), "start", "-f", str(procfile)],
@@ -62,18 +60,16 @@ def test_stop_after_a_kill_9_of_honcho_and_of_the_run_ends_every_process_and_fre
         assert _answers(port), "the web process outlives a kill -9 of honcho: the case make stop must handle"
         left_over = local_services.tracked_processes(data_dir)
         assert any(f"{port}" in process.cmdline() for process in left_over)
-        assert local_services._redis_server_pid(data_dir / "redis.pid") is not None
 
         stop = subprocess.run([sys.executable, "-m", "heteroflow_site.local_services", "stop"], cwd=REPOSITORY,
                               env=environment, capture_output=True, text=True, timeout=180)
 
         assert stop.returncode == 0, stop.stderr
-        assert f"{len(left_over)} process(es) of a run ended" in stop.stdout and "stopped: redis" in stop.stdout
+        assert f"{len(left_over)} process(es) of a run ended" in stop.stdout
         assert not _answers(port)
         with socket.socket() as again:
             again.bind(("127.0.0.1", port))  # the port is free for the next run
         assert local_services.tracked_processes(data_dir) == []
-        assert local_services._redis_server_pid(data_dir / "redis.pid") is None
     finally:
         for process in local_services.tracked_processes(data_dir):
             process.kill()
