@@ -1,5 +1,6 @@
 """The soak run's invariant checker finds each kind of damage, with its evidence, and passes a healthy database."""
 
+import time
 from datetime import timedelta
 
 from django.utils import timezone
@@ -74,17 +75,29 @@ def test_a_task_left_in_a_transient_state_past_its_loop_is_found(tenant):
 def test_the_agents_running_list_must_equal_the_control_planes(tenant, tmp_path):
     node = make_node(cards=8, name="node-a")
     task = running_on(node, tenant, [0])
+    stopping = running_on(node, tenant, [1])
+    assert task_transition(stopping.id, "running", "stopping")
     runtime = SimulatedRuntime(tmp_path / "node-a")
-    expected = [f"node node-a: control plane has [{task.id}] running, its agent runs []"]
+    long = {SIM_SECONDS_KEY: "60"}
 
-    assert invariants.agents_agree(tmp_path, ["node-a"]) == expected
-    process = runtime.start(TaskSpec(id=task.id, image="x", command="y", labels={SIM_SECONDS_KEY: "60"}))
+    assert invariants.agent_disagreements(tmp_path, ["node-a"]) == {("node-a", task.id, "control plane only")}
+    processes = [runtime.start(TaskSpec(id=task_id, image="x", command="y", labels=long))
+                 for task_id in (task.id, stopping.id, 999999)]
     try:
-        assert invariants.agents_agree(tmp_path, ["node-a"]) == []
+        # A process just forked still shows its parent's command line until it runs its own.
+        deadline = time.monotonic() + 10
+        while invariants.agent_disagreements(tmp_path, ["node-a"]) != {("node-a", 999999, "agent only")}:
+            assert time.monotonic() < deadline, invariants.agent_disagreements(tmp_path, ["node-a"])
+            time.sleep(0.05)
     finally:
-        process.popen.kill()
-        process.popen.wait()
-    assert invariants.agents_agree(tmp_path, ["node-a"]) == expected, "a killed process runs nothing"
+        for process in processes:
+            process.popen.kill()
+            process.popen.wait()
+    disagreements = invariants.agent_disagreements(tmp_path, ["node-a"])
+    assert disagreements == {("node-a", task.id, "control plane only")}, "a killed process runs nothing"
+    assert invariants.agents_agree(disagreements) == [
+        f"node node-a: the control plane has [{task.id}] running that its agent does not run; the agent runs [] the "
+        "control plane does not expect"]
 
 
 def test_a_gang_half_running_is_found(tenant):
