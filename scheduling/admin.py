@@ -7,6 +7,7 @@ from scheduling.models import (
     Task,
     TaskEvent,
     TaskGroup,
+    TaskLog,
 )
 
 
@@ -57,3 +58,12 @@ class TaskEventAdmin(admin.ModelAdmin):
     search_fields = ["task__name", "reason"]
     # The timeline is written by the state machine only.
     readonly_fields = ["task", "from_status", "to_status", "reason", "at"]
+
+
+@admin.register(TaskLog)
+class TaskLogAdmin(admin.ModelAdmin):
+    list_display = ["task", "dropped_bytes", "updated_at"]
+    search_fields = ["task__name"]
+    # Written by the agents' log batches only; the content is bytes (the task page and the API show it as text).
+    readonly_fields = ["task", "dropped_bytes", "updated_at"]
+    exclude = ["content"]
