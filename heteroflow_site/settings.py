@@ -2,33 +2,38 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from heteroflow_site.configuration import SettingsEnv, local_secret_key, postgres_database, redis_url
 from heteroflow_site.local_services import celery_broker_url, ensure_local_services
 from heteroflow_site import periodic_jobs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
+env = SettingsEnv()
 if (BASE_DIR / ".env").exists():
-    environ.Env.read_env(BASE_DIR / ".env")
+    SettingsEnv.read_env(BASE_DIR / ".env")
 
 DATA_DIR = Path(env.str("HETEROFLOW_DATA_DIR", default=str(BASE_DIR / ".data")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 ensure_local_services(DATA_DIR)
 
 DEVELOPMENT_SECRET_KEY = "heteroflow-development-only-secret-key-change-me"
-SECRET_KEY = env.str("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
+# A local run's management commands use the key `make run` keeps in the data folder (README, "Running commands").
+SECRET_KEY = env.str("SECRET_KEY", default="") or local_secret_key(DATA_DIR) or DEVELOPMENT_SECRET_KEY
 DEBUG = env.bool("DEBUG", default=False)
 MIN_SECRET_KEY_LENGTH = 50
 if SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG:
     # Sessions, CSRF tokens and password resets would be signed with a key anyone can read in the source.
-    raise ImproperlyConfigured("set SECRET_KEY (the development key is accepted only with DEBUG=true)")
+    raise ImproperlyConfigured(
+        f"set SECRET_KEY (the development key is accepted only with DEBUG=true)\n"
+        f"Export SECRET_KEY=$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))'), or run `make run` once: "
+        f"it keeps a key in {DATA_DIR / 'secret_key'}, which local commands then use.")
 if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH and not DEBUG:
     # A short key is a guessable one (design §16.5); Django's own deploy check asks for 50 characters too.
     raise ImproperlyConfigured(f"SECRET_KEY has {len(SECRET_KEY)} characters; at least {MIN_SECRET_KEY_LENGTH} "
-                               "are needed with DEBUG off")
+                               "are needed with DEBUG off\nMake one: python3 -c 'import secrets; "
+                               "print(secrets.token_urlsafe(50))'")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
 
@@ -132,7 +137,7 @@ TEMPLATES = [
 WSGI_APPLICATION = "heteroflow_site.wsgi.application"
 ASGI_APPLICATION = "heteroflow_site.asgi.application"
 
-DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES = {"default": postgres_database(env)}
 DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"]["HOST"]))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 # A runaway query or a lock held by a stuck transaction fails its request instead of piling requests up.
@@ -150,7 +155,7 @@ if env.bool("DATABASE_POOL", default=False):
         "min_size": 2, "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=16), "timeout": 10,
     }
 
-REDIS_URL = env.str("REDIS_URL")
+REDIS_URL = redis_url(env)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

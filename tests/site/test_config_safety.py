@@ -12,45 +12,61 @@ from heteroflow_site.errors import DomainError
 from tenants.services import tenant_user_create
 
 
-def _settings_in_a_fresh_process(**env) -> subprocess.CompletedProcess:
-    """Import the settings as a new process would, with `env` on top of the test environment."""
+def _settings_in_a_fresh_process(data_dir, **env) -> subprocess.CompletedProcess:
+    """Import the settings as a new process would, with `env` on top of the test environment and `data_dir` as
+    the data folder (where a local run keeps its secret key)."""
     code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'heteroflow_site.settings'; django.setup(); "
             "from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
             "s.SECURE_HSTS_SECONDS, s.SECURE_PROXY_SSL_HEADER)")
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("SECRET_KEY", "DEBUG", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")}
-    return subprocess.run([sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True,
-                          timeout=120)
-
-
-def test_the_development_secret_key_is_refused_without_debug():
-    refused = _settings_in_a_fresh_process()
-    assert refused.returncode != 0 and "set SECRET_KEY" in refused.stderr
-    assert _settings_in_a_fresh_process(DEBUG="true").returncode == 0
+    return subprocess.run([sys.executable, "-c", code], env={**environment, "HETEROFLOW_DATA_DIR": str(data_dir), **env},
+                          capture_output=True, text=True, timeout=120)
 
 
 REAL_KEY = "a-real-secret-" + "x" * 37
 
 
-def test_a_secret_key_shorter_than_50_characters_is_refused_without_debug():
+def test_the_development_secret_key_is_refused_without_debug(tmp_path):
+    refused = _settings_in_a_fresh_process(tmp_path)
+    assert refused.returncode != 0 and "set SECRET_KEY" in refused.stderr
+    assert _settings_in_a_fresh_process(tmp_path, DEBUG="true").returncode == 0
+
+
+def test_without_secret_key_a_local_run_uses_the_key_make_run_keeps_in_the_data_folder(tmp_path):
+    kept, exported = "kept-by-make-run-" + "k" * 40, "exported-" + "e" * 50
+    (tmp_path / "secret_key").write_text(f"{kept}\n")
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'heteroflow_site.settings'; django.setup(); "
+            "from django.conf import settings; print(settings.SECRET_KEY)")
+    environment = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
+    local = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**environment, "HETEROFLOW_DATA_DIR": str(tmp_path)})
+    assert local.stdout.strip() == kept, local.stderr
+    # A key in the environment wins over the file.
+    chosen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**environment, "HETEROFLOW_DATA_DIR": str(tmp_path), "SECRET_KEY": exported})
+    assert chosen.stdout.strip() == exported, chosen.stderr
+
+
+def test_a_secret_key_shorter_than_50_characters_is_refused_without_debug(tmp_path):
     """design §16.5."""
-    refused = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY[:49])
+    refused = _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY[:49])
     assert refused.returncode != 0 and "SECRET_KEY has 49 characters; at least 50" in refused.stderr
-    assert _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY).returncode == 0
-    assert _settings_in_a_fresh_process(SECRET_KEY="short", DEBUG="true").returncode == 0
+    assert _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY).returncode == 0
+    assert _settings_in_a_fresh_process(tmp_path, SECRET_KEY="short", DEBUG="true").returncode == 0
 
 
-def test_a_join_token_shorter_than_32_characters_is_refused_at_start():
+def test_a_join_token_shorter_than_32_characters_is_refused_at_start(tmp_path):
     """design §16.5."""
-    refused = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 31)
+    refused = _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 31)
     assert refused.returncode != 0 and "HETEROFLOW_JOIN_TOKEN has 31 characters" in refused.stderr
-    assert _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 32).returncode == 0
+    assert _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY, HETEROFLOW_JOIN_TOKEN="j" * 32).returncode == 0
 
 
-def test_production_defaults_are_secure_cookies_and_the_rest_comes_from_the_environment():
-    default = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY)
+def test_production_defaults_are_secure_cookies_and_the_rest_comes_from_the_environment(tmp_path):
+    default = _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY)
     assert default.stdout.split() == ["True", "True", "0", "None"]
-    tuned = _settings_in_a_fresh_process(SECRET_KEY=REAL_KEY, SECURE_HSTS_SECONDS="31536000",
+    tuned = _settings_in_a_fresh_process(tmp_path, SECRET_KEY=REAL_KEY, SECURE_HSTS_SECONDS="31536000",
                                          SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https")
     assert tuned.stdout.split() == ["True", "True", "31536000", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
 

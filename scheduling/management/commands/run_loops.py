@@ -2,6 +2,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
 
+from heteroflow_site.configuration import configuration_error
+
 
 def run_loops_jobs() -> dict[str, str]:
     """The periodic jobs run_loops runs, by name, in the table's order, with the dotted path of their function."""
@@ -24,5 +26,7 @@ class Command(BaseCommand):
             try:
                 outcome = import_string(jobs[name])()
             except Exception as exc:
+                if configuration_error(exc) is not None:
+                    raise  # manage.py says what to fix (an unreachable database is no fault of this job)
                 raise CommandError(f"{name}: {exc}") from exc
             self.stdout.write(f"{name}: {outcome}")
