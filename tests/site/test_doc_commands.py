@@ -44,8 +44,8 @@ NOT_RUN = [
 ]
 # (pattern, arguments added, why): the same code path, in seconds instead of minutes.
 QUICKER = [
-    (r"manage\.py replay_trace\b(?!.*--from-db)", "--seeds 1 --arrival 0.3",
-     "ten seeds up to 130 % of the cluster take minutes; one seed to 30 % runs the same code"),
+    (r"manage\.py replay_trace\b(?!.*--from-db)", "--seeds 1 --arrival 0.1",
+     "ten seeds up to 130 % of the cluster take minutes; one seed to 10 % runs the same code"),
 ]
 PLACEHOLDERS = {
     "--nodes CSV": f"--nodes {OPENB}/openb_node_list_gpu_node.csv",
