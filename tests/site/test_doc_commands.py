@@ -145,9 +145,9 @@ def test_documented_command_runs_as_written(command, where, after_make_run):
 
 
 def test_commands_are_found_in_fences_and_in_spans_across_lines():
-    assert "make run" in COMMANDS and "docker compose up --build -d" in COMMANDS
-    # A span broken over two lines of the README is one command.
-    assert "manage.py replay_trace --from-db --since 24h --policy spread,binpack,fgd,fgd-cpu" in COMMANDS
+    text = "Run\n\n```sh\nmake run   # comment\nexport A=1 \\\n       B=2\n```\n\nthen `manage.py replay_trace\n--seeds 2`.\n"
+    assert _fenced_commands(text) == ["make run", "export A=1 B=2"]
+    assert _inline_commands(text) == ["manage.py replay_trace --seeds 2"]
     assert runnable_form("python manage.py run_loops --once [--only NAME ...]") == "python manage.py run_loops --once"
     assert runnable_form("manage.py issue_token USERNAME") == "python manage.py issue_token admin"
 
