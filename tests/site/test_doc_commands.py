@@ -22,7 +22,8 @@ from scheduling.bench.database import database_url
 REPOSITORY = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console"}
-COMMAND_WORDS = {"make", "python", "python3", "manage.py", "celery", "daphne", "docker", "pytest", "export"}
+COMMAND_WORDS = {"make", "python", "python3", "manage.py", "celery", "daphne", "docker", "pytest", "export", "hf",
+                 "curl"}
 OPENB = "data/traces/openb"
 
 # (pattern over the command with its optional [parts] dropped, why it is not run here)
@@ -40,6 +41,9 @@ NOT_RUN = [
     (r"manage\.py simulate_fleet\b", "runs simulated agents until stopped, against a live web server"),
     (r"^python -m nodes\.agent\b", "the node agent runs until stopped against a live server (tests/agent)"),
     (r"^celery ", "a Celery worker or beat runs until stopped"),
+    (r"^(hf|curl)\b|^python -m tenants\.cli\b",
+     "the tenant's client talks to a running web server (make run); tests/tenants/cli and the API tests cover it"),
+    (r"manage\.py soak\b", "the soak test runs for minutes to hours (docs/soak-test.md)"),
     (r"^docker ", "needs Docker and builds the image; tests/site/test_deployment.py checks the compose file"),
 ]
 # (pattern, arguments added, why): the same code path, in seconds instead of minutes.
