@@ -43,7 +43,7 @@ NOT_RUN = [
     (r"^celery ", "a Celery worker or beat runs until stopped"),
     (r"^(hf|curl)\b|^python -m tenants\.cli\b",
      "the tenant's client talks to a running web server (make run); tests/tenants/cli and the API tests cover it"),
-    (r"manage\.py soak\b", "the soak test runs for minutes to hours (docs/soak-test.md)"),
+    (r"manage\.py soak\b|^make soak\b", "the soak test runs for minutes to hours (docs/soak-test.md)"),
     (r"^docker ", "needs Docker and builds the image; tests/site/test_deployment.py checks the compose file"),
 ]
 # (pattern, arguments added, why): the same code path, in seconds instead of minutes.
@@ -134,6 +134,8 @@ def after_make_run(django_db_setup, django_db_blocker, tmp_path_factory):
         call_command("flush", interactive=False, verbosity=0)
 
 
+# The marker makes pytest-django set the test database up even when these are the only tests collected.
+@pytest.mark.django_db
 @pytest.mark.parametrize(("command", "where"), list(COMMANDS.items()),
                          ids=[f"{where}: {command}" for command, where in COMMANDS.items()])
 def test_documented_command_runs_as_written(command, where, after_make_run):
