@@ -140,9 +140,13 @@ def _wants_traceback(argv: list[str]) -> bool:
 
 
 def run_management_command(argv: list[str]) -> None:
+    from django.conf import settings
     from django.core.management import execute_from_command_line
 
     try:
+        # Django runs its own commands (makemigrations, shell, help) even when the settings failed to load, and they
+        # then fail far from the cause: load the settings first.
+        settings.INSTALLED_APPS  # noqa: B018 - loading is the point
         execute_from_command_line(argv)
     except Exception as error:
         explained = configuration_error(error)

@@ -41,6 +41,13 @@ def test_a_configuration_error_is_two_lines_and_exit_1(tmp_path, env, named):
     assert "Traceback" not in finished.stderr
 
 
+def test_djangos_own_commands_say_it_in_two_lines_too(tmp_path):
+    finished = _manage(tmp_path, "makemigrations", "--check", SECRET_KEY="")
+    lines = _error_lines(finished)
+    assert finished.returncode == 1 and "Traceback" not in finished.stderr, finished.stderr
+    assert len(lines) == 2 and "set SECRET_KEY" in lines[0]
+
+
 def test_the_fix_comes_with_the_error(tmp_path):
     secret_key = _error_lines(_manage(tmp_path, "check", SECRET_KEY=""))
     assert "make run" in secret_key[1] and str(tmp_path / "secret_key") in secret_key[1]
