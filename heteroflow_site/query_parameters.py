@@ -11,7 +11,9 @@ import re
 from functools import lru_cache
 from types import SimpleNamespace
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import JsonResponse
+from django.urls import Resolver404, resolve
 from drf_spectacular.utils import OpenApiParameter
 
 from heteroflow_site.api_errors import error_body
@@ -106,21 +108,37 @@ def declared_query_parameters(view_class, method: str) -> list[dict]:
 
 
 class QueryParameterMiddleware:
-    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs."""
+    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs. Async
+    under ASGI like the rest of the stack: the check is pure, so it runs in the event loop (no thread hop)."""
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request):
-        return self.get_response(request)
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        return _refusal(request) or self.get_response(request)
 
-    def process_view(self, request, view_func, view_args, view_kwargs):
-        view_class = getattr(view_func, "cls", None)
-        if view_class is None or not request.GET:
-            return None
-        errors = query_errors(declared_query_parameters(view_class, request.method), request.GET)
-        if not errors:
-            return None
-        field = next(iter(errors))
-        return JsonResponse(error_body("invalid", f"{field}: {errors[field][0]}", field=field, errors=errors),
-                            status=400)
+    async def _acall(self, request):
+        return _refusal(request) or await self.get_response(request)
+
+
+def _refusal(request) -> JsonResponse | None:
+    if not request.GET:
+        return None
+    try:
+        view_class = getattr(resolve(request.path_info).func, "cls", None)
+    except Resolver404:
+        return None
+    if view_class is None:
+        return None
+    errors = query_errors(declared_query_parameters(view_class, request.method), request.GET)
+    if not errors:
+        return None
+    field = next(iter(errors))
+    return JsonResponse(error_body("invalid", f"{field}: {errors[field][0]}", field=field, errors=errors), status=400)

@@ -9,7 +9,7 @@ from tests.factories import make_node, make_task
 
 pytestmark = pytest.mark.django_db
 
-LINES = [{"gpu_type": "nvidia", "nominal": 4, "lending_limit": 2}, {"gpu_type": "ascend", "nominal": "1.5"}]
+LINES = [{"gpu_type": "nvidia", "nominal": 4, "lending_limit": 2}, {"gpu_type": "ascend", "nominal": 1.5}]
 
 
 def test_put_replaces_the_tenants_quotas_and_get_shows_used_and_borrowed(admin_client, tenant):

@@ -20,4 +20,5 @@ def test_every_spec_error_code_is_defined():
         "GPUTypeUnavailable", "LoadThresholdExceeded", "PortsExhausted", "ShardAllocationFailed", "GangIncomplete",
         "BindConflict", "TenantInactive", "InternalError",  # design §15.6, issue 13 (fault isolation)
         "InsufficientHostResources",  # design §16.1
+        "ReclaimPending",  # design §16.2
     }
