@@ -6,31 +6,21 @@ guessing tokens would cost nothing. Each 401 counts against the caller's address
 whatever credentials it sends. Like the other throttles, counts live in the process's cache.
 """
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.cache import cache
 from django.http import JsonResponse
 
 from heteroflow_site.api_errors import API_PREFIX, error_body
+from heteroflow_site.middleware import SyncAndAsyncMiddleware
 from heteroflow_site.client_ip import client_ip
 
 WINDOW_SECONDS = 60
 
 
-class FailedAuthenticationGate:
-    """Async under ASGI like the rest of the stack (see `heteroflow_site.logs.RequestLogMiddleware`)."""
+class FailedAuthenticationGate(SyncAndAsyncMiddleware):
+    """429 on the API for an address past its failed authentications of the minute; every 401 counts."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
+    def handle(self, request):
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
         if _over_budget(request):
@@ -39,7 +29,7 @@ class FailedAuthenticationGate:
         _count(request, response)
         return response
 
-    async def _acall(self, request):
+    async def ahandle(self, request):
         # The counts live in the process's memory (locmem): reading them in the event loop blocks nothing.
         if not request.path.startswith(API_PREFIX):
             return await self.get_response(request)

@@ -13,8 +13,10 @@ import re
 import time
 import uuid
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from pythonjsonlogger.json import JsonFormatter
+
+from heteroflow_site.middleware import SyncAndAsyncMiddleware
 
 CONTEXT_FIELDS = ("request_id", "user", "tenant", "task_id", "cycle_id")
 # Node agents poll these routes every few seconds each (design §14), probes poll the last two: at info level they would
@@ -69,23 +71,10 @@ def reset_context(token: contextvars.Token) -> None:
     _context.reset(token)
 
 
-class RequestLogMiddleware:
-    """One line per request after the response: method, path, status, duration, who. Agent polling at debug.
+class RequestLogMiddleware(SyncAndAsyncMiddleware):
+    """One line per request after the response: method, path, status, duration, who. Agent polling at debug."""
 
-    Async under ASGI, like the rest of the stack, so a request crosses from the event loop to a thread once, for its
-    view, instead of at every middleware that could only run synchronously."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
+    def handle(self, request):
         token, request_id, started = self._start(request)
         try:
             response = self.get_response(request)
@@ -98,7 +87,7 @@ class RequestLogMiddleware:
         finally:
             reset_context(token)
 
-    async def _acall(self, request):
+    async def ahandle(self, request):
         # Who made the request may take a query to find out (the user's tenant): that runs in a thread.
         token, request_id, started = self._start(request)
         try:

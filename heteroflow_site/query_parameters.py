@@ -11,12 +11,12 @@ import re
 from functools import lru_cache
 from types import SimpleNamespace
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve
 from drf_spectacular.utils import OpenApiParameter
 
 from heteroflow_site.api_errors import error_body
+from heteroflow_site.middleware import SyncAndAsyncMiddleware
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -107,24 +107,14 @@ def declared_query_parameters(view_class, method: str) -> list[dict]:
             if parameter and parameter["in"] == OpenApiParameter.QUERY]
 
 
-class QueryParameterMiddleware:
-    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs. Async
-    under ASGI like the rest of the stack: the check is pure, so it runs in the event loop (no thread hop)."""
+class QueryParameterMiddleware(SyncAndAsyncMiddleware):
+    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs. The
+    check is pure: under ASGI it runs in the event loop."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
+    def handle(self, request):
         return _refusal(request) or self.get_response(request)
 
-    async def _acall(self, request):
+    async def ahandle(self, request):
         return _refusal(request) or await self.get_response(request)
 
 
