@@ -112,6 +112,11 @@ def agent_work(node: Node) -> dict:
                 "env": _container_env(task),
                 "labels": task.labels,
                 "priority": task.priority,
+                # What the runtime confines the container to (design §16.5).
+                "tenant": task.tenant_id,
+                "cpu_cores": task.cpu_cores,
+                "memory_mb": task.memory_mb,
+                "node_address": node.internal_ip or "",
             }
             for task in to_start
         ],

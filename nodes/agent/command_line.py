@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                             "restarted agent adopts them")
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                         help="extra node label sent with every heartbeat (repeatable), e.g. rdma=true")
+    parser.add_argument("--publish-address", help="docker runtime: the host address tasks' ports are published on "
+                                                  "(default the node's internal address, else 127.0.0.1; "
+                                                  "0.0.0.0 publishes them on every interface)")
     parser.add_argument("--fake-cards", help="report fabricated cards instead of detecting them, "
                                              "TYPE:MODEL:COUNT:MEMORY_MB")
 
@@ -74,7 +77,8 @@ def agent_from(options: Mapping[str, Any]) -> Agent:
     if options["fake_cards"]:
         cards = parse_fake_cards(options["fake_cards"])
         extra.update(card_source=lambda: list(cards), topology_source=lambda: None)
-    runtime: Runtime = SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated" else DockerRuntime()
+    runtime: Runtime = (SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated"
+                        else DockerRuntime(publish_address=options.get("publish_address")))
     return Agent(AgentClient(options["server"], node_token(options)), runtime, **extra)
 
 

@@ -49,6 +49,12 @@ class TaskSpec:
     gpu_type: str | None = None
     # The task's type (batch, training, inference): what the simulated runtime's stand-in prints.
     kind: str = "batch"
+    # What the container is confined to (design §16.5): its tenant's network, the CPU and memory the task booked
+    # (0: not asked, no limit), and the host address its port is published on (the node's internal address).
+    tenant: int | None = None
+    cpu_cores: float = 0.0
+    memory_mb: int = 0
+    node_address: str = ""
 
     @classmethod
     def from_work_item(cls, item: Mapping[str, Any], default_gpu_type: str | None = None) -> TaskSpec:
@@ -64,6 +70,10 @@ class TaskSpec:
             labels={str(key): str(value) for key, value in (item.get("labels") or {}).items()},
             gpu_type=item.get("gpu_type") or default_gpu_type,
             kind=str(item.get("type") or "batch"),
+            tenant=int(item["tenant"]) if item.get("tenant") is not None else None,
+            cpu_cores=float(item.get("cpu_cores") or 0),
+            memory_mb=int(item.get("memory_mb") or 0),
+            node_address=str(item.get("node_address") or ""),
         )
 
 
@@ -133,7 +143,16 @@ DEVICE_ACCESS: dict[str, DeviceAccess] = {
 }
 
 
+# Vendors whose runtime cannot hide the other cards from a container: a node of theirs holds one tenant's tasks at
+# a time (design §16.5; the scheduler's `SingleTenantRuntime` filter).
+CARDS_VISIBLE_TO_EVERY_CONTAINER = frozenset(gpu_type for gpu_type, access in DEVICE_ACCESS.items()
+                                             if not access.isolates_cards())
+
 CONTAINER_PREFIX = "heteroflow-task-"
+TENANT_NETWORK_PREFIX = "heteroflow-tenant-"
+# Processes per container: enough for data loaders and compilers, not for a fork bomb that starves the node.
+PIDS_LIMIT = 4096
+LOOPBACK = "127.0.0.1"
 _CONTAINER_NAME = re.compile(rf"^{CONTAINER_PREFIX}(\d+)$")
 
 
@@ -141,9 +160,25 @@ def container_name(task_id: int) -> str:
     return f"{CONTAINER_PREFIX}{task_id}"
 
 
-def docker_run_argv(spec: TaskSpec) -> list[str]:
-    """The exact ``docker run`` command line for ``spec`` (pure, so it is testable without a Docker engine)."""
-    argv = ["docker", "run", "-d", "--name", container_name(spec.id)]
+def tenant_network(tenant: int) -> str:
+    return f"{TENANT_NETWORK_PREFIX}{tenant}"
+
+
+def docker_run_argv(spec: TaskSpec, *, publish_address: str | None = None) -> list[str]:
+    """The exact ``docker run`` command line for ``spec`` (pure, so it is testable without a Docker engine).
+
+    The container is confined (design §16.5): the task's CPU and memory as limits (swap included), a process
+    limit, no capabilities, no privilege gain through setuid, its tenant's own network, and its port published on
+    `publish_address` — the node's internal address (loopback without one), never every interface unless the
+    agent's operator asks for it (``--publish-address 0.0.0.0``)."""
+    argv = ["docker", "run", "-d", "--name", container_name(spec.id),
+            "--pids-limit", str(PIDS_LIMIT), "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    if spec.cpu_cores > 0:
+        argv += ["--cpus", f"{spec.cpu_cores:g}"]
+    if spec.memory_mb > 0:
+        argv += ["--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m"]
+    if spec.tenant is not None:
+        argv += ["--network", tenant_network(spec.tenant)]
     access = None
     if spec.gpus:
         if spec.gpu_type not in DEVICE_ACCESS:
@@ -153,10 +188,16 @@ def docker_run_argv(spec: TaskSpec) -> list[str]:
     for key, value in spec.env.items():
         argv += ["-e", f"{key}={value}"]
     if spec.port is not None:
-        argv += ["-p", f"{spec.port}:{spec.port}"]
+        address = publish_address or spec.node_address or LOOPBACK
+        argv += ["-p", f"{_bracketed(address)}:{spec.port}:{spec.port}"]
     if access is not None:
         argv += access.docker_args(spec.gpus)
     return argv + [spec.image, "sh", "-c", spec.command]
+
+
+def _bracketed(address: str) -> str:
+    """Docker reads an IPv6 host address in `-p` only in brackets."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
 DockerCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -170,16 +211,29 @@ def run_docker(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
 class DockerRuntime:
     """Tasks as detached Docker containers named ``heteroflow-task-<id>``; the handle is that name."""
 
-    def __init__(self, docker: DockerCommand = run_docker) -> None:
+    def __init__(self, docker: DockerCommand = run_docker, *, publish_address: str | None = None) -> None:
         self.docker = docker
+        self.publish_address = publish_address
+        self._networks: set[str] = set()
         # Per container, the time up to which its output was read (`docker logs --until`), the next `--since`.
         self._output_read_until: dict[str, str] = {}
 
     def start(self, spec: TaskSpec) -> str:
-        result = self.docker(docker_run_argv(spec))
+        if spec.tenant is not None:
+            self._ensure_network(tenant_network(spec.tenant))
+        result = self.docker(docker_run_argv(spec, publish_address=self.publish_address))
         if result.returncode != 0:
             raise RuntimeError(f"docker run failed ({result.returncode}): {result.stderr.strip()}")
         return container_name(spec.id)
+
+    def _ensure_network(self, network: str) -> None:
+        """A bridge network per tenant: containers of different tenants on one node cannot reach each other."""
+        if network in self._networks:
+            return
+        result = self.docker(["docker", "network", "create", "--driver", "bridge", network])
+        if result.returncode != 0 and "already exists" not in result.stderr:
+            raise RuntimeError(f"docker network create failed ({result.returncode}): {result.stderr.strip()}")
+        self._networks.add(network)
 
     def poll(self, handle: str) -> int | None:
         result = self.docker(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", handle])

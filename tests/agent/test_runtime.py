@@ -6,8 +6,12 @@ from pathlib import Path
 import pytest
 
 from nodes.agent.runtime import (
-    CONTAINER_GONE_EXIT_CODE, DockerRuntime, SimulatedRuntime, TaskSpec, docker_run_argv,
+    CARDS_VISIBLE_TO_EVERY_CONTAINER, CONTAINER_GONE_EXIT_CODE, DockerRuntime, SimulatedRuntime, TaskSpec,
+    docker_run_argv,
 )
+
+# Every container is confined whatever its task (design §16.5).
+CONFINED = ["--pids-limit", "4096", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
 
 
 def test_docker_argv_for_an_nvidia_inference_task():
@@ -15,13 +19,15 @@ def test_docker_argv_for_an_nvidia_inference_task():
         "id": 42, "image": "vllm/vllm-openai:v0.6.3", "command": "vllm serve /models/qwen --port 8001",
         "gpus": [2, 3], "port": 8001, "gpu_type": "nvidia",
         "env": {"HETEROFLOW_GPU_MEMORY_LIMIT_MB": 8192, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"},
+        "tenant": 3, "cpu_cores": 2.5, "memory_mb": 16384, "node_address": "10.0.0.7",
     })
     assert docker_run_argv(spec) == [
-        "docker", "run", "-d", "--name", "heteroflow-task-42",
+        "docker", "run", "-d", "--name", "heteroflow-task-42", *CONFINED,
+        "--cpus", "2.5", "--memory", "16384m", "--memory-swap", "16384m", "--network", "heteroflow-tenant-3",
         "-e", "CUDA_VISIBLE_DEVICES=0,1",
         "-e", "HETEROFLOW_GPU_MEMORY_LIMIT_MB=8192",
         "-e", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50",
-        "-p", "8001:8001",
+        "-p", "10.0.0.7:8001:8001",
         "--gpus", '"device=2,3"',
         "vllm/vllm-openai:v0.6.3", "sh", "-c", "vllm serve /models/qwen --port 8001",
     ]
@@ -30,7 +36,7 @@ def test_docker_argv_for_an_nvidia_inference_task():
 def test_docker_argv_for_ascend_passes_device_nodes():
     spec = TaskSpec(id=7, image="mindie:1.0", command="python infer.py", gpus=(1,), gpu_type="ascend")
     assert docker_run_argv(spec) == [
-        "docker", "run", "-d", "--name", "heteroflow-task-7",
+        "docker", "run", "-d", "--name", "heteroflow-task-7", *CONFINED,
         "-e", "ASCEND_VISIBLE_DEVICES=0",
         "--device", "/dev/davinci1", "--device", "/dev/davinci_manager", "--device", "/dev/devmm_svm",
         "--device", "/dev/hisi_hdc", "-v", "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro",
@@ -42,7 +48,7 @@ def test_shared_device_vendors_name_host_cards():
     # /dev/kfd exposes every DCU, so HIP_VISIBLE_DEVICES must pick the assigned host cards.
     spec = TaskSpec(id=8, image="dtk:24.04", command="python train.py", gpus=(4, 5), gpu_type="hygon")
     assert docker_run_argv(spec) == [
-        "docker", "run", "-d", "--name", "heteroflow-task-8", "-e", "HIP_VISIBLE_DEVICES=4,5",
+        "docker", "run", "-d", "--name", "heteroflow-task-8", *CONFINED, "-e", "HIP_VISIBLE_DEVICES=4,5",
         "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
         "dtk:24.04", "sh", "-c", "python train.py",
     ]
@@ -56,12 +62,12 @@ def test_shared_device_vendors_name_host_cards():
 ])
 def test_every_vendor_gets_its_visible_devices_variable(gpu_type, variable):
     argv = docker_run_argv(TaskSpec(id=1, image="img", command="true", gpus=(0,), gpu_type=gpu_type))
-    assert argv[5:7] == ["-e", f"{variable}=0"]
+    assert argv[11:13] == ["-e", f"{variable}=0"]
 
 
 def test_cpu_only_task_gets_no_device_flags_and_unknown_type_with_cards_is_refused():
     assert docker_run_argv(TaskSpec(id=3, image="busybox", command="echo hi")) == [
-        "docker", "run", "-d", "--name", "heteroflow-task-3", "busybox", "sh", "-c", "echo hi"]
+        "docker", "run", "-d", "--name", "heteroflow-task-3", *CONFINED, "busybox", "sh", "-c", "echo hi"]
     with pytest.raises(ValueError):
         docker_run_argv(TaskSpec(id=3, image="busybox", command="echo hi", gpus=(0,), gpu_type="tpu"))
 
@@ -70,6 +76,19 @@ def test_work_item_cards_may_be_card_objects():
     spec = TaskSpec.from_work_item({"id": "5", "image": "img", "command": "true", "gpus": [{"index": 1}, {"index": 6}]},
                                    default_gpu_type="metax")
     assert (spec.id, spec.gpus, spec.gpu_type, spec.port) == (5, (1, 6), "metax", None)
+
+
+def test_a_port_is_published_on_loopback_without_an_internal_address_and_everywhere_only_when_asked():
+    """issue 27 item 8: `-p 8001:8001` published the task's port on every interface of the node."""
+    spec = TaskSpec(id=4, image="img", command="serve", port=8001)
+    assert "127.0.0.1:8001:8001" in docker_run_argv(spec)
+    assert "[fd00::7]:8001:8001" in docker_run_argv(TaskSpec(id=4, image="img", command="serve", port=8001,
+                                                             node_address="fd00::7"))
+    assert "0.0.0.0:8001:8001" in docker_run_argv(spec, publish_address="0.0.0.0")
+
+
+def test_only_the_vendors_whose_containers_see_every_card_are_single_tenant():
+    assert CARDS_VISIBLE_TO_EVERY_CONTAINER == {"hygon", "metax", "biren"}
 
 
 class FakeDocker:
@@ -126,6 +145,25 @@ def test_docker_output_of_an_unreachable_daemon_is_read_next_time():
 ])
 def test_docker_poll(inspect, expected):
     assert DockerRuntime(FakeDocker({"inspect": inspect})).poll("heteroflow-task-9") == expected
+
+
+def test_docker_start_runs_the_container_on_its_tenants_network_created_once():
+    docker = FakeDocker({"network": (1, "", "Error response from daemon: network with name heteroflow-tenant-3 "
+                                            "already exists")})
+    runtime = DockerRuntime(docker, publish_address="10.1.2.3")
+    for task_id in (1, 2):
+        runtime.start(TaskSpec(id=task_id, image="img", command="serve", port=8000 + task_id, tenant=3))
+    assert [call[:3] for call in docker.calls] == [["docker", "network", "create"], ["docker", "run", "-d"],
+                                                   ["docker", "run", "-d"]]
+    assert docker.calls[0][-1] == "heteroflow-tenant-3"
+    assert "10.1.2.3:8001:8001" in docker.calls[1]
+
+
+def test_a_network_that_cannot_be_created_keeps_the_container_from_starting():
+    docker = FakeDocker({"network": (1, "", "Cannot connect to the Docker daemon")})
+    with pytest.raises(RuntimeError, match="network create"):
+        DockerRuntime(docker).start(TaskSpec(id=1, image="img", command="true", tenant=3))
+    assert [call[1] for call in docker.calls] == ["network"]
 
 
 def test_docker_start_failure_raises():
