@@ -26,8 +26,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
 from nodes.selectors import capacity_by_architecture
+from scheduling.fair_share.book import CARD
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskStatus
+from scheduling.quotas import load_quota_book
+from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +145,7 @@ class ClusterCollector:
     def collect(self):
         yield from self._nodes()
         yield from self._tasks()
+        yield from self._sharing()
         yield from self._attempts()
         yield from self._events()
 
@@ -201,6 +205,28 @@ class ClusterCollector:
             Q(attempt__isnull=False) & ~Q(attempt__code__in=PLACED_CODES)).count()
         yield GaugeMetricFamily("heteroflow_parked_tasks",
                                 "Pending tasks whose latest attempt could not place them", value=parked)
+
+    def _sharing(self):
+        """design §16.2: cards each tenant holds per GPU type, within its nominal quota (own) or borrowed from its
+        cohort, and its nominal quotas; from the quota book the scheduler admits by."""
+        book = load_quota_book()
+        names = dict(Tenant.objects.values_list("id", "name"))
+        used = GaugeMetricFamily("heteroflow_tenant_gpu_used",
+                                 "Cards a tenant's active tasks hold per GPU type, fractional tasks as their share: "
+                                 "own (within nominal or without quotas) or borrowed from its cohort",
+                                 labels=["tenant", "gpu_type", "kind"])
+        for (tenant_id, gpu_type), held in sorted(book.used.items()):
+            borrowed = book.borrowed_used.get((tenant_id, gpu_type), 0)
+            used.add_metric([names.get(tenant_id, str(tenant_id)), gpu_type, "own"], (held - borrowed) / CARD)
+            used.add_metric([names.get(tenant_id, str(tenant_id)), gpu_type, "borrowed"], borrowed / CARD)
+        yield used
+        nominal = GaugeMetricFamily("heteroflow_tenant_gpu_nominal",
+                                    "A tenant's nominal (guaranteed) quota per GPU type, in cards",
+                                    labels=["tenant", "gpu_type"])
+        for tenant_id, rows in sorted(book.nominal.items()):
+            for gpu_type, row in sorted(rows.items()):
+                nominal.add_metric([names.get(tenant_id, str(tenant_id)), gpu_type], row.nominal / CARD)
+        yield nominal
 
     def _attempts(self):
         attempts = CounterMetricFamily("heteroflow_scheduling_attempts", "Scheduling attempts by code",

@@ -39,8 +39,10 @@ class TaskEventsApi(APIView):
 
 class QuotaOutput(serializers.Serializer):
     tenant = serializers.CharField()
-    gpu_quota = serializers.IntegerField(allow_null=True, help_text="whole GPUs at most; null: unlimited")
-    gpu_used = serializers.IntegerField(help_text="whole GPUs the tenant's active tasks hold")
+    gpu_quota = serializers.IntegerField(allow_null=True, help_text="GPUs at most, over every type; null: unlimited")
+    gpu_used = serializers.DecimalField(
+        max_digits=9, decimal_places=2, coerce_to_string=False,
+        help_text="GPUs the tenant's active tasks hold, a fractional task as its share of its card (design §16.2)")
     tasks = serializers.DictField(child=serializers.IntegerField(), help_text="the tenant's tasks by status")
 
 

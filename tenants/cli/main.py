@@ -206,7 +206,7 @@ def quota(args) -> None:
         _print_json(body)
         return
     limit = "unlimited" if body["gpu_quota"] is None else body["gpu_quota"]
-    console.print(f"tenant {body['tenant']}: {body['gpu_used']} of {limit} GPUs in use", markup=False)
+    console.print(f"tenant {body['tenant']}: {body['gpu_used']:g} of {limit} GPUs in use", markup=False)
     _table(None, ["STATUS", "TASKS"], [[status, count] for status, count in body["tasks"].items() if count])
 
 

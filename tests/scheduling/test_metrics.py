@@ -13,6 +13,7 @@ from nodes.models import Node
 from scheduling import metrics
 from scheduling.cycle import run_cycle
 from scheduling.models import AttemptCodeCount, SchedulingAttempt
+from tenants.models import Cohort, Tenant, TenantGpuQuota
 from tests.factories import make_node, make_task
 
 
@@ -131,10 +132,31 @@ def test_heartbeat_age_per_node_and_ledger_corrections_of_the_recount(admin_user
 
 
 @pytest.mark.django_db
+def test_each_tenants_own_and_borrowed_cards_per_type_beside_its_nominal(admin_user, own_metrics_keys):
+    cohort = Cohort.objects.create(name="lab")
+    lender, borrower = (Tenant.objects.create(name=name, cohort=cohort) for name in ("lender", "borrower"))
+    for tenant in (lender, borrower):
+        TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=2)
+    make_node(cards=8, memory_mb=81920)
+    for _ in range(3):
+        make_task(tenant=borrower, gpu_type="nvidia", gpu_required=1, preemptible=True)
+    make_task(tenant=lender, gpu_type="nvidia", gpu_memory_mb=20480)
+    run_cycle()
+
+    assert _missing(_scrape(admin_user), [
+        'heteroflow_tenant_gpu_used{gpu_type="nvidia",kind="own",tenant="borrower"} 2.0',
+        'heteroflow_tenant_gpu_used{gpu_type="nvidia",kind="borrowed",tenant="borrower"} 1.0',
+        'heteroflow_tenant_gpu_used{gpu_type="nvidia",kind="own",tenant="lender"} 0.25',
+        'heteroflow_tenant_gpu_nominal{gpu_type="nvidia",tenant="lender"} 2.0',
+    ]) == []
+
+
+@pytest.mark.django_db
 def test_every_metric_of_the_grafana_dashboard_is_exported(admin_user, tenant, own_metrics_keys):
     import json
 
     make_node(cards=8)
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
     make_task(tenant=tenant, gpu_required=1)
     run_cycle()
     make_task(tenant=tenant, gpu_required=1)

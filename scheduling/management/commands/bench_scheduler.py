@@ -5,7 +5,9 @@ turns, or at once with --concurrent-cycles) until nothing more binds, and prints
 peak memory and `tasks_per_second=<float>` (tasks bound per second until the last bind, commits included; the
 passes that then find nothing more to bind are in `wall_s`, not in the rate) beside
 `bind_ceiling_per_s` (`scheduling.bench.bind_ceiling`, measured right after on the same database) and their
-`ratio=`. `--instances 1,2,4` runs each count on a fresh database and prints the scaling against the first.
+`ratio=`. `--instances 1,2,4` runs each count on a fresh database and prints the scaling against the first;
+`--quotas off,on` runs each instance count without and with the quotas of design §16.2 (per-type nominal quotas, a
+cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -58,17 +60,21 @@ class Command(BaseCommand):
                             help="layout scorer (the replay_trace policies); fgd measures against the seeded tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
+        parser.add_argument("--quotas", type=_quota_modes, default=["off"],
+                            help="off, on, or off,on: with quotas every tenant gets a per-type nominal quota of its "
+                                 "share of each type's cards, a total cap of all cards and one cohort (design "
+                                 "§16.2); the seeded tasks are the same")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool, layout: str,
-               **options):
+               quotas: list[str], **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
-        for count in instances:
+        for count, quota_mode in ((count, mode) for count in instances for mode in quotas):
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
                 rng = random.Random(seed)
@@ -76,9 +82,12 @@ class Command(BaseCommand):
                     nodes_made, tasks_made = _seed_openb(rng, nodes, pending)
                 else:
                     nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
+                if quota_mode == "on":
+                    _seed_quotas()
                 _use_layout(layout)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
-                                  f"{layout} (migrated and seeded in {time.perf_counter() - started:.1f} s)")
+                                  f"{layout}, quotas {quota_mode} (migrated and seeded in "
+                                  f"{time.perf_counter() - started:.1f} s)")
                 connections.close_all()
                 try:
                     report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
@@ -87,11 +96,21 @@ class Command(BaseCommand):
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
-                throughput[count] = self._print(report, tasks_made, ceiling.per_second)
+                throughput[count, quota_mode] = (self._print(report, tasks_made, ceiling.per_second),
+                                                 _cycle_cost(report))
         if len(instances) > 1:
-            first = throughput[instances[0]] or 1.0
-            self.stdout.write("scaling " + " ".join(f"instances={count}:{throughput[count] / first:.2f}x"
+            rates = {count: throughput[count, quotas[0]][0] for count in instances}
+            first = rates[instances[0]] or 1.0
+            self.stdout.write("scaling " + " ".join(f"instances={count}:{rates[count] / first:.2f}x"
                                                     for count in instances))
+        if len(quotas) > 1:
+            for count in instances:
+                (rate_off, off), (rate_on, on) = throughput[count, "off"], throughput[count, "on"]
+                figures = [("cycle_ms_p50", off[0], on[0], ".1f"), ("cycle_ms_per_task", off[1], on[1], ".3f"),
+                           ("tasks_per_second", rate_off, rate_on, ".1f")]
+                self.stdout.write(f"quotas instances={count}: " + "; ".join(
+                    f"{name} off={a:{form}} on={b:{form}} on/off={b / a if a else 0.0:.3f}"
+                    for name, a, b, form in figures))
 
     def _print(self, report: dict, pending: int, ceiling: float) -> float:
         """Print one run's figures; its tasks per second."""
@@ -114,6 +133,21 @@ class Command(BaseCommand):
         self.stdout.write(f"tasks_per_second={tasks_per_second:.1f} bind_ceiling_per_s={ceiling:.1f} "
                           f"ratio={tasks_per_second / ceiling if ceiling else 0.0:.3f}")
         return tasks_per_second
+
+
+def _cycle_cost(report: dict) -> tuple[float, float]:
+    """The cycle's cost, ms: the median cycle (the first, warming caches, weighs no more than another) and the
+    cycle time per task considered."""
+    durations = sorted(report["durations_ms"])
+    per_task = sum(durations) / report["considered"] if report["considered"] else 0.0
+    return (percentile(durations, 50) if durations else 0.0), per_task
+
+
+def _quota_modes(text: str) -> list[str]:
+    modes = text.split(",")
+    if not modes or any(mode not in ("off", "on") for mode in modes) or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"expected off, on or off,on: {text!r}")
+    return modes
 
 
 def _instance_counts(text: str) -> list[int]:
@@ -246,6 +280,23 @@ def _drop_cycle_metrics() -> list[float]:
 
     cycle_metrics.record_cycle = lambda **figures: None
     return []
+
+
+def _seed_quotas() -> None:
+    """design §16.2 for every seeded tenant: a nominal quota of its share of each type's cards (the seeded queue asks
+    for less, so the same tasks bind as without quotas), a total cap of all the cards, and one cohort."""
+    from django.db.models import Count
+
+    from nodes.models import GPU
+    from tenants.models import Cohort, Tenant, TenantGpuQuota
+
+    cards = dict(GPU.objects.values_list("type").annotate(count=Count("id")).order_by())
+    cohort = Cohort.objects.create(name="bench")
+    tenants = list(Tenant.objects.all())
+    Tenant.objects.update(cohort=cohort, gpu_quota=sum(cards.values()))
+    TenantGpuQuota.objects.bulk_create(
+        TenantGpuQuota(tenant=tenant, gpu_type=gpu_type, nominal=math.ceil(count / len(tenants)))
+        for tenant in tenants for gpu_type, count in cards.items())
 
 
 # --- synthetic cluster ---------------------------------------------------------------------------------------

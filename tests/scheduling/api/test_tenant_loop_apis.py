@@ -36,6 +36,16 @@ def test_quota_is_the_callers_own(tenant, other_tenant, tenant_client, other_ten
 
 
 @pytest.mark.django_db
+def test_gpu_used_counts_a_fractional_task_as_its_share_of_the_card(tenant, tenant_client):
+    node = make_node(memory_mb=81920)
+    make_task(tenant=tenant, gpu_memory_mb=20480, status="running", node=node, gpus=[0], card_type="nvidia",
+              shard={"card": 0, "memory_limit_mb": 20480, "compute_percent": 25})
+    make_task(tenant=tenant, gpu_required=1, status="running", node=node, gpus=[1])
+
+    assert tenant_client.get("/api/v1/quota").json()["gpu_used"] == 1.25
+
+
+@pytest.mark.django_db
 def test_an_admin_names_the_tenant(admin_client, tenant):
     missing = admin_client.get("/api/v1/quota")
     assert (missing.status_code, missing.json()["field"]) == (400, "tenant")

@@ -62,6 +62,23 @@ def test_without_the_cohort_the_tenant_runs_its_nominal_only():
     assert not _scheduled(tasks).filter(borrowed=True).exists()
 
 
+def test_fractional_tasks_count_their_share_against_per_type_quotas_and_the_total_cap():
+    # 20 GiB shards of 80 GiB cards: a quarter of a card each (design §16.2).
+    typed, capped = _tenants(1, cohort=False)[0], Tenant.objects.create(name="capped", gpu_quota=1)
+    make_node(cards=8, memory_mb=81920)
+    shards = {tenant: [make_task(tenant=tenant, gpu_type="nvidia", gpu_memory_mb=20480) for _ in range(5)]
+              for tenant in (typed, capped)}
+    run_cycle(rng=random.Random(1))
+
+    for tenant, tasks in shards.items():
+        assert _scheduled(tasks).count() == 4, tenant.name
+        assert SchedulingAttempt.objects.get(task=tasks[-1]).code == reasons.QUOTA_EXCEEDED
+    assert SchedulingAttempt.objects.get(task=shards[typed][-1]).message.startswith(
+        "quota exceeded for nvidia: used 1 / nominal 1, asked 0.25")
+    assert SchedulingAttempt.objects.get(task=shards[capped][-1]).message == (
+        "quota exceeded: used 1 / quota 1, asked 0.25")
+
+
 def test_work_that_may_not_be_evicted_stays_within_nominal():
     first, _ = _tenants(4, 4)
     make_node(cards=8)

@@ -26,3 +26,14 @@ def test_bench_scheduler_prints_the_metrics_share_of_cycle_time_and_can_run_with
     spent = re.search(r"^metrics_ms_per_cycle=([\d.]+) \(([\d.]+) % of cycle time\)$", with_metrics, re.MULTILINE)
     assert spent and float(spent.group(1)) > 0, with_metrics
     assert re.search(r"^metrics_ms_per_cycle=0\.00 \(0\.0 % of cycle time\)$", without, re.MULTILINE), without
+
+
+@pytest.mark.django_db
+def test_bench_scheduler_compares_the_cycle_with_quotas_and_without_in_one_run():
+    output = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", "--quotas", "off,on")
+
+    assert re.findall(r"^database \S+: 10 nodes, 30 pending tasks, layout spread, quotas (on|off) ", output,
+                      re.MULTILINE) == ["off", "on"], output
+    figure = r"off=[\d.]+ on=[\d.]+ on/off=[\d.]+"
+    assert re.search(rf"^quotas instances=1: cycle_ms_p50 {figure}; cycle_ms_per_task {figure}; "
+                     rf"tasks_per_second {figure}$", output, re.MULTILINE), output
