@@ -8,6 +8,7 @@ from typing import Any
 from scheduling.bind.live import LiveNode
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
+from scheduling.framework.single_tenant import card_holder, held_by_another_tenant
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import TaskType
@@ -65,6 +66,14 @@ def check_host_resources(task: TaskInfo, live: LiveNode) -> None:
             f"node {live.name} has {max(node.host_cpu_free, 0):g} CPU cores and "
             f"{max(node.host_memory_free_mb, 0)} MB of memory unbooked, the task asks {task.cpu_cores:g} and "
             f"{task.memory_mb} MB")
+
+
+def check_single_tenant(task: TaskInfo, live: LiveNode) -> None:
+    """A node whose containers see every card holds one tenant's card-holding tasks at a time (design §16.5)."""
+    if held_by_another_tenant(task, card_holder(live.node_info())):
+        # Unnamed, as the dedicated node above: whose tasks run there is not the tenant's to know.
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node's containers see every card and another "
+                                                        f"tenant's tasks hold them ({reasons.SINGLE_TENANT_RUNTIME})")
 
 
 def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,

@@ -13,6 +13,7 @@ import numpy as np
 from scheduling.framework import reasons
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
+from scheduling.framework.single_tenant import NO_HOLDER, takes_cards
 from scheduling.framework.snapshot import HOST_EPSILON, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import Code, Status
 from scheduling.framework.table import NO_CODE, NodeTable
@@ -97,6 +98,23 @@ class ReservationFilter(RowPlugin):
         return (task.gpu_required,)
 
 
+class SingleTenantRuntimeFilter(RowPlugin):
+    """design §16.5: a node whose containers see every card (Hygon, MetaX, Biren) takes a task with cards only when
+    no other tenant's tasks hold its cards. Unresolvable: preempting frees cards, not the node of its tenant."""
+
+    name = "single-tenant-runtime"
+    reasons = (reasons.SINGLE_TENANT_RUNTIME,)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if not takes_cards(task):
+            return np.zeros(len(rows), np.int8)
+        holder = table.card_holder[rows]
+        return ((holder != NO_HOLDER) & (holder != task.tenant_id)).astype(np.int8)
+
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        return (task.tenant_id,) if takes_cards(task) else EVERY_ROW_PASSES
+
+
 class AffinityFilter(RowPlugin):
     """`topology: required` turns the task's region/zone/rack labels into hard constraints on nodes that have
     the field set; a node with the field empty still passes (design §3, §6 topology)."""
@@ -170,4 +188,5 @@ class GangPermit:
 
 
 BUILTIN_PRE_FILTERS = (TenantActivePreFilter(), QuotaPreFilter())
-BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ReservationFilter(), ResourcePreFilter(), AffinityFilter())
+BUILTIN_CHAIN = (AvailabilityFilter(), TenantFilter(), ReservationFilter(), ResourcePreFilter(),
+                 SingleTenantRuntimeFilter(), AffinityFilter())

@@ -19,6 +19,8 @@ RACK_MISMATCH = "rack mismatch"
 # Free cards held for another task's reservation (design §16.3).
 RESERVED = "Reserved"
 INSUFFICIENT_HOST = "Insufficient host CPU or memory"
+# A node whose containers see every card (Hygon, MetaX, Biren) holds another tenant's tasks (design §16.5).
+SINGLE_TENANT_RUNTIME = "SingleTenantRuntime"
 
 # Each plugin defines its own reasons (`scheduling/plugins/<name>/`) and says which of them freeing resources (a
 # task ending, a preemption) can cure (`RowPlugin.resolvable`): kube-scheduler's Unschedulable vs

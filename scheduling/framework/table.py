@@ -14,6 +14,7 @@ import numpy as np
 from nodes.taints import frozen
 
 from scheduling.framework.cards import cards_are_uniform
+from scheduling.framework.single_tenant import card_holder
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 
 AVAILABLE_STATUSES = frozenset({"online", "busy"})
@@ -43,6 +44,7 @@ _NODE_COLUMNS = (
     ("rdma_false", bool),           # labelled rdma: false
     ("cards_by_position", bool),    # card i sits in column i (lets plugins use bitmasks)
     ("uniform_cards", bool),        # every card of one type and model (else a task picks one group, cards.py)
+    ("card_holder", np.int64),      # the one tenant a node whose containers see every card holds (single_tenant.py)
 )
 # Card columns (node × card position), in the order `NodeTable._card_columns` returns them.
 _CARD_COLUMNS = (
@@ -226,6 +228,7 @@ class NodeTable:
             rdma_score, rdma_false,
             all(card.index == column for column, card in enumerate(node.cards)),
             cards_are_uniform(node),
+            card_holder(node),
         )
 
     def _card_columns(self, raw: np.ndarray) -> np.ndarray:
