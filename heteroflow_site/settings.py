@@ -300,6 +300,12 @@ SCHEDULER = {
     "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),
     # A job of 2+ cards waiting this long (seconds) may become its GPU type's reserved job (design §16.3).
     "reserve_after": env.int("HETEROFLOW_RESERVE_AFTER", default=300),
+    # Crash-loop backoff of inference replicas (scheduling.groups.crash_loop): a replica failing within
+    # replica_stable_seconds of its start is a crash; the next replica waits the base doubled per consecutive crash,
+    # at most the cap (seconds).
+    "replica_backoff_seconds": env.int("HETEROFLOW_REPLICA_BACKOFF", default=10),
+    "replica_backoff_max_seconds": env.int("HETEROFLOW_REPLICA_BACKOFF_MAX", default=300),
+    "replica_stable_seconds": env.int("HETEROFLOW_REPLICA_STABLE_SECONDS", default=600),
     "load_thresholds": {
         "gpu_memory_percent": env.int("HETEROFLOW_GPU_MEMORY_PERCENT", default=95),
         "gpu_utilization_percent": env.int("HETEROFLOW_GPU_UTILIZATION_PERCENT", default=95),

@@ -2,8 +2,11 @@
 
 import logging
 
+from django.utils import timezone
+
 from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import lifecycle
+from scheduling.groups.crash_loop import crash_loop
 from scheduling.isolation import isolated
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskGroup, TaskType
@@ -47,6 +50,11 @@ def _rebuild_group(group_id: int) -> int:
     live = live_replicas(locked)
     missing = (locked.replicas or 0) - len(live)
     if missing <= 0:
+        return 0
+    loop = crash_loop(locked)
+    if loop.holds_at(timezone.now()):
+        logger.info("group %s: %s missing replicas wait until %s after %s consecutive crashes", group_id, missing,
+                    loop.next_replica_at.isoformat(), loop.crashes)
         return 0
     try:
         ensure_pending_capacity(tenant=locked.tenant, adding=missing)

@@ -3,13 +3,15 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupInput
-from scheduling.models import Parallelism, TaskGroup
+from scheduling.groups.crash_loop import crash_loop
+from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
 from scheduling.services.group_submit import task_group_submit
 from scheduling.web.forms import error_context, submitted
@@ -61,5 +63,7 @@ def group_new(request):
 @login_required
 def group_detail(request, group_id: int):
     group = get_object_or_404(groups_visible_to(request.user), id=group_id)
-    context = {"group": group, "members": group_members(group), "settled": group.status in _SETTLED}
+    loop = crash_loop(group) if group.type == TaskType.INFERENCE else None
+    context = {"group": group, "members": group_members(group), "settled": group.status in _SETTLED,
+               "crash_loop": loop, "backing_off": loop is not None and loop.holds_at(timezone.now())}
     return render_page(request, "scheduling/group_detail.html", context, fragment="group-live")

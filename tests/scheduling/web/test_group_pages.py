@@ -1,10 +1,14 @@
 """The task group form and page (design §15.5: `max_restarts` on the form; the group's derived status)."""
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from scheduling.groups.services import task_group_create
 from scheduling.models import TaskGroup
+from tests.factories import make_task
 from tests.web_clients import HTMX
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +64,16 @@ def test_a_members_task_page_links_to_its_group(tenant_web, tenant):
     member = group.members.order_by("rank").first()
     page = tenant_web.get(f"/tasks/{member.id}/").content.decode()
     assert f'href="/groups/{group.id}/" id="task-group">llm</a>' in page
+
+
+def test_an_inference_groups_page_shows_its_crash_loop_and_the_backoff(tenant, admin_web):
+    """issue 27 item 7: the backoff of a failing replica is on the group's page."""
+    group = TaskGroup.objects.create(tenant=tenant, name="svc", type="inference", replicas=1, gpus_per_worker=1)
+    finished = timezone.now() - timedelta(seconds=2)
+    make_task(tenant=tenant, group=group, rank=0, type="inference", gpu_required=1, status="failed",
+              started_at=finished - timedelta(seconds=3), finished_at=finished)
+    page = admin_web.get(f"/groups/{group.id}/").content.decode()
+    assert 'id="group-crash-loop"' in page
+    assert "the last 1 replica failed soon after starting" in page
+    assert "backoff 10 s" in page
+
