@@ -116,9 +116,16 @@ def record_ledger_corrections(ledger: str, count: int = 1) -> None:
         logger.debug("ledger correction not counted", exc_info=True)
 
 
+def last_cycle_stamp() -> str | None:
+    """The end of the last cycle of any process as Redis keeps it: what changes once per cycle (the generation the
+    preemption plan is cached under); None when none has since Redis started."""
+    stamp = _redis().get(_last_cycle_key())
+    return stamp.decode() if isinstance(stamp, bytes) else stamp
+
+
 def last_cycle_at() -> datetime | None:
     """When a scheduler last finished a cycle, from any process; None when none has since Redis started."""
-    stamp = _redis().get(_last_cycle_key())
+    stamp = last_cycle_stamp()
     return datetime.fromtimestamp(float(stamp), tz=timezone.get_current_timezone()) if stamp else None
 
 

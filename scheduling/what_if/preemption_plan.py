@@ -4,13 +4,21 @@ The task is attempted on the cluster as it is now, by the plugin set the schedul
 it, the real PostFilter runs with a preemption handle that plans and stops there (`PreemptionHandle.plan`), so the
 preview is the decision a cycle taking this task first would carry out. A tenant sees its own victims by id; of
 other tenants' victims only how many there are and their priorities (design §15.6).
+
+A plan builds a snapshot of the whole cluster (~1 s at 5,000 nodes), so it is computed once per scheduling cycle
+for a task and viewer and kept in the cache under the cycle's generation (`metrics.last_cycle_stamp`): the cluster
+it is computed from is the one the cycle saw. Whether the task is still pending is read on every call.
 """
+
+import logging
 
 import random
 from collections.abc import Iterable
 from typing import Any
 
-from scheduling import lifecycle
+from django.core.cache import cache
+
+from scheduling import lifecycle, metrics
 from scheduling.framework.framework import Framework
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSet
@@ -26,8 +34,12 @@ from scheduling.selectors import current_plugin_set
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
 
+logger = logging.getLogger(__name__)
+
 NOT_PENDING = "NotPending"
 FITS_NOW = "FitsWithoutPreemption"
+# A cycle runs every 5 s or sooner; without one (the scheduler stopped) a plan is still recomputed after this.
+CACHE_SECONDS = 60
 
 
 class _PlanOnly(PreemptionHandle):
@@ -49,28 +61,44 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
         status, task = row[0], task_info_from_row(row[1:])
         if status != lifecycle.PENDING:
             return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
-        plugin_set = current_plugin_set()
-        framework = Framework(plugin_set, SchedulerConfig.from_settings())
-        snapshot = build_snapshot()
-        snapshot.quotas = load_quota_book()
-        result = framework.schedule(task, snapshot, random.Random(task.id))
-        if result.node is not None:
-            return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "
-                                                 "nothing needs evicting."}
-        handle = _PlanOnly(framework, CandidatePool())
-        found = framework.post_filter(task, result, snapshot, handle=handle)
-        if isinstance(found, PreemptionPlan):
-            # A reclaim (design §16.2) evicts the cohort's borrowed work for a task within its nominal quota.
-            return {**_plan_body(found.node_name, found.victims, viewer_tenant_id), "reclaim": found.reclaim}
-        if isinstance(found, PreemptionOutcome) and found.preempting:
-            stopping = _stopping_victims(handle.pool, task, found.victims, plugin_set.preempt_stage)
-            return {**_plan_body(found.node_name, stopping, viewer_tenant_id), "stopping": True}
-        if isinstance(found, PreemptionOutcome):
-            # Staff read each node's reason; a tenant how many nodes gave each (node names may be others').
-            return {"code": found.code, "message": found.message,
-                    **{key: value for key, value in found.diagnostics["preemption"].items()
-                       if key == "node_reason_counts" or (key == "node_reasons" and viewer_tenant_id is None)}}
-        return {"code": result.code, "message": f"{result.message} {_not_applicable(task, result, plugin_set)}"}
+        generation = _cycle_generation()
+        if generation is None:
+            return _plan(task, viewer_tenant_id)
+        key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
+        return cache.get_or_set(key, lambda: _plan(task, viewer_tenant_id), CACHE_SECONDS)
+
+
+def _cycle_generation() -> str | None:
+    try:
+        return metrics.last_cycle_stamp()
+    except Exception:  # Redis unreachable: plan without the cache rather than not at all
+        logger.warning("no cycle generation: the preemption plan is computed uncached", exc_info=True)
+        return None
+
+
+def _plan(task: TaskInfo, viewer_tenant_id: int | None) -> dict[str, Any]:
+    plugin_set = current_plugin_set()
+    framework = Framework(plugin_set, SchedulerConfig.from_settings())
+    snapshot = build_snapshot()
+    snapshot.quotas = load_quota_book()
+    result = framework.schedule(task, snapshot, random.Random(task.id))
+    if result.node is not None:
+        return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "
+                                             "nothing needs evicting."}
+    handle = _PlanOnly(framework, CandidatePool())
+    found = framework.post_filter(task, result, snapshot, handle=handle)
+    if isinstance(found, PreemptionPlan):
+        # A reclaim (design §16.2) evicts the cohort's borrowed work for a task within its nominal quota.
+        return {**_plan_body(found.node_name, found.victims, viewer_tenant_id), "reclaim": found.reclaim}
+    if isinstance(found, PreemptionOutcome) and found.preempting:
+        stopping = _stopping_victims(handle.pool, task, found.victims, plugin_set.preempt_stage)
+        return {**_plan_body(found.node_name, stopping, viewer_tenant_id), "stopping": True}
+    if isinstance(found, PreemptionOutcome):
+        # Staff read each node's reason; a tenant how many nodes gave each (node names may be others').
+        return {"code": found.code, "message": found.message,
+                **{key: value for key, value in found.diagnostics["preemption"].items()
+                   if key == "node_reason_counts" or (key == "node_reasons" and viewer_tenant_id is None)}}
+    return {"code": result.code, "message": f"{result.message} {_not_applicable(task, result, plugin_set)}"}
 
 
 def _plan_body(node_name: str, victims: Iterable[ActiveTask], viewer_tenant_id: int | None) -> dict[str, Any]:

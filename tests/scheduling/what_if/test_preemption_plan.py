@@ -2,8 +2,11 @@
 
 import pytest
 
+from scheduling import metrics
 from scheduling.cycle import run_cycle
 from scheduling.models import PluginConfig, Task
+from scheduling.snapshot_builder import build_snapshot
+from scheduling.what_if import preemption_plan as plan_module
 from scheduling.what_if.preemption_plan import FITS_NOW, NOT_PENDING, preemption_plan
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, set_preempt_stage, statuses
@@ -127,3 +130,24 @@ def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(ten
     plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
 
     assert "secret-dedicated-node" not in str(plan)
+
+
+def test_a_plan_is_computed_once_per_cycle_for_each_viewer(tenant, other_tenant, monkeypatch):
+    """issue 27 item 4: every call built a snapshot of the whole cluster (~1 s at 5,000 nodes)."""
+    _full_nodes(tenant, other_tenant)
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+    builds = []
+    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    metrics.record_cycle(duration_seconds=None)
+
+    first = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
+    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)["victims"][1]["task"] is None
+    assert len(builds) == 2
+
+    metrics.record_cycle(duration_seconds=None)
+    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
+    assert len(builds) == 3
+
+    Task.objects.filter(id=urgent.id).update(status="stopped")
+    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None)["code"] == NOT_PENDING
