@@ -4,7 +4,11 @@ scheduler admits by (`scheduling.quotas.load_quota_book`, THE usage reader), so 
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db.models import QuerySet
+
 from scheduling.fair_share.book import CARD, QuotaBook
+from scheduling.lifecycle import ACTIVE_STATES
+from scheduling.models import Task
 from scheduling.quotas import load_quota_book
 from tenants.models import Cohort, Tenant
 
@@ -59,14 +63,30 @@ def tenant_sharing(tenant_id: int, book: QuotaBook | None = None) -> list[TypeSh
 
 
 @dataclass(frozen=True)
-class CohortSharing:
-    cohort: Cohort
-    tenants: list[tuple[Tenant, list[TypeSharing]]]
+class TenantShare:
+    """A tenant, its cohort (on `tenant.cohort`) and its figures per GPU type."""
+
+    tenant: Tenant
+    types: list[TypeSharing]
 
 
-def cohorts_sharing() -> list[CohortSharing]:
-    """Every cohort with each member's figures per type (the sharing page)."""
+def tenant_share(tenant: Tenant) -> TenantShare:
+    """The tenant's overview: its cohort and used / nominal / borrowed per type."""
+    return TenantShare(tenant, tenant_sharing(tenant.id))
+
+
+def tenants_sharing() -> list[TenantShare]:
+    """Every tenant with its cohort and figures per type, from one quota book (the sharing page)."""
     book = load_quota_book()
-    cohorts = Cohort.objects.prefetch_related("tenants")
-    return [CohortSharing(cohort, [(tenant, tenant_sharing(tenant.id, book)) for tenant in cohort.tenants.all()])
-            for cohort in cohorts]
+    return [TenantShare(tenant, tenant_sharing(tenant.id, book))
+            for tenant in Tenant.objects.select_related("cohort").order_by("name")]
+
+
+def cohorts_with_members() -> list[Cohort]:
+    return list(Cohort.objects.prefetch_related("tenants"))
+
+
+def borrowed_work() -> QuerySet:
+    """Active tasks admitted by borrowing their cohort's quota: what a reclaim may evict (the diagnostics page)."""
+    return (Task.objects.filter(borrowed=True, status__in=ACTIVE_STATES).select_related("tenant", "node")
+            .order_by("tenant__name", "created_at", "id"))

@@ -25,20 +25,23 @@ class QuotaLine:
 
 
 def _check_lines(lines: Sequence[QuotaLine]) -> None:
+    """Each refusal names its line as the API's own validation does (`[1].lending_limit`), so a form shows it
+    beside the field."""
     seen = set()
-    for line in lines:
+    for index, line in enumerate(lines):
         if line.gpu_type not in GPU_TYPES:
-            raise DomainError(f"unknown GPU type {line.gpu_type!r}; one of {', '.join(GPU_TYPES)}", field="gpu_type")
+            raise DomainError(f"unknown GPU type {line.gpu_type!r}; one of {', '.join(GPU_TYPES)}",
+                              field=f"[{index}].gpu_type")
         if line.gpu_type in seen:
-            raise DomainError(f"{line.gpu_type} is listed twice", field="gpu_type")
+            raise DomainError(f"{line.gpu_type} is listed twice", field=f"[{index}].gpu_type")
         seen.add(line.gpu_type)
         for name in ("nominal", "borrowing_limit", "lending_limit"):
             value = getattr(line, name)
             if value is not None and (not value.is_finite() or value < 0):
-                raise DomainError(f"{name} must be a finite number of cards, 0 or more", field=name)
+                raise DomainError(f"{name} must be a finite number of cards, 0 or more", field=f"[{index}].{name}")
         if line.lending_limit is not None and line.lending_limit > line.nominal:
             raise DomainError(f"lending_limit {line.lending_limit} is above nominal {line.nominal}: a tenant lends "
-                              "only its own unused nominal", field="lending_limit")
+                              "only its own unused nominal", field=f"[{index}].lending_limit")
 
 
 def _quota_details(tenant_id: int) -> list[dict]:

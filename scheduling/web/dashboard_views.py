@@ -5,15 +5,20 @@ from django.contrib.auth.decorators import login_required
 from heteroflow_site.web import render_page
 from nodes.selectors import capacity_by_architecture, nodes_by_status
 from scheduling import lifecycle
+from scheduling.fair_share.selectors import tenant_share
 from scheduling.selectors import pending_by_code, recent_cycles, tasks_visible_to
 from scheduling.web.charts import capacity_chart, fragmentation_panel
+from tenants.selectors import tenant_of
 
 
 @login_required
 def dashboard(request):
     tasks = tasks_visible_to(request.user)
     capacity = capacity_by_architecture()
+    tenant = tenant_of(request.user)
     context = {
+        # A tenant's own share of the cluster (design §16.2); admins see every tenant's on the sharing page.
+        "share": tenant_share(tenant) if tenant is not None else None,
         "capacity": capacity,
         "chart": capacity_chart(capacity),
         "totals": {key: sum(row[key] for row in capacity) for key in ("total", "used", "free", "offline")},

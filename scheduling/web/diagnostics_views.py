@@ -1,4 +1,5 @@
-"""The diagnostics page: recent cycles, attempts by code, the pending queue and fgd's view of the workload."""
+"""The diagnostics page: recent cycles, attempts by code, the pending queue, borrowed work and fgd's view of the
+workload."""
 
 from django.contrib import messages
 from django.shortcuts import redirect
@@ -7,12 +8,14 @@ from django.utils import timezone
 from heteroflow_site.web import render_page, staff_required
 from scheduling import immediate_queue
 from scheduling.diagnostics.attempts import attempt_counts
+from scheduling.fair_share.selectors import borrowed_work
 from scheduling.plugins import fgd
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_queue, recent_cycles
 from scheduling.web.charts import fragmentation_panel
 
 PENDING_SHOWN = 50
+BORROWED_SHOWN = 50
 CYCLE_REQUESTED = "Cycle requested: the scheduler runs it within a second."
 
 
@@ -33,6 +36,8 @@ def diagnostics(request):
         "attempt_counts": [{"code": code, "count": count} for code, count in attempt_counts().items()],
         "pending": [{"task": task, "queue": queue_state(task, now=now)}
                     for task in pending_queue(limit=PENDING_SHOWN)],
+        "borrowed": borrowed_work()[:BORROWED_SHOWN],
+        "borrowed_count": borrowed_work().count(),
         "fragmentation": fragmentation_panel(),
         "target_workload": fgd.target_workload_summary(),
     }

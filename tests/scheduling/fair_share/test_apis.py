@@ -60,7 +60,7 @@ def test_a_type_listed_twice_is_a_400(admin_client, tenant):
     response = admin_client.put(f"/api/v1/tenants/{tenant.id}/quotas",
                                 [{"gpu_type": "nvidia", "nominal": 1}, {"gpu_type": "nvidia", "nominal": 2}],
                                 format="json")
-    assert response.status_code == 400 and response.json()["field"] == "gpu_type"
+    assert response.status_code == 400 and response.json()["field"] == "[1].gpu_type"
     assert not TenantGpuQuota.objects.exists()
 
 
