@@ -30,6 +30,11 @@ def tasks_visible_to(user) -> QuerySet[Task]:
     return _visible_to(Task.objects.select_related("tenant", "node", "attempt"), user)
 
 
+def task_list_visible_to(user) -> QuerySet[Task]:
+    """`tasks_visible_to` for lists: each task's latest attempt without its per-node entries (some 20 KB a task)."""
+    return tasks_visible_to(user).defer("attempt__nodes", "attempt__extra")
+
+
 def groups_visible_to(user) -> QuerySet[TaskGroup]:
     return _visible_to(TaskGroup.objects.select_related("tenant"), user)
 

@@ -10,7 +10,7 @@ from heteroflow_site.permissions import is_admin
 from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
-from scheduling.selectors import tasks_visible_to
+from scheduling.selectors import task_list_visible_to, tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
 from scheduling.diagnostics.visibility import attempt_diagnostics
@@ -21,7 +21,9 @@ class TaskOutput(serializers.ModelSerializer):
     tenant = serializers.IntegerField(source="tenant_id")
     node = serializers.SerializerMethodField()
     group = serializers.IntegerField(source="group_id", allow_null=True)
-    diagnostics = serializers.SerializerMethodField()
+    diagnostics = serializers.SerializerMethodField(
+        help_text="The latest scheduling attempt, null before the first: `{code, message, nodes: [{node, reason, "
+                  "scores, total}], …}`; in a list `{code, message}` only unless `diagnostics=full` is asked for.")
 
     class Meta:
         model = Task
@@ -66,13 +68,14 @@ def output_context(request) -> dict:
     return {"viewer_tenant_id": None if is_admin(request.user) else getattr(tenant_of(request.user), "id", -1)}
 
 
-SUMMARY = "summary"
+SUMMARY, FULL = "summary", "full"
 
 
 class TaskListInput(serializers.Serializer):
-    # A task's full diagnostics name up to 250 nodes (design §14), some 20 KB a task; a list that is polled seldom
-    # needs more than the code and the one-line summary.
-    diagnostics = serializers.ChoiceField(choices=["full", SUMMARY], default="full")
+    # A task's full diagnostics name up to 250 nodes (design §14), some 20 KB a task: a list of 100 would be 2 MB,
+    # read, decoded and re-encoded on every poll. A list carries the code and the one-line summary; the task itself
+    # (or `diagnostics=full`) the per-node entries.
+    diagnostics = serializers.ChoiceField(choices=[SUMMARY, FULL], default=SUMMARY)
 
 
 TASK_FILTER_PARAMETERS = [
@@ -80,9 +83,10 @@ TASK_FILTER_PARAMETERS = [
     OpenApiParameter("tenant", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                      description="tenant id (admins; a tenant user sees only its own)"),
     OpenApiParameter("node", str, description="node id or name"),
-    OpenApiParameter("diagnostics", enum=["full", SUMMARY],
-                     description="`summary`: each task's diagnostics are only its latest attempt's code and message "
-                                 "(`GET /api/v1/tasks/{id}` has them in full); default `full`"),
+    OpenApiParameter("diagnostics", enum=[SUMMARY, FULL],
+                     description="`summary` (the default): each task's diagnostics are its latest attempt's code and "
+                                 "message only; `full`: with the per-node entries, as `GET /api/v1/tasks/{id}` has "
+                                 "them"),
 ]
 
 
@@ -95,9 +99,7 @@ class TaskListCreateApi(APIView):
                                       if key in request.query_params})
         options.is_valid(raise_exception=True)
         diagnostics = options.validated_data["diagnostics"]
-        queryset = tasks_visible_to(request.user)
-        if diagnostics == SUMMARY:
-            queryset = queryset.defer("attempt__nodes", "attempt__extra")
+        queryset = (task_list_visible_to if diagnostics == SUMMARY else tasks_visible_to)(request.user)
         tasks = TaskFilter(request.query_params, queryset=queryset)
         if not tasks.is_valid():
             raise serializers.ValidationError(tasks.errors)

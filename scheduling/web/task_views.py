@@ -15,7 +15,7 @@ from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
 from scheduling.models import TaskStatus, TaskType
 from scheduling.queue.selectors import queue_state
-from scheduling.selectors import tasks_visible_to
+from scheduling.selectors import task_list_visible_to, tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
 from scheduling.diagnostics.visibility import filtered_nodes_for
@@ -29,7 +29,7 @@ ACTIVE_FILTER = "active"
 
 
 def _filtered_tasks(request):
-    tasks = tasks_visible_to(request.user)
+    tasks = task_list_visible_to(request.user)
     status = request.GET.get("status", "")
     if status == ACTIVE_FILTER:
         tasks = tasks.filter(status__in=lifecycle.ACTIVE_STATES)

@@ -2,6 +2,7 @@ import re
 
 import pytest
 
+from scheduling.framework import reasons
 from scheduling.models import Task
 from tests.factories import make_task
 
@@ -86,13 +87,51 @@ def attempted(tenant):
 
 
 @pytest.mark.django_db
-def test_a_summary_list_carries_each_attempts_code_and_message_only(tenant_client, attempted):
-    listed = tenant_client.get("/api/v1/tasks?diagnostics=summary").json()
+def test_a_list_carries_each_attempts_code_and_message_only_unless_asked_for_all(tenant_client, attempted):
+    summary = {"code": "InsufficientResources", "message": "0/2 nodes are available: 2 Insufficient GPU."}
 
-    assert listed[0]["diagnostics"] == {"code": "InsufficientResources",
-                                        "message": "0/2 nodes are available: 2 Insufficient GPU."}
-    full = tenant_client.get("/api/v1/tasks").json()[0]["diagnostics"]
+    assert tenant_client.get("/api/v1/tasks").json()[0]["diagnostics"] == summary
+    assert tenant_client.get("/api/v1/tasks?diagnostics=summary").json()[0]["diagnostics"] == summary
+    full = tenant_client.get("/api/v1/tasks?diagnostics=full").json()[0]["diagnostics"]
     assert [entry["node"] for entry in full["nodes"]] == ["a", "b"]
+    detail = tenant_client.get(f"/api/v1/tasks/{attempted.id}").json()["diagnostics"]
+    assert [entry["node"] for entry in detail["nodes"]] == ["a", "b"]
+
+
+def _large_attempt(task: Task):
+    """An attempt as a cycle stores it on a 5,000-node cluster: 200 filtered nodes named, the best 50 scored."""
+    from scheduling.models import SchedulingAttempt
+
+    plugins = ["spread", "gpu-topology", "rdma", "node-pools", "fgd"]
+    return SchedulingAttempt(
+        task=task, code="InsufficientResources",
+        message=reasons.summarize(5000, {reasons.INSUFFICIENT_GPU: 2310, "GPU type mismatch": 1204,
+                                         reasons.INSUFFICIENT_GPU_MEMORY: 650, reasons.ZONE_MISMATCH: 402,
+                                         reasons.DEDICATED_OTHER_TENANT: 230, reasons.NODE_OFFLINE: 204}),
+        nodes={"filtered": {"Insufficient GPU": [f"gpu-node-{index:05d}" for index in range(150)],
+                            "GPU type mismatch": [f"gpu-node-{index:05d}" for index in range(150, 200)]},
+               "plugins": plugins,
+               "scored": [[f"gpu-node-{index:05d}", 87.25, *[17.45] * len(plugins)] for index in range(200, 250)]},
+        extra={"filtered_nodes_not_listed": 4800})
+
+
+@pytest.mark.django_db
+def test_a_list_of_100_tasks_with_large_attempts_is_at_most_100_kb(tenant_client, tenant):
+    from scheduling.models import SchedulingAttempt
+
+    tasks = Task.objects.bulk_create(
+        Task(tenant=tenant, name=f"training-run-{index:04d}", image="registry.example.com/team/trainer:2026.11",
+             command="python train.py --config configs/large.yaml --epochs 90", gpu_type="nvidia", gpu_required=4,
+             cpu_cores=16, memory_mb=65536, labels={"zone": "cn-north-a", "nvlink": "required"})
+        for index in range(100))
+    SchedulingAttempt.objects.bulk_create(_large_attempt(task) for task in tasks)
+
+    listed = tenant_client.get("/api/v1/tasks?limit=100")
+    full = tenant_client.get("/api/v1/tasks?limit=100&diagnostics=full")
+
+    assert len(listed.json()) == 100 and len(listed.content) <= 100_000
+    # What the list carried before: each task's per-node entries.
+    assert len(full.content) > 1_000_000
 
 
 @pytest.mark.django_db
