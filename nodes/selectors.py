@@ -5,11 +5,12 @@ from dataclasses import dataclass
 
 import django_filters
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery, Sum
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeChange
+from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeAuditEntry, NodeChange
+from nodes.services import JOIN_AWAITING_APPROVAL_ACTION
 
 
 # Which tasks hold a node's cards is the scheduling app's to say: the routes that show them (scheduling.api.urls,
@@ -50,6 +51,17 @@ def nodes_list(filters: Mapping | None = None, *, queryset: QuerySet[Node] | Non
         field, messages = next(iter(filterset.errors.items()))
         raise DomainError(" ".join(messages), field=field)
     return filterset.qs
+
+
+def with_approval_state(nodes: QuerySet[Node]) -> QuerySet[Node]:
+    """`nodes` with `awaiting_approval`, in the same query: registered with the join token and not made schedulable
+    since (design §16.5), i.e. unschedulable and the newest audit entry that set `schedulable` is the join's own."""
+    latest = (NodeAuditEntry.objects.filter(node=OuterRef("pk"))
+              .filter(Q(action=JOIN_AWAITING_APPROVAL_ACTION) | Q(after__has_key="schedulable"))
+              .order_by("-at", "-id").values("action")[:1])
+    return nodes.annotate(approval_action=Subquery(latest)).annotate(
+        awaiting_approval=ExpressionWrapper(Q(schedulable=False, approval_action=JOIN_AWAITING_APPROVAL_ACTION),
+                                            output_field=BooleanField()))
 
 
 def nodes_visible_to_tenant(tenant_id: int | None) -> QuerySet[Node]:

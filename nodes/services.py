@@ -246,6 +246,14 @@ def node_update(
     return _node_admin_change(node=node, action="node.update", changes=changes, labels=labels, actor=actor)
 
 
+NODE_APPROVED_ACTION = "node.approve"
+
+
+def node_approve(*, node: Node, actor) -> Node:
+    """An admin approves a node the join token registered: it becomes schedulable (design §16.5); audited."""
+    return _node_admin_change(node=node, action=NODE_APPROVED_ACTION, changes={"schedulable": True}, actor=actor)
+
+
 def _node_admin_change(*, node: Node, action: str, changes: dict, actor, labels: dict | None = None) -> Node:
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(id=node.id)

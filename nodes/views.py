@@ -9,8 +9,10 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
-from nodes.selectors import CardHolders, card_type_counts, no_card_holders, node_detail, node_places, nodes_list
-from nodes.services import AGENT_LABEL_PREFIX, node_topology_update, node_update
+from nodes.selectors import (
+    CardHolders, card_type_counts, no_card_holders, node_detail, node_places, nodes_list, with_approval_state,
+)
+from nodes.services import AGENT_LABEL_PREFIX, node_approve, node_topology_update, node_update
 from nodes.taint_views import save_taints, taints_text
 from tenants.models import Tenant
 
@@ -46,7 +48,7 @@ def node_list(request):
     filters = {name: request.GET.get(name, "").strip() for name in LIST_FILTERS}
     error = None
     try:
-        nodes = nodes_list({name: value for name, value in filters.items() if value})
+        nodes = with_approval_state(nodes_list({name: value for name, value in filters.items() if value}))
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
     context = {
@@ -156,18 +158,25 @@ def _save_settings(request, node: Node) -> dict:
     return {"saved": "settings"}
 
 
+def _approve(request, node: Node) -> dict:
+    node_approve(node=node, actor=request.user)
+    return {"saved": "approval"}
+
+
 FORMS = {"topology": (_save_topology, "topology-form"), "labels": (_save_labels, "labels-form"),
-         "settings": (_save_settings, "settings-form"), "taints": (save_taints, "taints-form")}
+         "settings": (_save_settings, "settings-form"), "taints": (save_taints, "taints-form"),
+         "approve": (_approve, "approval")}
 
 
 @staff_required
 def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders):
-    node = get_object_or_404(Node.objects.select_related("dedicated_tenant"), id=node_id)
+    nodes = with_approval_state(Node.objects.select_related("dedicated_tenant"))
+    node = get_object_or_404(nodes, id=node_id)
     outcome, fragment = {}, None
     if request.method == "POST" and request.POST.get("form") in FORMS:
         save, fragment = FORMS[request.POST["form"]]
         outcome = save(request, node)
-        node.refresh_from_db()
+        node = nodes.get(id=node_id)
     detail = node_detail(node, card_holders=card_holders)
     admin_labels, agent_labels = _split_labels(node.labels)
     context = {

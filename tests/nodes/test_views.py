@@ -1,6 +1,7 @@
 import pytest
 
 from nodes.models import GPU, Node, NodeAuditEntry
+from nodes.services import agent_register
 from tests.factories import make_node, make_task
 from tests.web_clients import HTMX
 
@@ -113,3 +114,53 @@ def test_a_mixed_node_shows_each_type_on_the_list_and_its_page(admin_web):
     assert "2 × ascend + 2 × nvidia" in page
     # Both vendors have a card 0: the page names each by type and index.
     assert "ascend 0" in page and "nvidia 0" in page
+
+
+def _joined_node(name: str) -> Node:
+    node, _token = agent_register(name=name, internal_ip="10.0.0.9", public_ip=None, cpu_cores=8, memory_gb=32,
+                                  by_join_token=True)
+    return node
+
+
+@pytest.mark.django_db
+def test_a_node_the_join_token_registered_awaits_approval_on_its_page_and_the_list(admin_web, settings, admin_user):
+    """issue 27 item 3: the page said only "cordoned", with no way to tell a node nobody approved yet."""
+    settings.HETEROFLOW_JOIN_AUTO_APPROVE = False
+    joined = _joined_node("joined")
+    cordoned = make_node(name="cordoned", schedulable=False)
+
+    listed = admin_web.get("/nodes/").content.decode()
+    assert listed.count("awaiting approval") == 1
+    assert 'id="approve-node"' in admin_web.get(f"/nodes/{joined.id}/").content.decode()
+    assert 'id="approve-node"' not in admin_web.get(f"/nodes/{cordoned.id}/").content.decode()
+
+    response = admin_web.post(f"/nodes/{joined.id}/", {"form": "approve"}, **HTMX)
+
+    assert response.status_code == 200
+    assert "Approved: the node is schedulable" in response.content.decode()
+    assert "<html" not in response.content.decode()
+    joined.refresh_from_db()
+    assert joined.schedulable
+    entry = joined.audit_entries.first()
+    assert (entry.action, entry.actor, entry.after) == ("node.approve", admin_user, {"schedulable": True})
+    assert "awaiting approval" not in admin_web.get("/nodes/").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_node_cordoned_after_its_approval_no_longer_awaits_it(admin_web, settings):
+    settings.HETEROFLOW_JOIN_AUTO_APPROVE = False
+    joined = _joined_node("joined")
+    admin_web.post(f"/nodes/{joined.id}/", {"form": "approve"}, **HTMX)
+    admin_web.post(f"/nodes/{joined.id}/", {"form": "settings", "dedicated_tenant": ""}, **HTMX)
+    joined.refresh_from_db()
+    assert not joined.schedulable
+    assert 'id="approve-node"' not in admin_web.get(f"/nodes/{joined.id}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_only_staff_approve_a_node(tenant_web, settings):
+    settings.HETEROFLOW_JOIN_AUTO_APPROVE = False
+    joined = _joined_node("joined")
+    assert tenant_web.post(f"/nodes/{joined.id}/", {"form": "approve"}, **HTMX).status_code in (302, 403)
+    joined.refresh_from_db()
+    assert not joined.schedulable
