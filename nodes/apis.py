@@ -6,6 +6,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeaderPagination
 from heteroflow_site.permissions import IsAdmin, is_admin
 from heteroflow_site.sentinels import KEEP
 from heteroflow_site.serializers import StrictSerializer, validated
@@ -49,10 +50,14 @@ def _nodes_for(user):
 class NodeListApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses=NodeOutput(many=True))
+    @extend_schema(parameters=[*PAGE_PARAMETERS, *PAGE_HEADERS], responses=NodeOutput(many=True))
     def get(self, request):
+        """By name, a page at a time (`limit`, `offset`; the `Link` header names the next page)."""
         nodes = nodes_list(request.query_params, queryset=_nodes_for(request.user))
-        return Response(NodeOutput(nodes, many=True, context={"staff": is_admin(request.user)}).data)
+        paginator = LinkHeaderPagination()
+        page = paginator.paginate_queryset(nodes, request, view=self)
+        output = NodeOutput(page, many=True, context={"staff": is_admin(request.user)})
+        return paginator.get_paginated_response(output.data)
 
 
 class NodeDetailApi(APIView):

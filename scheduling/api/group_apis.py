@@ -6,7 +6,8 @@ from rest_framework.views import APIView
 
 from scheduling.api.group_input import TaskGroupInput
 from scheduling.models import TaskGroup
-from scheduling.selectors import group_members, groups_visible_to
+from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeaderPagination
+from scheduling.selectors import group_list_visible_to, group_members, groups_visible_to
 from scheduling.services.group_submit import task_group_submit
 
 
@@ -34,9 +35,13 @@ class TaskGroupOutput(serializers.ModelSerializer):
 
 
 class TaskGroupListCreateApi(APIView):
-    @extend_schema(responses=TaskGroupOutput(many=True))
+    @extend_schema(parameters=[*PAGE_PARAMETERS, *PAGE_HEADERS], responses=TaskGroupOutput(many=True))
     def get(self, request):
-        return Response(TaskGroupOutput(groups_visible_to(request.user)[:200], many=True).data)
+        """Newest first, a page at a time (`limit`, `offset`; the `Link` header names the next page), each group's
+        members read for the whole page at once."""
+        paginator = LinkHeaderPagination()
+        page = paginator.paginate_queryset(group_list_visible_to(request.user), request, view=self)
+        return paginator.get_paginated_response(TaskGroupOutput(page, many=True).data)
 
     @extend_schema(request=TaskGroupInput, responses={201: TaskGroupOutput})
     def post(self, request):

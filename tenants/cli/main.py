@@ -21,6 +21,8 @@ from tenants.cli.api import Api, ApiError
 
 TERMINAL_STATES = {"succeeded", "failed", "stopped"}
 FOLLOW_INTERVAL_SECONDS = 1.0
+# `hf nodes` reads the node list a page of this many at a time (the API's largest page).
+NODES_PAGE = 500
 EXIT_ERROR = 1
 # Piped output is read by programs and pagers: a table is not wrapped at 80 columns there.
 PIPED_WIDTH = 250
@@ -191,7 +193,7 @@ def events(args) -> None:
 
 
 def nodes(args) -> None:
-    rows = _api().get("nodes").json()
+    rows = _api().get_all("nodes", limit=NODES_PAGE)
     if args.json:
         _print_json(rows)
         return

@@ -254,3 +254,16 @@ class TestNodeApi:
                                  format="json").status_code == 403
         node.refresh_from_db()
         assert node.schedulable and node.region == ""
+
+
+@pytest.mark.django_db
+def test_the_node_list_is_paged_like_tasks(admin_client):
+    """issue 27 item 10: the node list returned every node of the cluster in one response."""
+    for index in range(5):
+        make_node(name=f"n{index}")
+    response = admin_client.get("/api/v1/nodes?limit=2&offset=2")
+    assert [node["name"] for node in response.json()] == ["n2", "n3"]
+    assert response["X-Total-Count"] == "5"
+    assert 'rel="next"' in response["Link"] and 'rel="prev"' in response["Link"]
+    assert admin_client.get("/api/v1/nodes?limit=501").status_code == 400
+

@@ -1,6 +1,9 @@
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from scheduling.groups.replicas import rebuild_inference_groups
+from scheduling.groups.services import task_group_create
 from scheduling.models import Task, TaskGroup
 
 
@@ -68,3 +71,20 @@ def test_max_restarts_defaults_to_three_and_can_be_set(tenant_client):
     assert (default["max_restarts"], default["restarts"], default["status"]) == (3, 0, "pending")
     assert chosen["max_restarts"] == 0
     assert TaskGroup.objects.get(id=chosen["id"]).max_restarts == 0
+
+
+@pytest.mark.django_db
+def test_the_group_list_is_paged_like_tasks_and_reads_members_once_per_page(tenant_client, tenant):
+    """issue 27 item 10: the list returned 200 groups with all members, one query per group."""
+    for index in range(5):
+        task_group_create(tenant=tenant, name=f"g{index}", type="training", world_size=2, gpus_per_worker=1)
+    with CaptureQueriesContext(connection) as few:
+        tenant_client.get("/api/v1/task-groups?limit=2")
+    with CaptureQueriesContext(connection) as more:
+        response = tenant_client.get("/api/v1/task-groups?limit=4")
+
+    assert len(response.json()) == 4 and response["X-Total-Count"] == "5"
+    assert 'rel="next"' in response["Link"]
+    assert all(len(group["members"]) == 2 for group in response.json())
+    assert len(more.captured_queries) == len(few.captured_queries)
+    assert tenant_client.get("/api/v1/task-groups?limit=0").status_code == 400

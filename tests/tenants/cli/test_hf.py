@@ -11,6 +11,7 @@ from scheduling.cycle import run_cycle
 from tenants.cli import main as hf
 from tenants.models import Tenant
 from tenants.services import tenant_user_create
+from tests.factories import make_node
 from tests.nodes.test_agent_end_to_end import fleet  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -134,3 +135,14 @@ def test_logs_follow_prints_a_running_tasks_output_until_it_ends(cli, fleet, mon
     assert status == 0
     assert "initializing process group" in out and "loss" in out and out.endswith("finished\n")
     assert cli("logs", "--tail", "1", str(task_id))[1] == "finished\n"
+
+
+def test_nodes_reads_every_page_of_the_node_list(cli, alice, monkeypatch):
+    """The node list is paged (issue 27 item 10): `hf nodes` follows the Link header to the last page."""
+    for index in range(3):
+        make_node(name=f"n{index}")
+    monkeypatch.setattr(hf, "NODES_PAGE", 2)
+    cli("login", "--server", cli.server, "--username", "alice", "--password-stdin", stdin="alice-password\n")
+    status, out, _ = cli("nodes", "--json")
+    assert status == 0 and [node["name"] for node in json.loads(out)] == ["n0", "n1", "n2"]
+
