@@ -116,6 +116,10 @@ TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
 AXES_CLIENT_IP_CALLABLE = "heteroflow_site.client_ip.client_ip"
 # Failed authentications (401s) under /api/ one address may have per minute before its API calls are 429s.
 HETEROFLOW_AUTH_FAILURES_PER_MINUTE = env.int("HETEROFLOW_AUTH_FAILURES_PER_MINUTE", default=30)
+# Websockets (heteroflow_site.websockets): how many one user may hold open at once, and how often (seconds) an open
+# one checks again that its user may still watch it.
+HETEROFLOW_WEBSOCKETS_PER_USER = env.int("HETEROFLOW_WEBSOCKETS_PER_USER", default=20)
+HETEROFLOW_WEBSOCKET_RECHECK_SECONDS = env.float("HETEROFLOW_WEBSOCKET_RECHECK_SECONDS", default=30.0)
 
 ROOT_URLCONF = "heteroflow_site.urls"
 

@@ -1,14 +1,13 @@
 """The task page's live log panel (design §16.4): its first lines as a fragment, then each new batch pushed over
 `ws/tasks/<id>/logs/` and appended by htmx. Who may watch is who may read the task: its tenant's users and staff."""
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth.decorators import login_required
 from django.dispatch import receiver
 from django.http import Http404
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 
+from heteroflow_site.websockets import GuardedConsumer
 from scheduling.log_reading import task_log_slice
 from scheduling.selectors import tasks_visible_to
 from scheduling.signals import task_log_appended
@@ -34,19 +33,18 @@ def task_log_panel(request, task_id: int):
     return TemplateResponse(request, TEMPLATE, {"task_id": task_id, "log": piece, "panel_lines": PANEL_LINES})
 
 
-class TaskLogConsumer(AsyncWebsocketConsumer):
+class TaskLogConsumer(GuardedConsumer):
     group: str | None = None
 
-    async def connect(self):
-        task_id = int(self.scope["url_route"]["kwargs"]["task_id"])
-        if not await database_sync_to_async(_may_read)(self.scope.get("user"), task_id):
-            await self.close(code=4404)
-            return
-        self.group = task_log_group(task_id)
+    def allowed(self, user) -> bool:
+        return _may_read(user, int(self.scope["url_route"]["kwargs"]["task_id"]))
+
+    async def joined(self):
+        self.group = task_log_group(int(self.scope["url_route"]["kwargs"]["task_id"]))
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
 
     async def disconnect(self, code):
+        await super().disconnect(code)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
