@@ -86,6 +86,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "heteroflow_site.logs.RequestLogMiddleware",
+    # A request whose connection died before its first statement runs once more on a new one (docs/operations.md).
+    "heteroflow_site.database_retry.DatabaseRetryMiddleware",
     "heteroflow_site.auth_failures.FailedAuthenticationGate",
     "django.middleware.security.SecurityMiddleware",
     "heteroflow_site.static_files.StaticFilesMiddleware",
@@ -144,6 +146,11 @@ ASGI_APPLICATION = "heteroflow_site.asgi.application"
 DATABASES = {"default": postgres_database(env)}
 DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"]["HOST"]))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+# A kept connection is checked before it is used again, so that a PostgreSQL restart costs no request
+# (docs/operations.md): Django checks a persistent connection at its first use in each request, the project's
+# backend each connection the pool below hands out.
+DATABASES["default"]["ENGINE"] = "heteroflow_site.postgresql"
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A runaway query or a lock held by a stuck transaction fails its request instead of piling requests up.
 DATABASE_STATEMENT_TIMEOUT_MS = env.int("DATABASE_STATEMENT_TIMEOUT_MS", default=30_000)
 DATABASE_LOCK_TIMEOUT_MS = env.int("DATABASE_LOCK_TIMEOUT_MS", default=10_000)
@@ -155,6 +162,9 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
 # pool on. Schedulers and Celery workers keep one connection each: they hold session-level advisory locks.
 if env.bool("DATABASE_POOL", default=False):
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The backend checks what the pool hands out; psycopg_pool's own check (which Django gives it under
+    # CONN_HEALTH_CHECKS, and refuses beside a `check` here) would wait seconds per dead connection after a restart.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 2, "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=16), "timeout": 10,
     }

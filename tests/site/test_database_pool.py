@@ -3,11 +3,13 @@ request runs in a thread of its own, so without the pool every request opens a P
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 from django.db import connection
 
+from tenants.services import tenant_user_create
 from tests.processes import daphne_serving
 
 
@@ -50,3 +52,38 @@ def test_without_the_pool_each_request_closes_the_connection_it_opened(tmp_path)
             time.sleep(0.05)
 
     assert kept == []
+
+
+def terminate_every_backend() -> int:
+    """What a restart, a failover or a connection-killing proxy does to the database's sessions; how many ended."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def answers_after_termination(base: str, token: str) -> tuple[list[int], list[int]]:
+    """The pool warmed by 40 requests at once, every backend terminated, then 30 API requests one after another:
+    the warm-up's statuses and the 30's."""
+    headers = {"Authorization": f"Token {token}"}
+
+    def ask(_) -> int:
+        return requests.get(f"{base}/api/v1/tasks", headers=headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(40) as requests_at_once:
+        warm_up = list(requests_at_once.map(ask, range(40)))
+    assert terminate_every_backend() >= 2
+    return warm_up, [ask(n) for n in range(30)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_every_backend_is_terminated_a_warmed_pool_answers_every_api_request(tmp_path, tenant):
+    _, token = tenant_user_create(tenant=tenant, username="pool-user", password="orchid-lantern-42")
+    with daphne_serving(log=tmp_path / "server.log", DATABASE_POOL="true") as base:
+        warm_up, after = answers_after_termination(base, token)
+        assert terminate_every_backend() >= 2
+        ready = requests.get(f"{base}/readyz", timeout=30).json()
+
+    assert warm_up == [200] * 40
+    assert after == [200] * 30, (tmp_path / "server.log").read_text()[-3000:]
+    assert ready["checks"]["database"]["status"] == "ok", ready
