@@ -6,8 +6,9 @@ from collections import Counter
 from scheduling.framework import reasons
 from scheduling.models import SchedulingAttempt, Task
 
-# Filter reasons whose nodes belong to someone else: a tenant learns how many, not which.
-REASONS_COUNTED_NOT_NAMED = frozenset({reasons.DEDICATED_OTHER_TENANT})
+# Filter reasons whose nodes belong to someone else (dedicated to, or held by, another tenant): a tenant learns how
+# many, not which.
+REASONS_COUNTED_NOT_NAMED = frozenset({reasons.DEDICATED_OTHER_TENANT, reasons.SINGLE_TENANT_RUNTIME})
 
 
 def filtered_nodes_for(filtered: dict[str, list[str]], *, admin: bool) -> dict[str, list[str] | int]:

@@ -5,9 +5,13 @@ import re
 
 import pytest
 
+from nodes.models import Node
 from scheduling.cycle import run_cycle
-from scheduling.models import TaskEvent
+from scheduling.framework.snapshot import SchedulerConfig
+from scheduling.models import Task, TaskEvent
+from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node, make_task
+from tests.scheduling.bind.single import bind_task
 from tests.scheduling.preemption.conftest import placed_task, running_stage  # noqa: F401 (fixtures)
 
 
@@ -61,3 +65,29 @@ def test_node_addresses_are_for_staff_only(tenant_client, admin_client):
     assert tenant_client.get(f"/api/v1/nodes/{node.id}").json()["internal_ip"] is None
     assert admin_client.get(f"/api/v1/nodes/{node.id}").json()["internal_ip"] == "10.9.8.7/24"
     assert admin_client.get("/api/v1/nodes").json()[0]["public_ip"] == "203.0.113.99"
+
+
+@pytest.mark.django_db
+def test_nodes_another_tenant_holds_alone_are_counted_not_named(tenant, other_tenant, tenant_client):
+    """design §16.5: which Hygon, MetaX or Biren node another tenant holds is not a tenant's to read."""
+    held = make_node(gpu_type="hygon", model="K100", cards=2, name="secret-held-node")
+    make_task(tenant=other_tenant, status="running", node=held, gpus=[0], gpu_required=1)
+    task = make_task(tenant=tenant, gpu_required=1)
+    run_cycle()
+    diagnostics = tenant_client.get(f"/api/v1/tasks/{task.id}").json()["diagnostics"]
+    assert "secret-held-node" not in str(diagnostics)
+    assert diagnostics["nodes_not_shown"] == {"SingleTenantRuntime": 1}
+
+
+@pytest.mark.django_db
+def test_binds_refusal_of_a_node_dedicated_to_another_tenant_does_not_name_it(tenant, other_tenant):
+    """issue 27 item 5: bind's refusal, which reaches the tenant, named the dedicated node."""
+    node = make_node(cards=2, name="secret-dedicated-node")
+    stale = build_snapshot().node(node.id)
+    Node.objects.filter(id=node.id).update(dedicated_tenant=other_tenant)
+    task = make_task(tenant=tenant, gpu_required=1)
+    row = Task.objects.filter(id=task.id).values_list(*TASK_INFO_FIELDS).get()
+    outcome = bind_task(task_info_from_row(row), stale, [0], config=SchedulerConfig())
+    assert outcome.code == "NoSchedulableNodes"
+    assert "dedicated to another tenant" in outcome.message and "secret-dedicated-node" not in outcome.message
+

@@ -10,7 +10,7 @@ from scheduling.cycle import run_cycle
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.preemption.execute import execute_plan
+from scheduling.preemption.execute import NODE_REASONS_KEPT, PreemptionOutcome, execute_plan
 from scheduling.preemption.planner import PreemptionPlan
 from scheduling.services.preemption_settle import settle_preempted
 from scheduling.services.task_transition import task_transition
@@ -256,3 +256,14 @@ def test_a_pool_reads_only_the_nodes_holding_something_to_evict_or_stopping(tena
 
     # The nodes whose active tasks the pool read (what the pool is for has no public reader of it).
     assert set(CandidatePool()._tasks_by_node()) == {evictable.id, stopping.id}
+
+
+def test_a_failed_preemption_keeps_at_most_twenty_node_reasons_and_counts_them_all():
+    """issue 27 item 5: one entry per cluster node per failed preemption bloated every attempt's write."""
+    reasons = {f"node-{index:03}": ("no eligible victims" if index % 3 else "preemption would not help (x)")
+               for index in range(250)}
+    stored = PreemptionOutcome(code="InsufficientResources", message="", node_reasons=reasons).diagnostics
+    assert len(stored["preemption"]["node_reasons"]) == NODE_REASONS_KEPT == 20
+    assert stored["preemption"]["node_reason_counts"] == {"no eligible victims": 166,
+                                                          "preemption would not help (x)": 84}
+
