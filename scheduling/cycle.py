@@ -104,14 +104,14 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
             snapshot.quotas = load_quota_book()
             entries = fair_share_order(entries, snapshot.quotas)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
-            reservation.reserve_waiting_jobs(snapshot)
+            reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
             # full collections walking the snapshot cost more than scheduling itself on a large cluster.
             gc.freeze()
             try:
                 attempts = AttemptBatch()
-                placer = _Placer(framework, snapshot, attempts, rng, held)
+                placer = _Placer(framework, snapshot, attempts, rng, held, reserved)
                 unplaced_tasks, unplaced_gangs = [], []
                 for kind, run in _runs(entries):
                     if kind == GANG:
@@ -207,11 +207,11 @@ class _Placer:
     """Takes each task through the framework and commits the placements in batches (module docstring)."""
 
     def __init__(self, framework: Framework, snapshot: ClusterSnapshot, attempts: AttemptBatch,
-                 rng: random.Random, held: nomination.HeldCards) -> None:
+                 rng: random.Random, held: nomination.HeldCards, reserved: frozenset[int] = frozenset()) -> None:
         self.framework, self.snapshot, self.attempts, self.rng = framework, snapshot, attempts, rng
         self.held = held
         self.pool = CandidatePool()
-        self.preemption = PreemptionHandle(framework, self.pool)
+        self.preemption = PreemptionHandle(framework, self.pool, reserved=reserved, held=held)
         # Nodes a bind found over a CPU or memory threshold: skipped for the rest of the cycle (the filters leave
         # node load to bind, design §6).
         self.overloaded: set[int] = set()
@@ -253,12 +253,14 @@ class _Placer:
         self.held.release_for(task, self.snapshot)
         result = self.framework.schedule(task, self.snapshot, self.rng)
         if result.node is None:
-            self.held.restore_for(task, self.snapshot)
-        if result.pre_filtered:
-            self.attempts.add(task.id, result.code, result.message)
-            return result.code
-        if result.node is None:
-            return self._unplaced(task, result)
+            try:
+                if result.pre_filtered:
+                    self.attempts.add(task.id, result.code, result.message)
+                    return result.code
+                return self._unplaced(task, result)
+            finally:
+                # After PostFilter: a reserved job's preemption or defrag plan counts its node's free cards as free.
+                self.held.restore_for(task, self.snapshot)
         node = None
         if len(attempt.refused) < BIND_TRIES:
             node = next(_bind_candidates(result, self.snapshot, self.overloaded | attempt.refused_on), None)

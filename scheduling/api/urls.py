@@ -28,6 +28,7 @@ urlpatterns = [
     path("tasks/<int:task_id>/preemption-plan", preemption_plan_apis.PreemptionPlanApi.as_view(),
          name="api-task-preemption-plan"),
     path("scheduler/cycles", scheduler_apis.SchedulerCycleApi.as_view(), name="api-scheduler-cycles"),
+    path("scheduler/defrag-plan", scheduler_apis.DefragPlanApi.as_view(), name="api-scheduler-defrag-plan"),
     path("task-groups", group_apis.TaskGroupListCreateApi.as_view(), name="api-task-groups"),
     path("task-groups/<int:group_id>", group_apis.TaskGroupDetailApi.as_view(), name="api-task-group-detail"),
     # The node's detail is the nodes app's; the tasks holding its cards are this app's to say.

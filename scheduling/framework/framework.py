@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -165,16 +165,27 @@ class Framework:
 
     def post_filter(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
                     handle: Any = None) -> PostFilterOutcome | None:
-        """PostFilter, for a task no node could take: the first plugin outcome (preemption's), else None.
-        `handle` is what the caller lends plugins to act with (the cycle's preemption service)."""
+        """PostFilter, for a task no node could take: the first plugin outcome that changed the attempt's code
+        (preemption's or defrag's PreemptionPending), else the first outcome with what the later ones said appended
+        (why nothing could be done), else None. An outcome keeping the failure's code did nothing, so the next plugin
+        gets its turn, as in kube-scheduler. `handle` is what the caller lends plugins to act with (the cycle's
+        preemption service)."""
         if result.node is not None or result.pre_filtered:
             return None
         state = CycleState(self.config, snapshot.tenancy, handle)
+        first = None
         for plugin in self.plugin_set.post_filters:
             outcome = plugin.post_filter(state, task, result, snapshot)
-            if outcome is not None:
+            if outcome is None:
+                continue
+            if getattr(outcome, "code", None) != result.code:
                 return outcome
-        return None
+            if first is None:
+                first = outcome
+            elif is_dataclass(first):
+                said = outcome.message.removeprefix(result.message).strip()
+                first = replace(first, message=f"{first.message} {said}")
+        return first
 
     def reserve(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> ChosenCards:
         """Reserve: card indexes for `task` on `node` (design §5.3), all of one type (`ChosenCards.card_type`);

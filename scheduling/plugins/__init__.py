@@ -1,5 +1,6 @@
-"""The built-in scheduling plugins (design §6's eight and §15.9's fgd), one package each, kube-scheduler style: each exports its
-`NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds, description included)."""
+"""The built-in scheduling plugins (design §6's eight, §15.9's fgd, §16.3's node-pools and defrag), one package each,
+kube-scheduler style: each exports its `NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds,
+description included)."""
 
 import logging
 from collections.abc import Iterable
@@ -9,6 +10,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, 
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
 from scheduling.plugins import (
     binpack,
+    defrag,
     fgd,
     gpu_filter,
     node_pools,
@@ -25,7 +27,7 @@ logger = logging.getLogger(__name__)
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
     gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
-    rdma.SPEC, preempt.SPEC,
+    rdma.SPEC, preempt.SPEC, defrag.SPEC,
 )
 
 

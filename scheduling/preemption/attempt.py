@@ -12,19 +12,24 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome, execute_plan, pending_message
+from scheduling.preemption.moves import carry_out, defrag_decision, not_moving
 from scheduling.preemption.planner import VICTIM_STATES, FitCheck, PreemptionPlan, may_preempt, plan_preemption
-from scheduling.queue.nomination import nominate
+from scheduling.queue.nomination import HeldCards, nominate
 
 
 class PreemptionHandle:
     """What the `preempt` plugin acts through. `pool` is the cycle's view of the active tasks (read on first
     need and kept current, evictions made here included)."""
 
-    def __init__(self, framework: Framework, pool: CandidatePool) -> None:
+    def __init__(self, framework: Framework, pool: CandidatePool, *, reserved: frozenset[int] = frozenset(),
+                 held: HeldCards | None = None) -> None:
         self.framework = framework
         self.pool = pool
         # Preemptor id → the node its victims are freeing cards on (it is nominated there, design §15.1).
         self.nominated: dict[int, int] = {}
+        # The cycle's reserved jobs (design §16.3), the only tasks defrag acts for, and the cards held this cycle.
+        self.reserved = reserved
+        self.held = held
 
     def preempt(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
                 preempt_stage: str) -> PreemptionOutcome | None:
@@ -47,6 +52,25 @@ class PreemptionHandle:
             self.nominated[task.id] = found.node_id
         code = (RECLAIM_PENDING if found.reclaim else outcome.code) if outcome.preempting else result.code
         return replace(outcome, code=code, message=f"{result.message} {outcome.message}")
+
+    def defrag(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *, max_moves: int,
+               moves_per_hour: int) -> PreemptionOutcome | None:
+        """The `defrag` plugin's moves for a reserved job (design §16.3); None for any other task. Moved tasks hold
+        their targets' cards for the rest of the cycle, and the job the node the moves empty."""
+        if task.id not in self.reserved:
+            return None
+        decision = defrag_decision(task, snapshot, self.framework, max_moves=max_moves,
+                                   moves_per_hour=moves_per_hour)
+        if decision.plan is None:
+            return not_moving(result, decision)
+        outcome = carry_out(decision.plan)
+        self.pool.record_preempting(outcome.victims, preemptor_id=task.id)
+        if self.held is not None:
+            self.held.renominate(task, decision.plan.node.id)
+            for move in decision.plan.moves:
+                if move.task.id in outcome.victims:
+                    self.held.hold(move.task, move.to_node.id, snapshot)
+        return replace(outcome, message=f"{result.message} {outcome.message}")
 
     def plan(self, task: TaskInfo, result: ScheduleResult, snapshot: ClusterSnapshot, *,
              preempt_stage: str) -> PreemptionPlan | PreemptionOutcome | None:

@@ -63,7 +63,7 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
         reason = eviction_reason(victim, preemptor=preemptor, node_name=plan.node_name)
         with transaction.atomic():
             if task_transition(victim.id, victim.status, lifecycle.PREEMPTING, reason=reason):
-                _note_on_victim(victim.id, preemptor_id=preemptor.id, reason=reason)
+                note_on_victim(victim.id, preemptor_id=preemptor.id, reason=reason)
                 won.append(victim)
             else:
                 lost.append(victim)
@@ -103,7 +103,7 @@ def _describe(tasks: Sequence[ActiveTask], tenant_id: int) -> str:
     return ", ".join(parts)
 
 
-def _note_on_victim(victim_id: int, *, preemptor_id: int, reason: str) -> None:
+def note_on_victim(victim_id: int, *, preemptor_id: int, reason: str) -> None:
     """The victim's diagnostics say who evicted it and why; its last attempt's code stays as it was."""
     attempt, _ = SchedulingAttempt.objects.select_for_update().get_or_create(task_id=victim_id)
     attempt.message = reason

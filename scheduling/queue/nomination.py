@@ -10,6 +10,8 @@ Fractional nominees hold nothing: a shard's room is memory on a card, not a card
 A reserved job (design §16.3, `scheduling.queue.reservation`) is a nominee too, whose nomination lasts until it
 binds or leaves the queue; its held cards are marked on the node (`NodeInfo.reserved_cards`) so that the tasks they
 are kept from read `Reserved`, and held again when its own attempt fails, so later tasks of the cycle cannot take them.
+A task defrag moves (`scheduling.preemption.moves`) is nominated on its target while it is still `preempting`, so the
+target's cards wait for it from the moment it is evicted.
 """
 
 from dataclasses import dataclass, field
@@ -68,6 +70,11 @@ class HeldCards:
                 self.released_reservations[task.id] = held.node.id
             node_changed(snapshot, held.node)
 
+    def renominate(self, task: TaskInfo, node_id: int) -> None:
+        """The reserved job's node changed during its attempt (defrag emptied another): held there from now on."""
+        if task.id in self.released_reservations:
+            self.released_reservations[task.id] = node_id
+
     def restore_for(self, task: TaskInfo, snapshot: ClusterSnapshot) -> None:
         """The reserved job's attempt placed it nowhere: its node's free cards are held for it again."""
         node_id = self.released_reservations.pop(task.id, None)
@@ -81,9 +88,10 @@ def _held_for_nobody(node: NodeInfo, card: CardInfo) -> Occupant:
 
 
 def hold_nominated_cards(snapshot: ClusterSnapshot) -> HeldCards:
-    """Hold the nominated nodes' cards for their pending nominees, in the snapshot."""
+    """Hold the nominated nodes' cards for their nominees, in the snapshot: pending tasks, and tasks defrag is
+    moving (`preempting` with their target as nomination, design §16.3)."""
     held = HeldCards()
-    rows = (Task.objects.filter(status=lifecycle.PENDING, nominated_node__isnull=False)
+    rows = (Task.objects.filter(status__in=(lifecycle.PENDING, lifecycle.PREEMPTING), nominated_node__isnull=False)
             .order_by("-priority", "created_at", "id")
             .values_list("nominated_node_id", "reserved_at", *TASK_INFO_FIELDS))
     for node_id, reserved_at, *fields in rows:

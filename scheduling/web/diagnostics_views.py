@@ -1,5 +1,5 @@
-"""The diagnostics page: recent cycles, attempts by code, the pending queue, borrowed work and fgd's view of the
-workload."""
+"""The diagnostics page: recent cycles, attempts by code, the pending queue, borrowed work, fgd's view of the
+workload and what defrag would move (design §16.3)."""
 
 from django.contrib import messages
 from django.shortcuts import redirect
@@ -13,16 +13,23 @@ from scheduling.plugins import fgd
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import pending_queue, recent_cycles
 from scheduling.web.charts import fragmentation_panel
+from scheduling.what_if.defrag_plan import defrag_plan
 
 PENDING_SHOWN = 50
 BORROWED_SHOWN = 50
+# The panel the page fetches after it loaded: a plan builds a snapshot of the whole cluster.
+DEFRAG_FRAGMENT = "defrag-plan"
 CYCLE_REQUESTED = "Cycle requested: the scheduler runs it within a second."
 
 
 @staff_required
 def diagnostics(request):
     """The page; a POST ("run a cycle now") asks the scheduler for a cycle rather than running one in the request:
-    the cycles table shows it as soon as it finishes (it is pushed over the websocket)."""
+    the cycles table shows it as soon as it finishes (it is pushed over the websocket). The defrag panel is a
+    fragment of its own, asked for once the page is shown."""
+    if request.method == "GET" and request.htmx and request.htmx.target == DEFRAG_FRAGMENT:
+        return render_page(request, "scheduling/diagnostics.html", {"defrag": defrag_plan()},
+                           fragment=DEFRAG_FRAGMENT)
     requested = request.method == "POST"
     if requested:
         immediate_queue.request_cycle()

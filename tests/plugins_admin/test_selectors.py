@@ -24,8 +24,10 @@ DEFAULT_PLUGIN_SET = {
     # design §15.9: its own migration, then the settings the replay measured best.
     "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1}),
 }
-# What the scheduler reads: the rows, and the always-on plugins that have none (design §16.3's node-pools).
-DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {})}
+# What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
+# node-pools, always on, and defrag, off until an admin enables it).
+DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}),
+                    "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20})}
 
 
 def test_the_data_migrations_store_the_spec_defaults(create_default_rows):
