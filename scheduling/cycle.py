@@ -101,7 +101,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
-            snapshot.quotas = load_quota_book()
+            snapshot.quotas = load_quota_book(limited_only=True)
             entries = fair_share_order(entries, snapshot.quotas)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())

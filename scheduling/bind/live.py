@@ -21,7 +21,7 @@ from scheduling.fair_share.book import QuotaBook
 from scheduling.framework.snapshot import CardInfo, NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.quotas import fill_book, tenant_gpu_usage_rows
+from scheduling.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 
 _ACTIVE = sorted(ACTIVE_STATES)
@@ -66,9 +66,10 @@ SELECT q.tenant_id, q.gpu_type, q.nominal, q.borrowing_limit, q.lending_limit
 
 
 def _book_tenants(tenant_ids: list[int]) -> QuerySet:
-    """`_BOOK_SCOPE` as a queryset, for the usage reader."""
+    """`_BOOK_SCOPE` as a queryset, for the usage reader: of those, the tenants the book limits (whose usage
+    admission weighs)."""
     cohorts = Tenant.objects.filter(id__in=tenant_ids, cohort__isnull=False).values("cohort_id")
-    return Tenant.objects.filter(Q(id__in=tenant_ids) | Q(cohort_id__in=cohorts)).values("id")
+    return Tenant.objects.filter(Q(id__in=tenant_ids) | Q(cohort_id__in=cohorts)).filter(LIMITED).values("id")
 
 
 _LIVE_NODES = f"""

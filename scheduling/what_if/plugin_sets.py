@@ -36,7 +36,7 @@ def plugin_set_preview(*, change: SettingsChange, limit: int = CYCLE_LIMIT) -> d
         proposed = change(current)
         config = SchedulerConfig.from_settings()
         snapshot = build_snapshot()
-        snapshot.quotas = load_quota_book()
+        snapshot.quotas = load_quota_book(limited_only=True)
         queue = queue_items(limit=limit)
 
     def both_sides() -> dict[str, Any]:

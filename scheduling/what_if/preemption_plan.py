@@ -80,7 +80,7 @@ def _plan(task: TaskInfo, viewer_tenant_id: int | None) -> dict[str, Any]:
     plugin_set = current_plugin_set()
     framework = Framework(plugin_set, SchedulerConfig.from_settings())
     snapshot = build_snapshot()
-    snapshot.quotas = load_quota_book()
+    snapshot.quotas = load_quota_book(limited_only=True)
     result = framework.schedule(task, snapshot, random.Random(task.id))
     if result.node is not None:
         return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "

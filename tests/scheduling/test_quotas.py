@@ -80,6 +80,23 @@ def test_unlimited_tenants_are_not_limited_and_fractional_tasks_count_against_th
     assert check_admission(_info(make_task(tenant=zero, gpu_required=1)), usage) is not None
 
 
+def test_the_cycles_book_reads_the_usage_of_limited_tenants_only(tenant):
+    from tenants.models import Cohort, TenantGpuQuota
+
+    capped = Tenant.objects.create(name="capped", gpu_quota=8)
+    typed = Tenant.objects.create(name="typed")
+    TenantGpuQuota.objects.create(tenant=typed, gpu_type="nvidia", nominal=2)
+    member = Tenant.objects.create(name="member", cohort=Cohort.objects.create(name="pool"))
+    for holder in (tenant, capped, typed, member):
+        make_task(tenant=holder, gpu_required=1, gpu_type="nvidia", status=lifecycle.RUNNING)
+
+    book = load_quota_book(limited_only=True)
+
+    assert set(book.total) == {capped.id, typed.id, member.id}
+    assert set(load_quota_book().total) == {tenant.id, capped.id, typed.id, member.id}
+    assert check_admission(_info(make_task(tenant=tenant, gpu_required=64)), book) is None
+
+
 def test_binds_in_one_cycle_count_against_the_quota():
     capped = Tenant.objects.create(name="capped", gpu_quota=3)
     first, second = (_info(make_task(tenant=capped, gpu_required=2)) for _ in range(2))
