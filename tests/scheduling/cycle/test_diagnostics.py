@@ -44,6 +44,41 @@ def test_a_batch_writes_many_attempts_at_once_and_skips_tasks_deleted_meanwhile(
     assert dict(AttemptCodeCount.objects.values_list("code", "count")) == {"NoSchedulableNodes": 2, "BindConflict": 1}
 
 
+def _stored_out_of_line() -> set[int]:
+    """The ids of the values stored in the attempts' TOAST table (the per-node entries of large attempts)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltoastrelid::regclass FROM pg_class WHERE oid = %s::regclass",
+                       [SchedulingAttempt._meta.db_table])
+        cursor.execute(f"SELECT DISTINCT chunk_id::bigint FROM {cursor.fetchone()[0]}")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_an_attempt_that_failed_the_same_way_again_keeps_its_stored_node_entries(tenant):
+    import secrets
+
+    task = make_task(tenant=tenant, gpu_required=1)
+    # Names that do not compress: the entries stay large enough to be stored out of line, as on a large cluster.
+    names = [secrets.token_hex(16) for _ in range(200)]
+    failed = {"filtered": {"Insufficient GPU": names}, "plugins": [], "scored": []}
+    message = "0/200 nodes are available: 200 Insufficient GPU."
+    record_attempt(task.id, "InsufficientResources", message, failed)
+    first = SchedulingAttempt.objects.get(task=task)
+    stored = _stored_out_of_line()
+    assert len(stored) == 1
+
+    record_attempt(task.id, "InsufficientResources", message, failed)
+
+    again = SchedulingAttempt.objects.get(task=task)
+    assert again.at > first.at and again.nodes == failed
+    assert _stored_out_of_line() == stored, "the unchanged entries were written again"
+    changed = {**failed, "filtered": {"Insufficient GPU": names[1:]}}
+    record_attempt(task.id, "InsufficientResources", message, changed)
+    assert SchedulingAttempt.objects.get(task=task).nodes == changed
+    assert len(_stored_out_of_line() - stored) == 1
+
+
 def node_with_card_0_busy(tenant, cards: int):
     node = make_node(cards=cards)
     make_task(tenant=tenant, status="running", node=node, gpus=[0], gpu_required=1)
