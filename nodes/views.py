@@ -2,7 +2,10 @@
 
 from collections import defaultdict
 
+from urllib.parse import urlencode
+
 from django.conf import settings
+from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404
 
 from heteroflow_site.errors import DomainError
@@ -17,6 +20,8 @@ from nodes.taint_views import save_taints, taints_text
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
+# Nodes per page of the list: a cluster of thousands is read and drawn a page at a time.
+NODE_PAGE_SIZE = 200
 PLACEMENT_FIELDS = ("region", "zone", "rack")
 PLACEMENT_MAX_LENGTH = Node._meta.get_field("region").max_length
 NUMA_COLOURS = ("#6366f1", "#0ea5e9", "#10b981", "#f59e0b", "#ec4899", "#8b5cf6", "#14b8a6", "#f97316")
@@ -51,8 +56,11 @@ def node_list(request):
         nodes = with_approval_state(nodes_list({name: value for name, value in filters.items() if value}))
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
+    page = Paginator(nodes, NODE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
-        "rows": _list_rows(nodes),
+        "rows": _list_rows(page.object_list),
+        "page": page,
+        "page_query": urlencode({name: value for name, value in filters.items() if value}),
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,

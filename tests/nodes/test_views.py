@@ -1,6 +1,7 @@
 import pytest
 
 from nodes.models import GPU, Node, NodeAuditEntry
+from nodes import views as node_views
 from nodes.services import agent_register
 from tests.factories import make_node, make_task
 from tests.web_clients import HTMX
@@ -164,3 +165,16 @@ def test_only_staff_approve_a_node(tenant_web, settings):
     assert tenant_web.post(f"/nodes/{joined.id}/", {"form": "approve"}, **HTMX).status_code in (302, 403)
     joined.refresh_from_db()
     assert not joined.schedulable
+
+
+@pytest.mark.django_db
+def test_the_node_list_page_shows_a_page_of_nodes_at_a_time(admin_web, monkeypatch):
+    """issue 27 item 10: the page drew every node of the cluster at once."""
+    monkeypatch.setattr(node_views, "NODE_PAGE_SIZE", 2)
+    for index in range(5):
+        make_node(name=f"n{index}", region="eu")
+    first = admin_web.get("/nodes/?region=eu").content.decode()
+    assert "n0" in first and "n1" in first and "n2" not in first
+    assert 'id="nodes-next" href="/nodes/?region=eu&amp;page=2"' in first and "nodes-prev" not in first
+    last = admin_web.get("/nodes/?region=eu&page=3", **HTMX).content.decode()
+    assert "n4" in last and "n3" not in last and "page 3 of 3" in last and "nodes-next" not in last
