@@ -1,6 +1,8 @@
 """Reads: the tasks and groups a user may see, which tasks hold a node's cards, what a node's agent must do, and
 the plugin set the scheduler runs with."""
 
+import ipaddress
+
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from heteroflow_site.permissions import is_admin
@@ -135,12 +137,21 @@ def agent_work(node: Node) -> dict:
                 "tenant": task.tenant_id,
                 "cpu_cores": task.cpu_cores,
                 "memory_mb": task.memory_mb,
-                "node_address": node.internal_ip or "",
+                "node_address": _host_address(node.internal_ip),
             }
             for task in to_start
         ],
         "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
     }
+
+
+def _host_address(internal_ip: str) -> str:
+    """The node's internal address without its prefix length (`10.0.3.7/24` → `10.0.3.7`): what docker publishes a
+    port on; empty when there is none or it is not an address."""
+    try:
+        return str(ipaddress.ip_interface(internal_ip.strip()).ip) if internal_ip else ""
+    except ValueError:
+        return ""
 
 
 def _container_env(task: Task) -> dict[str, str]:
