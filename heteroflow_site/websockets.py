@@ -10,6 +10,7 @@ renews, so the sockets of a server that died without closing them stop counting 
 import asyncio
 import logging
 import time
+from functools import lru_cache
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -30,8 +31,13 @@ CLOSE_TOO_MANY = 4429
 LEASE_CHECKS = 3
 
 
+@lru_cache(maxsize=4)
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    return _client(settings.REDIS_URL)
 
 
 def _lease_seconds() -> float:
