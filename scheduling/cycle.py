@@ -46,7 +46,7 @@ from scheduling.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
-from scheduling.cycle_turns import cycle_turn
+from scheduling.cycle_turns import TurnLost, cycle_turn
 from scheduling.snapshot_cache import snapshot_cache
 
 logger = logging.getLogger(__name__)
@@ -80,12 +80,20 @@ class CycleResult:
 def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit: int = CYCLE_LIMIT,
               plugin_settings: list[PluginSetting] | None = None) -> CycleResult:
     """Run one cycle, in turn with the other scheduler instances (`scheduling.cycle_turns`); an empty result
-    with `skipped` when another instance kept its turn too long. `plugin_settings` overrides the stored plugin
+    with `skipped` when another instance kept its turn too long, or when this one lost its turn with its database
+    session in the middle of the cycle. `plugin_settings` overrides the stored plugin
     configuration (tests, benchmarks)."""
-    with cycle_turn(wait=TURN_WAIT_SECONDS) as turn:
-        if not turn:
-            return CycleResult(considered=0, bound=0, failed=0, preempting=0, duration_ms=0.0, skipped=True)
-        return _run_cycle(instance=instance, rng=rng, limit=limit, plugin_settings=plugin_settings)
+    skipped = CycleResult(considered=0, bound=0, failed=0, preempting=0, duration_ms=0.0, skipped=True)
+    try:
+        with cycle_turn(wait=TURN_WAIT_SECONDS) as turn:
+            if not turn:
+                return skipped
+            return _run_cycle(instance=instance, rng=rng, limit=limit, plugin_settings=plugin_settings)
+    except TurnLost:
+        # What it committed before stands; what it had not is decided again by whoever has the turn now.
+        logger.warning("scheduler %s lost its turn in the middle of its cycle: its database session ended",
+                       instance)
+        return skipped
 
 
 def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,

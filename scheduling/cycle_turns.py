@@ -11,17 +11,44 @@ waits for it in PostgreSQL's lock queue (up to `wait` seconds, then skips: the n
 each other: when the one holding the lock dies, its connection closes, PostgreSQL releases the lock and a waiting
 instance starts its cycle at once.
 
+The turn lives exactly as long as the session that took it. When that session ends under a cycle (a PostgreSQL
+restart, a terminated backend), PostgreSQL hands the turn to a standby at once, while the cycle only learns of it at
+its next statement — and Django would then open a new session of its own accord (it drops a connection whose
+rollback failed, and reconnects at the next query). So the thread in its turn may open no new session: that raises
+`TurnLost`, the cycle ends there, and the instance queues for the turn again at its next tick (docs/operations.md).
+
 `HETEROFLOW_CONCURRENT_CYCLES=true` lets cycles run at once again (the bind's compare-and-swap keeps that
 correct; the concurrency tests use it).
 """
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
+from django.db.backends.signals import connection_created
 
 CYCLE_LOCK_KEY = 0x4846_4359  # "HFCY"
+
+
+class TurnLost(BaseException):
+    """The session holding this instance's turn ended: nothing more of the cycle may run. Not an Exception: the
+    cycle's per-task isolation (an unexpected error is that task's attempt) must not turn it into attempts and
+    carry on; `run_cycle` ends the cycle on it."""
+
+
+_in_turn = threading.local()
+
+
+def _refuse_new_session(sender, connection, **kwargs) -> None:
+    if getattr(_in_turn, "wrapper", None) is not connection:  # another connection object opens as it likes
+        return
+    connection.close()  # closed, so that every later statement of the turn asks again, and is refused again
+    raise TurnLost("the database session holding the scheduler's turn ended")
+
+
+connection_created.connect(_refuse_new_session, dispatch_uid="heteroflow-cycle-turn-session")
 
 
 @contextmanager
@@ -34,10 +61,17 @@ def cycle_turn(*, wait: float) -> Iterator[bool]:
     if not _lock(wait):
         yield False
         return
+    _in_turn.wrapper = connections[DEFAULT_DB_ALIAS]  # this thread's: the one whose session holds the lock
+    lost = False
     try:
         yield True
+    except TurnLost:
+        lost = True  # the lock went with its session: nothing to unlock, and no session to unlock it on
+        raise
     finally:
-        _unlock()
+        _in_turn.wrapper = None
+        if not lost:
+            _unlock()
 
 
 def _lock(wait: float) -> bool:

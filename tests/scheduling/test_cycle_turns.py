@@ -122,3 +122,54 @@ def _wait_until_waiting(holder, seconds: float = 10.0) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the standby never queued for the turn")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_instance_whose_session_ended_runs_nothing_more_in_its_turn_while_the_standby_has_it():
+    import threading
+
+    from django.db import DatabaseError, connections, transaction
+
+    from scheduling.cycle_turns import TurnLost, cycle_turn
+    from tenants.models import Tenant
+
+    standby_turn, release = threading.Event(), threading.Event()
+
+    def standby():
+        try:
+            with cycle_turn(wait=20) as turn:
+                if turn:
+                    standby_turn.set()
+                    release.wait(20)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=standby)
+    with pytest.raises(TurnLost):
+        with cycle_turn(wait=1) as turn:
+            assert turn
+            pid = connection.connection.info.backend_pid
+            thread.start()
+            with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+                _wait_until_waiting(other)
+                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+            assert standby_turn.wait(10), "PostgreSQL gave the dead session's turn to the standby"
+            # The cycle meets the dead session in a transaction; its failed rollback makes Django drop the
+            # connection, and the next statement would silently open a new session that holds no turn.
+            with pytest.raises(DatabaseError):
+                with transaction.atomic():
+                    Tenant.objects.count()
+            Tenant.objects.count()
+    release.set()
+    thread.join(30)
+
+    # The next cycle queues for the turn again on a new session.
+    with cycle_turn(wait=5) as turn:
+        holders = _turn_holders()
+        assert turn and holders == [connection.connection.info.backend_pid]
+
+
+def _turn_holders() -> list[int]:
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        return [pid for (pid,) in other.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                                                " AND objid = %s", [CYCLE_LOCK_KEY & 0xFFFFFFFF])]
