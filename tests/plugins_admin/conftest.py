@@ -80,7 +80,8 @@ def tenant_page_client(tenant_client):
 # The data migrations that store the default plugin rows, and the function each runs.
 DEFAULT_ROWS_MIGRATIONS = ((("plugins_admin", "0002_default_plugin_set"), "create_defaults"),
                            (("plugins_admin", "0003_fgd_plugin"), "create_fgd_row"),
-                           (("plugins_admin", "0005_fgd_default_settings"), "store_fgd_defaults"))
+                           (("plugins_admin", "0005_fgd_default_settings"), "store_fgd_defaults"),
+                           (("plugins_admin", "0006_fgd_gap_settings"), "store_gap_defaults"))
 
 
 @functools.cache

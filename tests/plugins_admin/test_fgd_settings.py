@@ -13,8 +13,10 @@ from tests.web_clients import HTMX
 
 pytestmark = pytest.mark.django_db
 
-DEFAULTS = {"tie_break": "best-fit", "cpu_weight": 1}
+FIRST_DEFAULTS = {"tie_break": "best-fit", "cpu_weight": 1}
+DEFAULTS = {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}
 MIGRATION = ("plugins_admin", "0005_fgd_default_settings")
+GAP_MIGRATION = ("plugins_admin", "0006_fgd_gap_settings")
 
 
 def _row(html: str, row_id: str) -> str:
@@ -29,10 +31,17 @@ def _fgd_extra() -> dict:
 
 def _store_defaults() -> None:
     import_module(f"{MIGRATION[0]}.migrations.{MIGRATION[1]}").store_fgd_defaults(_models_at(MIGRATION), None)
+    import_module(f"{GAP_MIGRATION[0]}.migrations.{GAP_MIGRATION[1]}").store_gap_defaults(
+        _models_at(GAP_MIGRATION), None)
 
 
-def test_the_migration_stores_the_defaults_but_keeps_an_admins_choice():
+def test_the_migrations_store_the_defaults_but_keep_an_admins_choice():
     PluginConfig.objects.filter(name="fgd").update(extra={})
+    _store_defaults()
+    assert _fgd_extra() == DEFAULTS
+
+    # A row on the first migration's defaults gets the gap look-ahead; an admin's own choice is left alone.
+    PluginConfig.objects.filter(name="fgd").update(extra=FIRST_DEFAULTS)
     _store_defaults()
     assert _fgd_extra() == DEFAULTS
 

@@ -22,7 +22,7 @@ DEFAULT_PLUGIN_SET = {
     "resource-filter": (True, 1, {}),
     "gpu-filter": (True, 1, {}),
     # design §15.9: its own migration, then the settings the replay measured best.
-    "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1}),
+    "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}),
 }
 # What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
 # node-pools, always on, and defrag, off until an admin enables it).

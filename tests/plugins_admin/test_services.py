@@ -33,7 +33,7 @@ def test_enabling_binpack_disables_spread_and_gives_binpack_weight_one(admin_use
 def test_enabling_fgd_disables_spread_and_binpack_and_enabling_either_disables_fgd(admin_user):
     plugin_set_enabled(name="fgd", enabled=True, actor=admin_user)
 
-    assert _state("fgd") == (True, 1, {"tie_break": "best-fit", "cpu_weight": 1})   # the measured best (§15.9)
+    assert _state("fgd") == (True, 1, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50})   # the measured best (§15.9)
     assert _state("spread")[0] is False and _state("binpack")[0] is False
     assert [scorer["name"] for scorer in scheduler_plugins()["scorers"]].count("fgd") == 1
 
@@ -44,7 +44,7 @@ def test_enabling_fgd_disables_spread_and_binpack_and_enabling_either_disables_f
 def test_fgd_settings_are_checked(admin_user):
     with pytest.raises(DomainError):
         plugin_update(name="fgd", extra={"tie_break": "sideways"}, actor=admin_user)
-    assert _state("fgd") == (False, 0, {"tie_break": "best-fit", "cpu_weight": 1})
+    assert _state("fgd") == (False, 0, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50})
     plugin_update(name="fgd", extra={"tie_break": "none", "cpu_weight": 0.5}, actor=admin_user)
     assert _state("fgd") == (False, 0, {"tie_break": "none", "cpu_weight": 0.5})
 

@@ -6,13 +6,16 @@ lands on it: 100 × sigmoid(−ΔF), ΔF in cards (the paper's sigmoid of the mi
 ΔF is that of the best card, and the Reserve point (`reserve`) puts the shard on that card.
 
 Settings (`extra`, design §15.9): `cpu_weight` adds the CPU-starved idle cards to the fragment (`fragmentation`);
-`tie_break: best-fit` rounds the score to whole points and breaks those ties by best fit (the node left with the
-least GPU and CPU). `DEFAULTS` (both on) are what the openb replay measured best, so an admin who enables fgd gets
-them; a setting left out takes its default. `PAPER` (neither) is the paper's FGD, kept for comparison.
+`gap_weight` adds, for a shard, what its card's gap will finally waste beyond the next task (`gaps`: V(g − s) − V(g),
+with `gap_horizon` the arrivals a gap may wait for a task to fill it); `tie_break: best-fit` rounds the score to
+whole points and breaks those ties by best fit (the node left with the least GPU and CPU). `DEFAULTS` are what the
+openb replay measured best, so an admin who enables fgd gets them; a setting left out takes its default. `PAPER`
+(none of them) is the paper's FGD, kept for comparison.
 
 The target workload is the popularity of shapes among recently submitted tasks (`recent.recent_workload`); a trace
-replay gives the trace's (`use_workload`). ΔF is cached per table row and task shape and recomputed only for rows an
-in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, not for the cluster.
+replay gives the trace's (`use_workload`). ΔF is cached per table row (per row and card for a shard) and task shape
+and recomputed only for rows an in-memory bind changed, so a cycle's later tasks pay for the nodes that moved, not
+for the cluster.
 
 The rest of HeteroFlow uses fgd only through this module: `SPEC` (whose `on_tasks_created` feeds the recent-task
 window), `fragmentation_summary` and `target_workload_summary` for the diagnostics, and for the trace replay and
@@ -35,6 +38,7 @@ from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd import recent
+from scheduling.plugins.fgd.gaps import gap_growth
 from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
 from scheduling.plugins.fgd.recent import WINDOW as RECENT_WINDOW
 from scheduling.plugins.fgd.recent import clear_window as clear_recent_window
@@ -46,9 +50,11 @@ NEUTRAL = 50.0
 NO_TIE_BREAK = "none"
 BEST_FIT = "best-fit"
 TIE_BREAKS = (NO_TIE_BREAK, BEST_FIT)
-DEFAULTS = {"tie_break": BEST_FIT, "cpu_weight": 1}
-PAPER = {"tie_break": NO_TIE_BREAK, "cpu_weight": 0}
+DEFAULTS = {"tie_break": BEST_FIT, "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}
+PAPER = {"tie_break": NO_TIE_BREAK, "cpu_weight": 0, "gap_weight": 0}
 MAX_CPU_WEIGHT = 10
+MAX_GAP_WEIGHT = 10
+GAP_HORIZONS = (1, 100_000)      # arrivals
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
 
 
@@ -56,10 +62,13 @@ class Fgd(RowPlugin):
     name = NAME
 
     def __init__(self, workload_source: Callable[[], TargetWorkload] | None = None, *,
-                 tie_break: str = NO_TIE_BREAK, cpu_weight: float = 0.0) -> None:
+                 tie_break: str = NO_TIE_BREAK, cpu_weight: float = 0.0, gap_weight: float = 0.0,
+                 gap_horizon: float = DEFAULTS["gap_horizon"]) -> None:
         # The bare mechanism (the paper's FGD); `factory` gives the settings an admin gets (DEFAULTS).
         self.tie_break = tie_break
         self.cpu_weight = cpu_weight
+        self.gap_weight = gap_weight
+        self.gap_horizon = gap_horizon
         # The table of the last scoring, whose cache the card choice for the chosen node reuses.
         self._scored_table: NodeTable | None = None
         self._workload_source = workload_source or recent.recent_workload
@@ -106,16 +115,28 @@ class Fgd(RowPlugin):
         cache = self._cache(table)
         if cache is None:
             return None
+        growth = self._growth_with_gaps(cache, table, task, rows)
+        return growth.min(axis=1) if task.is_fractional else growth
+
+    def _growth_with_gaps(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo,
+                          rows: np.ndarray) -> np.ndarray:
+        """ΔF per row, or per row × card for a shard (+inf where it can't go) with `gap_weight` × the card's gap
+        growth added; ΔF comes from the cache, the gap growth is computed afresh (it is a few lookups per card)."""
         key = _task_key(task)
         if key not in cache["tasks"]:
-            cache["tasks"][key] = (np.zeros(table.size), np.full(table.size, -1))
+            shape = (table.size, table.width) if task.is_fractional else (table.size,)
+            cache["tasks"][key] = (np.zeros(shape), np.full(table.size, -1))
         values, versions = cache["tasks"][key]
         stale = rows[versions[rows] != table.row_version[rows]]
         if len(stale):
-            by_card = self._growth_by_card(cache, table, task, stale)
-            values[stale] = by_card.min(axis=1) if by_card.ndim == 2 else by_card
+            values[stale] = self._growth_by_card(cache, table, task, stale)
             versions[stale] = table.row_version[stale]
-        return values[rows]
+        growth = values[rows]
+        if task.is_fractional and self.gap_weight:
+            values_by_capacity = cache["gap_values"].setdefault(self.gap_horizon, {})
+            growth += self.gap_weight * gap_growth(table, rows, task.gpu_memory_mb, values_by_capacity,
+                                                   cache["workload"], self.gap_horizon)
+        return growth
 
     def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
         """Reserve: the card for a shard whose fragmentation growth is least (ties → the lowest index) among the
@@ -129,7 +150,7 @@ class Fgd(RowPlugin):
         cache = self._cache(table)
         if cache is None:
             return None
-        growth = self._growth_by_card(cache, table, task, np.array([row]))[0]
+        growth = self._growth_with_gaps(cache, table, task, np.array([row]))[0]
         cards = node.cards[: table.width]
         eligible = [(value, column) for column, value in enumerate(growth.tolist())
                     if np.isfinite(value) and card_admits_tenant(cards[column], task.tenant_id, state.tenancy)]
@@ -142,7 +163,8 @@ class Fgd(RowPlugin):
         if not workload:
             return None
         cache = table.plugin_cache.get(NAME)
-        if cache is None or cache["workload"] is not workload:
+        # The cache is the table's, which other fgd instances (other settings, in a preview) may score too.
+        if cache is None or cache["workload"] is not workload or cache["cpu_weight"] != self.cpu_weight:
             cores = np.array([float(node.cpu_cores) for node in table.nodes])
             shapes = frag.ShapeArrays(workload, table, cpu_weight=self.cpu_weight)
             # Rows whose cards every shape sees alike share an id (needed to tell equal states apart).
@@ -150,10 +172,12 @@ class Fgd(RowPlugin):
             mask_ids = np.unique(by_row, axis=0, return_inverse=True)[1].ravel() if by_row.shape[1] \
                 else np.zeros(table.size, np.int64)
             cache = table.plugin_cache[NAME] = {
-                "workload": workload, "shapes": shapes, "cores": cores, "mask_ids": mask_ids,
+                "workload": workload, "cpu_weight": self.cpu_weight, "shapes": shapes, "cores": cores,
+                "mask_ids": mask_ids,
                 "before": (np.zeros(table.size), np.full(table.size, -1)), "tasks": {}, "masks": {},
                 "idle": (np.zeros(table.size), np.full(table.size, -1)),
                 "largest_card_mb": np.maximum(table.card_capacity_mb.max(axis=1), 1),
+                "gap_values": {},
             }
         return cache
 
@@ -211,19 +235,31 @@ def _task_key(task: TaskInfo) -> tuple:
 
 
 def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - {"tie_break", "cpu_weight"}
+    unknown = set(extra) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown fgd setting(s): {', '.join(sorted(unknown))}")
     if extra.get("tie_break", DEFAULTS["tie_break"]) not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {'|'.join(TIE_BREAKS)}, not {extra['tie_break']!r}")
     weight = extra.get("cpu_weight", DEFAULTS["cpu_weight"])
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= MAX_CPU_WEIGHT:
+    if not _is_number(weight) or not 0 <= weight <= MAX_CPU_WEIGHT:
         raise ValueError(f"cpu_weight must be a number from 0 to {MAX_CPU_WEIGHT}, not {weight!r}")
+    weight = extra.get("gap_weight", DEFAULTS["gap_weight"])
+    if not _is_number(weight) or not 0 <= weight <= MAX_GAP_WEIGHT:
+        raise ValueError(f"gap_weight must be a number from 0 to {MAX_GAP_WEIGHT}, not {weight!r}")
+    horizon = extra.get("gap_horizon", DEFAULTS["gap_horizon"])
+    if not _is_number(horizon) or not GAP_HORIZONS[0] <= horizon <= GAP_HORIZONS[1]:
+        raise ValueError(f"gap_horizon must be a number of arrivals from {GAP_HORIZONS[0]} to {GAP_HORIZONS[1]}, "
+                         f"not {horizon!r}")
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float)
 
 
 def factory(setting: PluginSetting) -> Fgd:
     settings = {**DEFAULTS, **setting.extra}
-    return Fgd(tie_break=settings["tie_break"], cpu_weight=float(settings["cpu_weight"]))
+    return Fgd(tie_break=settings["tie_break"], cpu_weight=float(settings["cpu_weight"]),
+               gap_weight=float(settings["gap_weight"]), gap_horizon=float(settings["gap_horizon"]))
 
 
 def fragmentation_summary(nodes: list[NodeInfo], config: SchedulerConfig) -> dict[str, Any]:

@@ -142,9 +142,9 @@ def test_an_admin_enabling_fgd_gets_the_measured_best_settings():
     from scheduling.framework.registry import PluginSetting
     from scheduling.plugins.fgd import SPEC, factory
 
-    assert dict(SPEC.default.extra) == {"tie_break": "best-fit", "cpu_weight": 1}
+    assert dict(SPEC.default.extra) == {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}
     plugin = factory(PluginSetting("fgd", True, 1, {}))
-    assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 1.0)
+    assert (plugin.tie_break, plugin.cpu_weight, plugin.gap_weight, plugin.gap_horizon) == ("best-fit", 1.0, 3.0, 50.0)
 
 
 def test_best_fit_breaks_score_ties_towards_the_fuller_node():
@@ -164,6 +164,9 @@ def test_best_fit_breaks_score_ties_towards_the_fuller_node():
     ({"cpu_weight": -1}, "cpu_weight must be a number from 0 to 10"),
     ({"cpu_weight": "1"}, "cpu_weight must be a number from 0 to 10"),
     ({"lookahead": 2}, "unknown fgd setting(s): lookahead"),
+    ({"gap_weight": 11}, "gap_weight must be a number from 0 to 10"),
+    ({"gap_horizon": 0}, "gap_horizon must be a number of arrivals from 1 to 100000"),
+    ({"gap_horizon": True}, "gap_horizon must be a number of arrivals from 1 to 100000"),
 ])
 def test_bad_settings_are_refused_with_their_reason(extra, message):
     from scheduling.framework.registry import validate_extra
@@ -180,4 +183,4 @@ def test_the_setting_reaches_the_plugin():
     plugin = factory(PluginSetting("fgd", True, 1, {"cpu_weight": 2.5}))
     assert (plugin.tie_break, plugin.cpu_weight) == ("best-fit", 2.5)
     plugin = factory(PluginSetting("fgd", True, 1, PAPER))
-    assert (plugin.tie_break, plugin.cpu_weight) == ("none", 0.0)
+    assert (plugin.tie_break, plugin.cpu_weight, plugin.gap_weight) == ("none", 0.0, 0.0)

@@ -107,6 +107,7 @@ def test_the_fgd_policy_is_the_plugin_as_an_admin_gets_it():
     admins = SPEC.factory(default_setting(SPEC))
     replayed = {name: next(plugin for plugin, _ in plugin_set_for(name, TargetWorkload((), ())).scorers
                            if isinstance(plugin, Fgd)) for name in ("fgd", "fgd-paper")}
-    assert (replayed["fgd"].tie_break, replayed["fgd"].cpu_weight) == (admins.tie_break, admins.cpu_weight) \
-        == ("best-fit", 1.0)
-    assert (replayed["fgd-paper"].tie_break, replayed["fgd-paper"].cpu_weight) == ("none", 0.0)
+    settings = [(plugin.tie_break, plugin.cpu_weight, plugin.gap_weight, plugin.gap_horizon)
+                for plugin in (replayed["fgd"], admins, replayed["fgd-paper"])]
+    assert settings[0] == settings[1] == ("best-fit", 1.0, 3.0, 50.0)
+    assert settings[2][:3] == ("none", 0.0, 0.0)

@@ -1,0 +1,67 @@
+"""What a shard leaves behind on its card, looked at beyond the next task (fgd's `gap_weight`, design §15.9).
+
+The paper's F looks one task ahead: a card with 530 MB of 1000 left counts as fragment for every shape but the
+shards of 530 MB or less, so F prefers to put a 320 MB shard there (210 MB left, a fragment for nearly every shape)
+over a fresh card — and the 530 MB, which the next 470 MB shard would have filled to 60, is lost with the 210. What
+a card's gap finally wastes depends on the tasks that may still fill it, one after the other.
+
+V(g) is that expectation for a card whose free share is g (in `STEPS` steps of the card). Each later arriving task
+is drawn from the target workload: a shape that fits the gap (a shard no larger than g, or a whole card when the card
+is idle) lands on it and leaves g − its size; the gap's wait ends unfilled with probability 1 / `horizon` per arrival
+(the cluster fills up, other cards take the tasks that would have fitted). So, with P(g) the popularity of the
+shapes that fit and θ = 1 / horizon:
+
+    V(0) = 0,   V(g) = (θ · g + Σ_{s fits g} p_s · V(g − s)) / (P(g) + θ)
+
+V is in cards. A shard on a card moves its gap from g to g − s: fgd adds `gap_weight` × (V(g − s) − V(g)) to the
+node's ΔF for that card, so a gap that later tasks will fill well is kept open and a shard goes where it leaves the
+least lasting waste. Cards of different sizes have their own V (a shape's shard is a different share of each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduling.framework.table import NodeTable
+from scheduling.plugins.fgd.workload import TargetWorkload
+
+STEPS = 100          # a card's free share in hundredths: fine enough for shard sizes, 101 values per card size
+
+
+def gap_values(workload: TargetWorkload, capacity_mb: float, horizon: float) -> np.ndarray:
+    """V(g) for g = 0 … STEPS, in cards, for cards offering `capacity_mb` to shards."""
+    sizes, weights = [], []
+    for shape, popularity in zip(workload.shapes, workload.popularity):
+        if shape.cards:
+            sizes.append(STEPS)          # whole cards: only an idle card
+        elif shape.shard_mb:
+            sizes.append(max(1, int(round(shape.shard_mb / max(capacity_mb, 1.0) * STEPS))))
+        else:
+            continue                     # a task without GPU fills no gap
+        weights.append(popularity)
+    sizes_array, weights_array = np.array(sizes, np.int64), np.array(weights, float)
+    end = 1.0 / horizon
+    value = np.zeros(STEPS + 1)
+    for gap in range(1, STEPS + 1):
+        fits = sizes_array <= gap
+        value[gap] = (end * gap + weights_array[fits] @ value[gap - sizes_array[fits]]) / (
+            weights_array[fits].sum() + end)
+    return value / STEPS
+
+
+def gap_growth(table: NodeTable, rows: np.ndarray, shard_mb: float, values: dict[float, np.ndarray],
+               workload: TargetWorkload, horizon: float) -> np.ndarray:
+    """rows × cards: V(gap after the shard) − V(gap before) for each card of `rows` (`values`: V per card capacity,
+    filled in as capacities are met). Cards the shard cannot take get a value too; the caller masks them."""
+    capacity = table.card_capacity_mb[rows]
+    free = np.clip(table.card_free_mb[rows], 0.0, None)
+    growth = np.zeros(capacity.shape)
+    for size in np.unique(capacity[table.card_exists[rows] & (capacity > 0)]):
+        size = float(size)
+        if size not in values:
+            values[size] = gap_values(workload, size, horizon)
+        cells = table.card_exists[rows] & (capacity == size)
+        before = np.rint(free[cells] / size * STEPS).astype(np.int64).clip(0, STEPS)
+        after = np.rint(np.clip(free[cells] - shard_mb, 0.0, None) / size * STEPS).astype(np.int64).clip(0, STEPS)
+        growth[cells] = values[size][after] - values[size][before]
+    return growth
