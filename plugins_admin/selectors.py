@@ -10,7 +10,8 @@ from scheduling.framework.registry import PluginSpec
 from scheduling.selectors import current_plugin_set, current_plugin_settings, plugin_specs
 
 # Why the page and the API show a switch that cannot be turned off.
-ALWAYS_ON_REASON = "Always on: without it the scheduler could place a task on a node that cannot hold it."
+ALWAYS_ON_REASON = ("Always on: the scheduler needs it for every task (a filter without which a task could land on a "
+                    "node that cannot hold it, or the queue order); its settings can still be changed.")
 
 
 def scheduler_plugins() -> dict[str, Any]:

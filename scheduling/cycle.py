@@ -39,9 +39,11 @@ from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
+from scheduling.plugins.queue_sort import WEIGHTED
 from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
+from scheduling.queue.weighted import weighted_order
 from scheduling.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
@@ -111,6 +113,8 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book(limited_only=True)
             entries = fair_share_order(entries, snapshot.quotas)
+            if plugin_set.queue_order == WEIGHTED:
+                entries = weighted_order(entries, snapshot)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
             held = nomination.hold_nominated_cards(snapshot)

@@ -129,6 +129,8 @@ class Task(models.Model):
     # When it became its GPU type's reserved job (design §16.3, `scheduling.queue.reservation`): its
     # `nominated_node` then holds freed cards for it until it binds or leaves the queue.
     reserved_at = models.DateTimeField(null=True, blank=True)
+    # When the submitter needs it done by (optional): the SLA term of the weighted queue order (design §16.3).
+    deadline = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)

@@ -1,5 +1,8 @@
 """The one validation of a task submission, shared by the API and the job form."""
 
+from datetime import timedelta
+
+from django.utils import timezone
 from rest_framework import serializers
 
 from heteroflow_site.serializers import StrictSerializer
@@ -8,6 +11,9 @@ from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
 from scheduling.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import TaskType
+
+
+MAX_DEADLINE_AHEAD = timedelta(days=366)
 
 
 class TaskInput(StrictSerializer):
@@ -28,8 +34,21 @@ class TaskInput(StrictSerializer):
     labels = LabelsField(required=False, default=dict)
     tolerations = tolerations_field(required=False, default=list)
     node_selector = LabelsField(required=False, default=dict)
+    # Optional; only the weighted queue order reads it (design §16.3).
+    deadline = serializers.DateTimeField(required=False, allow_null=True, default=None,
+                                         help_text="ISO 8601; in the future, at most a year ahead")
     group = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def validate_deadline(self, deadline):
+        if deadline is None:
+            return None
+        now = timezone.now()
+        if deadline <= now:
+            raise serializers.ValidationError("must be in the future")
+        if deadline > now + MAX_DEADLINE_AHEAD:
+            raise serializers.ValidationError(f"must be at most {MAX_DEADLINE_AHEAD.days} days ahead")
+        return deadline
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
         """`gpu-model` must name at least one card model, in the grammar the scheduler matches (design §15.2)."""

@@ -23,9 +23,12 @@ POST_SCORE = "post_score"
 RESERVE = "reserve"
 PERMIT = "permit"
 BIND = "bind"
+# The order a cycle takes its pending work in (one plugin, queue-sort).
+QUEUE_SORT = "queue_sort"
 # A plugin that only carries settings other code reads; it joins no extension point.
 CONFIG = "config"
-KINDS = frozenset({PRE_FILTER, FILTER, POST_FILTER, PRE_SCORE, SCORE, POST_SCORE, RESERVE, PERMIT, BIND, CONFIG})
+KINDS = frozenset({PRE_FILTER, FILTER, POST_FILTER, PRE_SCORE, SCORE, POST_SCORE, RESERVE, PERMIT, BIND, CONFIG,
+                   QUEUE_SORT})
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class PluginSet:
     binders: list[Any] = field(default_factory=list)
     # Which victims' states a PostFilter may evict (the preempt plugin's setting; "disabled" without it).
     preempt_stage: str = "disabled"
+    # The queue order (the queue-sort plugin's setting, design §16.3): "priority" or "weighted".
+    queue_order: str = "priority"
 
     def describe(self) -> dict[str, Any]:
         """design §14 `GET /api/v1/scheduler/plugins`."""
@@ -180,4 +185,6 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
             plugin_set.scorers.append((plugin, setting.weight if setting.weight > 0 else 1))
         if POST_FILTER in spec.kinds and getattr(plugin, "preempt_stage", None):
             plugin_set.preempt_stage = plugin.preempt_stage
+        if QUEUE_SORT in spec.kinds:
+            plugin_set.queue_order = plugin.order
     return plugin_set

@@ -1,6 +1,6 @@
-"""The built-in scheduling plugins (design §6's eight, §15.9's fgd, §16.3's node-pools and defrag), one package each,
-kube-scheduler style: each exports its `NAME`, its reasons and its `SPEC` (the `PluginSpec` the registry holds,
-description included)."""
+"""The built-in scheduling plugins (design §6's eight, §15.9's fgd, §16.3's node-pools, defrag and queue-sort), one
+package each, kube-scheduler style: each exports its `NAME`, its reasons and its `SPEC` (the `PluginSpec` the
+registry holds, description included)."""
 
 import logging
 from collections.abc import Iterable
@@ -16,6 +16,7 @@ from scheduling.plugins import (
     node_pools,
     nvlink,
     preempt,
+    queue_sort,
     rdma,
     resource_filter,
     spread,
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
     gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
-    rdma.SPEC, preempt.SPEC, defrag.SPEC,
+    rdma.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
 )
 
 

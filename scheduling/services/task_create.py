@@ -1,4 +1,5 @@
 import logging
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -31,6 +32,7 @@ def task_create(
     labels: dict[str, str] | None = None,
     tolerations: list[dict[str, str]] | None = None,
     node_selector: dict[str, str] | None = None,
+    deadline: datetime | None = None,
     group: TaskGroup | None = None,
     rank: int | None = None,
     group_run: int = 0,
@@ -70,6 +72,7 @@ def task_create(
             labels=labels or {},
             tolerations=[dict(item) for item in tolerations or []],
             node_selector=node_selector or {},
+            deadline=deadline,
             group=group,
             rank=rank,
             group_run=group_run,

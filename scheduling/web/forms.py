@@ -11,7 +11,7 @@ from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 # The task form's inputs that go to the API body as typed (TaskInput); an empty one is left out so that the API's
 # default applies, except those the API must name when they are missing.
 TASK_FORM_INPUTS = ("name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
-                    "gpu_compute_percent", "cpu_cores", "memory_mb", "priority")
+                    "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "deadline")
 TASK_FORM_ALWAYS_SENT = ("name", "gpu_type")
 # Every field the task form shows an error beside.
 TASK_FORM_FIELDS = frozenset({"tenant", *TASK_FORM_INPUTS, "preemptible", "labels", *POOL_FORM_FIELDS})

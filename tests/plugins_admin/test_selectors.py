@@ -25,9 +25,10 @@ DEFAULT_PLUGIN_SET = {
     "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}),
 }
 # What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
-# node-pools, always on, and defrag, off until an admin enables it).
+# node-pools and queue-sort, always on, and defrag, off until an admin enables it).
 DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}),
-                    "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20})}
+                    "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20}),
+                    "queue-sort": (True, 0, {"order": "priority"})}
 
 
 def test_the_data_migrations_store_the_spec_defaults(create_default_rows):
