@@ -3,6 +3,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from heteroflow_site.configuration import SettingsEnv, local_secret_key, postgres_database, redis_url
 from heteroflow_site.local_services import celery_broker_url, ensure_local_services
@@ -276,12 +279,17 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# A pooled Redis connection that died with its server (a Redis restart) is opened again and its command sent once
+# more, for up to ~1 s of outage; redis-py's own pools (the immediate queue's) do so by default, the channel layer's
+# pools (built by channels_redis) only when asked (docs/operations.md).
+_redis_reconnect = {"retry": RedisRetry(ExponentialBackoff(cap=0.5, base=0.1), 4),
+                   "retry_on_error": [RedisConnectionError]}
 # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s the layer's blocking pop waits on an empty
 # channel: an idle socket then races the pop's own empty answer and dies with a TimeoutError.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15, **_redis_reconnect}]},
     }
 }
 

@@ -119,3 +119,43 @@ def test_submissions_while_redis_is_down_are_kept_and_scheduled(own_redis, tenan
     result = run_cycle()
     assert result.bound == 4 and not Task.objects.filter(status=lifecycle.PENDING).exists()
     assert_consistent()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_redis_comes_back_the_channel_layer_and_the_immediate_queue_work_in_the_same_process(own_redis,
+                                                                                                  settings):
+    """Redis restarted empty (it keeps nothing): the process that used it before needs no restart. The groups were
+    in Redis too, so a socket joins its group again (its consumer does at connect; htmx reconnects a closed one)."""
+    from asgiref.sync import async_to_sync, sync_to_async
+    from channels.layers import get_channel_layer
+
+    host = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]
+    settings.CHANNEL_LAYERS = {"default": {**settings.CHANNEL_LAYERS["default"],
+                                           "CONFIG": {"hosts": [{**host, "address": settings.REDIS_URL}]}}}
+    layer = get_channel_layer()
+
+    async def round_trip(text: str) -> dict:
+        channel = await layer.new_channel()
+        await layer.group_add("restart-test", channel)
+        await layer.group_send("restart-test", {"type": "note", "text": text})
+        return await layer.receive(channel)
+
+    def restart_redis() -> None:
+        own_redis["server"].terminate()
+        own_redis["server"].wait(timeout=10)
+        own_redis["server"] = _start_redis(own_redis["port"])
+
+    async def across_the_restart() -> tuple[dict, dict, float]:
+        # One event loop throughout, so the layer's connections from before the restart are the ones it meets.
+        before = await round_trip("before")
+        await sync_to_async(restart_redis)()
+        restarted = time.monotonic()
+        return before, await round_trip("after"), restarted
+
+    immediate_queue.push(1)
+    before, after, restarted = async_to_sync(across_the_restart)()
+
+    assert (before["text"], after["text"]) == ("before", "after")
+    assert not immediate_queue.work_waiting(), "the queue came back empty"
+    assert immediate_queue.push(2) and immediate_queue.drain() == [2]
+    assert time.monotonic() - restarted < 10
