@@ -3,8 +3,9 @@ forever (10 s) but after a delay that doubles with each consecutive crash up to 
 
 A crash is a replica that failed less than `replica_stable_seconds` after it started (or before it started); the
 consecutive crashes are counted back from the group's newest ended replica, and any other ending (a replica that
-ran long enough, succeeded, or was stopped) ends the count. Derived from the members' own rows: nothing to keep in
-step, and the group page reads the same figure.
+ran long enough, succeeded, or was stopped) ends the count. A replica that failed with its node or agent lost is
+passed over: that says nothing of the replica, and its successor comes at once. Derived from the members' own rows:
+nothing to keep in step, and the group page reads the same figure.
 """
 
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from scheduling.models import TaskGroup
 
 # More consecutive crashes than this read as this many: the delay is at its cap long before.
 _COUNTED = 20
+_NOT_THE_REPLICAS_FAULT = (lifecycle.NODE_LOST_REASON, lifecycle.AGENT_LOST_REASON)
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,11 @@ def crash_loop(group: TaskGroup) -> CrashLoop:
     """The group's current crash loop, from its newest ended replicas (one query)."""
     stable = timedelta(seconds=settings.SCHEDULER["replica_stable_seconds"])
     ended = (group.members.filter(status__in=lifecycle.TERMINAL_STATES, finished_at__isnull=False)
-             .order_by("-finished_at", "-id").values_list("status", "started_at", "finished_at")[:_COUNTED])
+             .order_by("-finished_at", "-id").values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
     crashes, last_crash_at = 0, None
-    for status, started_at, finished_at in ended:
+    for status, started_at, finished_at, reason in ended:
+        if status == lifecycle.FAILED and reason.startswith(_NOT_THE_REPLICAS_FAULT):
+            continue
         if status != lifecycle.FAILED or (started_at is not None and finished_at - started_at >= stable):
             break
         crashes += 1

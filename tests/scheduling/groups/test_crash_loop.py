@@ -20,10 +20,10 @@ def service(tenant):
                                     gpus_per_worker=1)
 
 
-def _ended(group, *, status=lifecycle.FAILED, ran=timedelta(seconds=3), ago=timedelta(seconds=1), rank=0):
+def _ended(group, *, status=lifecycle.FAILED, ran=timedelta(seconds=3), ago=timedelta(seconds=1), rank=0, reason=""):
     finished = timezone.now() - ago
     return make_task(tenant=group.tenant, group=group, rank=rank, type=TaskType.INFERENCE, gpu_required=1,
-                     status=status, started_at=finished - ran, finished_at=finished)
+                     status=status, started_at=finished - ran, finished_at=finished, reason=reason)
 
 
 def test_the_delay_doubles_per_crash_up_to_the_cap(settings):
@@ -39,6 +39,8 @@ def test_consecutive_crashes_count_back_to_a_replica_that_ran_long_enough(servic
     loop = crash_loop(service)
     assert loop.crashes == 2
     assert loop.delay == timedelta(seconds=20)
+    _ended(service, ago=timedelta(seconds=90), reason=lifecycle.NODE_LOST_REASON)
+    assert crash_loop(service).crashes == 2, "a replica lost with its node is not a crash"
     _ended(service, status=lifecycle.STOPPED, ago=timedelta(minutes=1))
     assert crash_loop(service).crashes == 0
 
