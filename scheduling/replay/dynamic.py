@@ -27,6 +27,7 @@ the tenants' mean usage (divided by their `gpu_quota` when every tenant has one:
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ from scheduling.fair_share.book import CARD
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import TargetWorkload
+from scheduling.replay.big_jobs import BigJobs, DefragSettings
 from scheduling.replay.simulate import CAPACITY_TOLERANCE, Placed, Replay
 from scheduling.replay.trace import MILLI, TENANT_ID, TraceError, TraceNode, TracePod, to_node, to_task
 
@@ -148,6 +150,10 @@ class DynamicResult:
     curve: list[tuple[float, float]]          # (hours into the window, allocated %)
     tenants: dict[str, dict] = field(default_factory=dict)   # name → {"mean_gpus", "share_of_quota"?, "curve"}
     jain: float | None = None
+    # With reservation (`big_jobs`): jobs reserved, tasks defrag moved, and moves per hour of the window.
+    reservations: int = 0
+    moves: int = 0
+    evictions_per_hour: float = 0.0
 
 
 def jobs_of(pods: Sequence[TracePod], *, compress: float = 1.0, tenants: TenantPlan | None = None) -> list[Job]:
@@ -164,6 +170,18 @@ def jobs_of(pods: Sequence[TracePod], *, compress: float = 1.0, tenants: TenantP
     return jobs
 
 
+def multi_card_mix(pods: Sequence[TracePod], share: float, *, seed: int = 0) -> list[TracePod]:
+    """The trace with `share` of its whole 1-card pods (drawn with `seed`) asking 2, 4 or 8 cards instead (a third
+    each): a multi-card-heavy mix with the trace's own times (openb's multigpu20 list has none)."""
+    draws = np.random.default_rng(seed)
+    mixed = []
+    for pod in pods:
+        if pod.num_gpu == 1 and not pod.shared and draws.random() < share:
+            pod = replace(pod, num_gpu=int(draws.choice((2, 4, 8))))
+        mixed.append(pod)
+    return mixed
+
+
 def _shape(task: TaskInfo) -> tuple:
     return (task.tenant_id, task.gpu_required, task.gpu_memory_mb, task.cpu_cores, task.memory_mb, task.gpu_type,
             task.labels.get(MODEL_LABEL, ""))
@@ -173,7 +191,8 @@ class DynamicReplay:
     """One dynamic replay of `jobs` on `nodes` under one policy and seed."""
 
     def __init__(self, nodes: Sequence[TraceNode], jobs: Sequence[Job], *, policy: str, seed: int,
-                 tenants: TenantPlan | None = None, workload: TargetWorkload | None = None) -> None:
+                 tenants: TenantPlan | None = None, workload: TargetWorkload | None = None,
+                 reserve_after: float | None = None, defrag: DefragSettings | None = None) -> None:
         snapshot = ClusterSnapshot(nodes=[to_node(node, index + 1) for index, node in enumerate(nodes)])
         if tenants is not None:
             snapshot.quotas.caps = {tenants.tenant_id(name): quota * CARD for name, quota in tenants.quotas.items()}
@@ -182,6 +201,7 @@ class DynamicReplay:
         self.replay = Replay(snapshot, policy=policy, seed=seed, workload=workload)
         self.jobs = jobs
         self.tenants = tenants
+        self.big_jobs = (BigJobs(self.replay, reserve_after, defrag) if reserve_after is not None else None)
 
     def run(self) -> DynamicResult:
         replay, jobs = self.replay, self.jobs
@@ -194,7 +214,7 @@ class DynamicReplay:
         held_by_tenant = np.zeros(tenant_count + 1)                     # milli, by tenant id
         tenant_integral = np.zeros(tenant_count + 1)
         tenant_curves: list[list[float]] = [[] for _ in range(tenant_count + 1)]
-        departures: list[tuple[float, int, Placed]] = []
+        departures: list[tuple[float, int, int, Placed]] = []   # (leaves at, task id, placement number, …)
         waiting: list[Job] = []
         curve: list[tuple[float, float]] = []
         integral, now, next_job = 0.0, start, 0
@@ -202,6 +222,21 @@ class DynamicReplay:
         next_sample = start
         for job in jobs:
             classes[size_class(job.task)].tasks += 1
+        big = self.big_jobs
+        of_task = {job.task.id: job for job in jobs}
+        current: dict[int, Placed] = {}     # task id → where it runs now
+        moved_away: set[int] = set()        # ids of Placed a defrag move ended before their departure
+        window_moves = 0
+        placements = itertools.count()     # a moved task may leave twice at one time: the heap never compares Placed
+
+        def placed_at(job: Job, placed: Placed, moment: float, *, waited: bool = True) -> None:
+            if waited:
+                figures = classes[size_class(job.task)]
+                figures.placed += 1
+                figures.waits.append(moment - job.arrives_at)
+            held_by_tenant[job.task.tenant_id] += placed.allocated_milli
+            current[job.task.id] = placed
+            heapq.heappush(departures, (moment + job.runs_for, job.task.id, next(placements), placed))
 
         while next_job < len(jobs) or departures:
             moment = min(jobs[next_job].arrives_at if next_job < len(jobs) else np.inf,
@@ -218,7 +253,11 @@ class DynamicReplay:
             now = max(now, measured_until)
             freed_rows, quota_freed = set(), set()
             while departures and departures[0][0] <= moment:
-                placed = heapq.heappop(departures)[2]
+                placed = heapq.heappop(departures)[-1]
+                if id(placed) in moved_away:
+                    moved_away.discard(id(placed))
+                    continue
+                current.pop(placed.task.id, None)
                 replay.release(placed)
                 held_by_tenant[placed.task.tenant_id] -= placed.allocated_milli
                 freed_rows.add(replay.table.row_of[placed.node.id])
@@ -234,29 +273,47 @@ class DynamicReplay:
                 arrived.append(jobs[next_job])
                 next_job += 1
             candidates = [*waiting, *arrived] if freed else arrived
+            if big is not None:
+                big.before_pass({job.task.id: (job.task, job.arrives_at) for job in [*waiting, *arrived]}, moment)
             still_waiting, failed_shapes = [], set()
             for position, job in enumerate(candidates):
                 shape = _shape(job.task)
                 was_waiting = freed and position < len(waiting)
-                hopeless = shape in failed_shapes or (
-                    was_waiting and job.task.tenant_id not in quota_freed and not self._may_fit(job.task, rows))
+                reserved = big is not None and big.is_reserved(job.task)
+                if reserved:
+                    big.release(job.task)
+                hopeless = not reserved and (shape in failed_shapes or (
+                    was_waiting and job.task.tenant_id not in quota_freed and not self._may_fit(job.task, rows)))
                 placed = None if hopeless else replay.place(job.task)
                 if placed is None:
+                    if reserved:
+                        big.restore(job.task)
                     failed_shapes.add(shape)
                     still_waiting.append(job)
                     continue
-                figures = classes[size_class(job.task)]
-                figures.placed += 1
-                figures.waits.append(moment - job.arrives_at)
-                held_by_tenant[job.task.tenant_id] += placed.allocated_milli
-                heapq.heappush(departures, (moment + job.runs_for, job.task.id, placed))
+                placed_at(job, placed, moment)
             waiting = still_waiting if freed else [*waiting, *still_waiting]
+            if big is not None:
+                moves, placed = big.after_pass(list(current.values()), moment)
+                window_moves += len(moves) if start <= moment <= end else 0
+                for move in moves:
+                    moved_away.add(id(move.old))
+                    held_by_tenant[move.old.task.tenant_id] -= move.old.allocated_milli
+                    # A moved task starts again from the beginning on its target.
+                    placed_at(of_task[move.new.task.id], move.new, moment, waited=False)
+                if placed is not None:
+                    job = of_task[placed.task.id]
+                    waiting = [other for other in waiting if other is not job]
+                    placed_at(job, placed, moment)
 
         result = DynamicResult(
             seed=replay.seed, tasks=len(jobs), never_placed=len(waiting),
             time_weighted_allocation=100.0 * integral / (capacity * span) if span and capacity else 0.0,
             window=(start, end), classes={name: figures.summary() for name, figures in classes.items() if figures.tasks},
             curve=curve)
+        if big is not None:
+            result.reservations, result.moves = big.reservations, big.moves
+            result.evictions_per_hour = window_moves / (span / 3600) if span else 0.0
         if self.tenants is not None:
             means = tenant_integral[1:] / span / MILLI if span else np.zeros(tenant_count)
             for name, mean, points in zip(self.tenants.names, means, tenant_curves[1:]):

@@ -164,6 +164,11 @@ class Replay:
         permitted = node is not None and framework.permit([(task, node, cards)], tenancy=snapshot.tenancy).is_success
         if not permitted or (task.gpu_required or task.is_fractional) and not cards:
             return None
+        return self.bind(task, node, cards)
+
+    def bind(self, task: TaskInfo, node: NodeInfo, cards: list[int]) -> Placed:
+        """Put `task` on `node`'s `cards` (chosen by `place`, or by a defrag plan for a moved task)."""
+        snapshot = self.snapshot
         self._book(node, task, +1)
         apply_bind(snapshot, task, node, cards)
         self.placements.append((task, node.id, cards))

@@ -35,7 +35,8 @@ from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.plugins.fgd import TargetWorkload
 from scheduling.replay.bound import allocation_bound
 from scheduling.replay.chart import allocation_chart, dynamic_chart
-from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, jobs_of
+from scheduling.replay.big_jobs import DefragSettings
+from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, jobs_of, multi_card_mix
 from scheduling.replay.recorded import recorded_config, recorded_workload
 from scheduling.replay.reports import report_write
 from scheduling.replay.simulate import POLICIES, Arrival, Replay, SeedResult, TraceReplay, trace_workload
@@ -92,11 +93,15 @@ def _bounds(nodes_path: str, pods_path: str, seed: int, arrival: float) -> tuple
 
 
 def _replay_dynamic(nodes_path: str, pods_path: str, node_stride: int, compress: float, tenants_path: str | None,
-                    policy: str, seed: int) -> DynamicResult:
+                    policy: str, seed: int, big_jobs: dict | None = None) -> DynamicResult:
+    big_jobs = big_jobs or {}
     nodes, pods = read_nodes(Path(nodes_path))[::node_stride], read_pod_times(Path(pods_path))
+    if big_jobs.get("multi_card"):
+        pods = multi_card_mix(pods, big_jobs["multi_card"])
     tenants = TenantPlan.read(Path(tenants_path)) if tenants_path else None
     return DynamicReplay(nodes, jobs_of(pods, compress=compress, tenants=tenants), policy=policy, seed=seed,
-                         tenants=tenants).run()
+                         tenants=tenants, reserve_after=big_jobs.get("reserve_after"),
+                         defrag=DefragSettings() if big_jobs.get("defrag") else None).run()
 
 
 def _replay_recorded(snapshot: ClusterSnapshot, arrivals: list[Arrival], workload: TargetWorkload,
@@ -159,6 +164,15 @@ class Command(BaseCommand):
         parser.add_argument("--node-stride", type=int,
                             help="with --dynamic: replay on every Nth node of the node list (default 1: all)")
         parser.add_argument("--tenants", help="with --dynamic: a JSON file mapping pods to tenants and their quotas")
+        parser.add_argument("--reserve-after", type=float,
+                            help="with --dynamic: reservation (design §16.3) for jobs of 2+ cards waiting this many "
+                                 "seconds (production: HETEROFLOW_RESERVE_AFTER, 300); default: no reservation")
+        parser.add_argument("--defrag", action="store_true",
+                            help="with --dynamic and --reserve-after: defrag moves for the reserved job (its default "
+                                 "settings; every trace task counts as preemptible batch work)")
+        parser.add_argument("--multi-card", type=float,
+                            help="with --dynamic: this share of the trace's whole 1-card pods ask 2, 4 or 8 cards "
+                                 "instead (a multi-card-heavy mix with the trace's times)")
         parser.add_argument("--report", action="store_true",
                             help="keep the figures and the chart in the reports folder (settings.REPLAY_REPORT_DIR); "
                                  "the plugin page links the latest")
@@ -166,7 +180,8 @@ class Command(BaseCommand):
     def handle(self, *args, nodes: str | None, pods: str | None, from_db: bool, since: str | None,
                default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
                json_path: str | None, svg_path: str | None, report: bool, dynamic: bool, compress: float | None,
-               node_stride: int | None, tenants: str | None, bound: bool, **options):
+               node_stride: int | None, tenants: str | None, bound: bool, reserve_after: float | None,
+               defrag: bool, multi_card: float | None, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
@@ -185,15 +200,22 @@ class Command(BaseCommand):
             node_stride = 1 if node_stride is None else node_stride
             if not 0 < compress <= 1e6 or node_stride < 1:
                 raise CommandError("--compress must be in (0, 1000000] and --node-stride at least 1")
+            if reserve_after is not None and reserve_after < 0 or defrag and reserve_after is None:
+                raise CommandError("--reserve-after must be at least 0; --defrag needs --reserve-after")
+            if multi_card is not None and not 0 <= multi_card <= 1:
+                raise CommandError("--multi-card must be in [0, 1]")
+            big_jobs = {"reserve_after": reserve_after, "defrag": defrag, "multi_card": multi_card}
             figures = self._replay_dynamic(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
                                            compress=compress, node_stride=node_stride, tenants=tenants,
-                                           policies=policies, seeds=seeds, jobs=jobs)
+                                           policies=policies, seeds=seeds, jobs=jobs, big_jobs=big_jobs)
             self._keep(figures, dynamic_chart(figures), json_path=json_path, svg_path=svg_path, report=report)
             means = ",".join(f"{name}:{figures['policies'][name]['time_weighted_allocation']['mean']:.2f}"
                              for name in policies)
             self.stdout.write(f"time_weighted_allocation={means}")
             return
-        for option, value in (("--compress", compress), ("--node-stride", node_stride), ("--tenants", tenants)):
+        for option, value in (("--compress", compress), ("--node-stride", node_stride), ("--tenants", tenants),
+                              ("--reserve-after", reserve_after), ("--defrag", defrag or None),
+                              ("--multi-card", multi_card)):
             if value is not None:
                 raise CommandError(f"{option} applies only with --dynamic")
         if from_db:
@@ -254,7 +276,7 @@ class Command(BaseCommand):
             self.stdout.write(f"report: {kept} (and {kept.with_suffix('.json').name})")
 
     def _replay_dynamic(self, *, nodes: str, pods: str, compress: float, node_stride: int, tenants: str | None,
-                        policies: list[str], seeds: int, jobs: int) -> dict:
+                        policies: list[str], seeds: int, jobs: int, big_jobs: dict) -> dict:
         try:
             trace_nodes, trace_pods = read_nodes(Path(nodes))[::node_stride], read_pod_times(Path(pods))
             plan = TenantPlan.read(Path(tenants)) if tenants else None
@@ -266,12 +288,14 @@ class Command(BaseCommand):
         self.stdout.write(f"dynamic replay of {Path(pods).name}: {len(trace_pods)} pods; every {node_stride}. node of "
                           f"{Path(nodes).name}: {len(trace_nodes)} nodes, {gpus} GPUs; arrivals compressed "
                           f"{compress:g}x; {seeds} seeds (tie-breaks)"
-                          + (f"; tenants {', '.join(plan.names)}" if plan else ""))
+                          + (f"; tenants {', '.join(plan.names)}" if plan else "")
+                          + "".join(f"; {key.replace('_', '-')} {value:g}" if value is not True else f"; {key}"
+                                    for key, value in big_jobs.items() if value))
         figures = {"source": "trace", "mode": "dynamic", "nodes": nodes, "pods": pods, "gpus": gpus,
-                   "node_stride": node_stride, "compress": compress, "tenants_file": tenants}
+                   "node_stride": node_stride, "compress": compress, "tenants_file": tenants, **big_jobs}
         started = time.perf_counter()
         results = self._results(lambda pool, name, seed: pool.submit(
-            _replay_dynamic, nodes, pods, node_stride, compress, tenants, name, seed),
+            _replay_dynamic, nodes, pods, node_stride, compress, tenants, name, seed, big_jobs),
             policies=policies, seeds=seeds, jobs=jobs)
         elapsed = time.perf_counter() - started
         figures.update(seeds=seeds, seconds=round(elapsed, 1),
@@ -301,11 +325,19 @@ class Command(BaseCommand):
             shown = {key: f"{cell['mean']:.0f} ± {cell['stdev']:.0f}" if cell else "-" for key, cell in cells.items()}
             self.stdout.write(f"  {size:<12} {classes[size]['tasks']:>6} {shown['never_placed']:>14} "
                               f"{shown['wait_p50']:>16} {shown['wait_p99']:>18}")
+        if results[0].reservations:
+            moved = _mean_stdev([result.evictions_per_hour for result in results])
+            self.stdout.write(f"  reserved jobs {_shown([result.reservations for result in results])}; tasks moved "
+                              f"{_shown([result.moves for result in results])}; evictions per hour {moved[0]:.2f} "
+                              f"± {moved[1]:.2f}")
         summary = {"runs": [vars(result) for result in results],
                    "time_weighted_allocation": {"mean": round(allocation[0], 3), "stdev": round(allocation[1], 3)},
                    "never_placed": {"mean": round(never[0], 3), "stdev": round(never[1], 3)}, "classes": classes,
                    "curve": [(hours, round(float(np.mean([result.curve[index][1] for result in results])), 3))
                              for index, (hours, _) in enumerate(results[0].curve)]}
+        if results[0].reservations:
+            for key in ("reservations", "moves", "evictions_per_hour"):
+                summary[key] = _figure([float(getattr(result, key)) for result in results])
         if results[0].tenants:
             jain = _mean_stdev([result.jain for result in results if result.jain is not None] or [0.0])
             summary["jain"] = {"mean": round(jain[0], 4), "stdev": round(jain[1], 4)}

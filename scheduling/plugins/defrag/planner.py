@@ -2,12 +2,13 @@
 
 For a reserved job that finds no node, the plan is the fewest moves of movable tasks (running, preemptible batch
 work: the caller says which) off one node that may hold the job, such that each moved task fits on another node now
-and the job then fits on the emptied node. Nodes are tried in order of the fewest moves that could free enough
-cards (counted from card occupancy alone, no filter run); on each, the sets of that size and up to `max_moves` that
-free enough cards are checked with the framework: the movers are taken off the node, each is placed as a cycle
-would place it (best node other than the one being emptied, the earlier movers already on their targets), and the
-job's filter chain is run on the emptied node. Everything is undone afterwards: the snapshot is left as it was.
-Among equally short plans: fewest cards moved, then smallest priority sum, then node id.
+and the job then fits on the emptied node. Of the NODES_PER_PLAN nodes with the most free cards for it, nodes are
+tried in order of the fewest moves that could free enough cards (counted from card occupancy alone, no filter run);
+on each, the sets of that size and up to `max_moves` that free enough cards are checked with the framework: the
+movers are taken off the node, each is placed as a cycle would place it (best node other than the one being
+emptied, the earlier movers already on their targets), and the job's filter chain is run on the emptied node.
+Everything is undone afterwards: the snapshot is left as it was. Among equally short plans: fewest cards moved, then
+smallest priority sum, then node id.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from scheduling.queue.reservation import may_hold
 MOVERS_PER_NODE = 12
 # Sets checked with the framework per plan, over all nodes: a plan must stay cheap on a cycle at 5,000 nodes.
 CHECKS_PER_PLAN = 40
+# Nodes whose sets are counted at all: those with the most free cards of the job's kind (closest to fitting it).
+NODES_PER_PLAN = 16
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Move:
     task: TaskInfo
     from_node: NodeInfo
     to_node: NodeInfo
-    cards: tuple[int, ...]
+    cards: Sequence[int]    # as Reserve chose them (their card type included)
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,16 @@ def plan_defrag(job: TaskInfo, snapshot: ClusterSnapshot, movers: Iterable[Mover
     for mover in movers:
         if mover.task.id != job.id:
             on_node.setdefault(mover.node_id, []).append(mover)
-    options = []
-    for node_id, here in on_node.items():
+    closest = []
+    for node_id in on_node:
         node = snapshot.node(node_id)
-        if node is None or not may_hold(job, node):
-            continue
-        for size, sets in _freeing_sets(job, node, here, max_moves):
+        if node is not None and may_hold(job, node):
+            free = max(sum(card.is_free for card in group) for _, group in card_groups(job, node)
+                       if len(group) >= job.gpu_required)
+            closest.append((-free, node.id, node))
+    options = []
+    for _, _, node in sorted(closest)[:NODES_PER_PLAN]:
+        for size, sets in _freeing_sets(job, node, on_node[node.id], max_moves):
             options.append((size, node.id, node, sets))
     options.sort(key=lambda option: option[:2])
     best: DefragPlan | None = None
@@ -161,7 +168,7 @@ def _check(job: TaskInfo, snapshot: ClusterSnapshot, node: NodeInfo, chosen: Seq
             assume(target, placed)
             node_changed(snapshot, target)
             undo.append((forget, target, placed))
-            moves.append(Move(mover.task, node, target, tuple(cards)))
+            moves.append(Move(mover.task, node, target, cards))
         alone = ClusterSnapshot(nodes=[node], tenancy=snapshot.tenancy)
         if framework.schedule(job, alone, random.Random(job.id)).node is None:
             return None
