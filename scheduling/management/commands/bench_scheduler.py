@@ -7,7 +7,9 @@ passes that then find nothing more to bind are in `wall_s`, not in the rate) bes
 `bind_ceiling_per_s` (`scheduling.bench.bind_ceiling`, measured right after on the same database) and their
 `ratio=`. `--instances 1,2,4` runs each count on a fresh database and prints the scaling against the first;
 `--quotas off,on` runs each instance count without and with the quotas of design §16.2 (per-type nominal quotas, a
-cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without.
+cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without;
+`--layout spread,fgd` likewise runs each layout scorer on a fresh database of the same seed and prints each one's
+cost against the first's (the same run's reference).
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -56,8 +58,10 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--trace", choices=["openb"], help="nodes and tasks from the openb trace instead")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
-        parser.add_argument("--layout", default="spread", choices=["spread", "binpack", "fgd", "fgd-paper"],
-                            help="layout scorer (the replay_trace policies); fgd measures against the seeded tasks")
+        parser.add_argument("--layout", type=_layouts, default=["spread"],
+                            help="layout scorer (the replay_trace policies: spread, binpack, fgd, fgd-paper), or a "
+                                 "list (spread,fgd) compared against the first; fgd measures against the seeded "
+                                 "tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
         parser.add_argument("--quotas", type=_quota_modes, default=["off"],
@@ -69,12 +73,13 @@ class Command(BaseCommand):
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
-               trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool, layout: str,
-               quotas: list[str], **options):
+               trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
+               layout: list[str], quotas: list[str], **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
-        for count, quota_mode in ((count, mode) for count in instances for mode in quotas):
+        runs = [(count, mode, name) for count in instances for mode in quotas for name in layout]
+        for count, quota_mode, layout_name in runs:
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
                 rng = random.Random(seed)
@@ -84,9 +89,9 @@ class Command(BaseCommand):
                     nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
                 if quota_mode == "on":
                     _seed_quotas()
-                _use_layout(layout)
+                _use_layout(layout_name)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
-                                  f"{layout}, quotas {quota_mode} (migrated and seeded in "
+                                  f"{layout_name}, quotas {quota_mode} (migrated and seeded in "
                                   f"{time.perf_counter() - started:.1f} s)")
                 connections.close_all()
                 try:
@@ -96,21 +101,30 @@ class Command(BaseCommand):
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
-                throughput[count, quota_mode] = (self._print(report, tasks_made, ceiling.per_second),
-                                                 _cycle_cost(report))
+                throughput[count, quota_mode, layout_name] = (
+                    self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
         if len(instances) > 1:
-            rates = {count: throughput[count, quotas[0]][0] for count in instances}
+            rates = {count: throughput[count, quotas[0], layout[0]][0] for count in instances}
             first = rates[instances[0]] or 1.0
             self.stdout.write("scaling " + " ".join(f"instances={count}:{rates[count] / first:.2f}x"
                                                     for count in instances))
         if len(quotas) > 1:
             for count in instances:
-                (rate_off, off), (rate_on, on) = throughput[count, "off"], throughput[count, "on"]
-                figures = [("cycle_ms_p50", off[0], on[0], ".1f"), ("cycle_ms_per_task", off[1], on[1], ".3f"),
-                           ("tasks_per_second", rate_off, rate_on, ".1f")]
-                self.stdout.write(f"quotas instances={count}: " + "; ".join(
-                    f"{name} off={a:{form}} on={b:{form}} on/off={b / a if a else 0.0:.3f}"
-                    for name, a, b, form in figures))
+                self._compare(f"quotas instances={count}", "off", throughput[count, "off", layout[0]], "on",
+                              throughput[count, "on", layout[0]])
+        for name in layout[1:]:
+            for count in instances:
+                self._compare(f"layout instances={count}", layout[0], throughput[count, quotas[0], layout[0]], name,
+                              throughput[count, quotas[0], name])
+
+    def _compare(self, title: str, first: str, reference: tuple, second: str, measured: tuple) -> None:
+        """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed."""
+        (rate_a, (p50_a, per_task_a)), (rate_b, (p50_b, per_task_b)) = reference, measured
+        figures = [("cycle_ms_p50", p50_a, p50_b, ".1f"), ("cycle_ms_per_task", per_task_a, per_task_b, ".3f"),
+                   ("tasks_per_second", rate_a, rate_b, ".1f")]
+        self.stdout.write(f"{title}: " + "; ".join(
+            f"{name} {first}={a:{form}} {second}={b:{form}} {second}/{first}={b / a if a else 0.0:.3f}"
+            for name, a, b, form in figures))
 
     def _print(self, report: dict, pending: int, ceiling: float) -> float:
         """Print one run's figures; its tasks per second."""
@@ -148,6 +162,15 @@ def _quota_modes(text: str) -> list[str]:
     if not modes or any(mode not in ("off", "on") for mode in modes) or len(set(modes)) != len(modes):
         raise argparse.ArgumentTypeError(f"expected off, on or off,on: {text!r}")
     return modes
+
+
+def _layouts(text: str) -> list[str]:
+    from scheduling.replay.simulate import POLICIES
+
+    names = text.split(",")
+    if any(name not in POLICIES or name == "random" for name in names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected layouts from spread, binpack, fgd, fgd-paper: {text!r}")
+    return names
 
 
 def _instance_counts(text: str) -> list[int]:

@@ -40,7 +40,8 @@ from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, 
 from scheduling.replay.recorded import recorded_config, recorded_workload
 from scheduling.replay.reports import report_write
 from scheduling.replay.simulate import POLICIES, Arrival, Replay, SeedResult, TraceReplay, trace_workload
-from scheduling.replay.trace import MILLI, TraceError, read_nodes, read_pod_times, read_pods
+from scheduling.replay.mixes import Mix, mixed_pods
+from scheduling.replay.trace import MILLI, TraceError, TraceNode, TracePod, read_nodes, read_pod_times, read_pods
 
 TRACE_DIR = Path(settings.BASE_DIR) / "data" / "traces" / "openb"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
@@ -55,7 +56,8 @@ UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 HELP = """Replay a workload on the production scheduler; print allocation per layout policy.
 
 Without --from-db: tasks drawn from an openb-format trace (--pods) until --arrival x the GPUs of its node list
-(--nodes) have arrived, never leaving (design §15.9).
+(--nodes) have arrived, never leaving (design §15.9). --mix draws the pods with other proportions first (more
+shared cards, multi-card tasks or GPU-model constraints; scheduling/replay/mixes.py).
 
 With --from-db: the tasks created in the last --since (all tenants, all states), replayed on the cluster's current
 nodes (the node table's nodes with their cards, as if online and empty; cordoned nodes left out). Arrival is the
@@ -74,15 +76,21 @@ FILE (pods mapped to tenants and their gpu_quota, see scheduling/replay/dynamic.
 and Jain's fairness index. Seeds break score ties."""
 
 
-def _replay(nodes_path: str, pods_path: str, policy: str, seed: int, arrival: float) -> SeedResult:
+def _trace(nodes_path: str, pods_path: str, mix: str | None) -> tuple[list[TraceNode], list[TracePod]]:
+    """The node list and the pods, mixed by `--mix` (`scheduling.replay.mixes`) when given."""
     nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
+    return nodes, mixed_pods(pods, nodes, Mix.parse(mix)) if mix else pods
+
+
+def _replay(nodes_path: str, pods_path: str, mix: str | None, policy: str, seed: int, arrival: float) -> SeedResult:
+    nodes, pods = _trace(nodes_path, pods_path, mix)
     return TraceReplay(nodes, pods, policy=policy, seed=seed, arrival=arrival, workload=trace_workload(pods)).run()
 
 
-def _bounds(nodes_path: str, pods_path: str, seed: int, arrival: float) -> tuple[float, float]:
+def _bounds(nodes_path: str, pods_path: str, mix: str | None, seed: int, arrival: float) -> tuple[float, float]:
     """For one seed's arrived tasks: the LP upper bound on any placement's allocation, and the best of the offline
     packings (a placement that exists, so the optimum is at least that)."""
-    nodes, pods = read_nodes(Path(nodes_path)), read_pods(Path(pods_path))
+    nodes, pods = _trace(nodes_path, pods_path, mix)
     drawn = TraceReplay(nodes, pods, policy=OFFLINE_POLICIES[0], seed=seed, arrival=arrival)
     upper = allocation_bound(nodes, list(drawn.arrived_pods()))
     # Biggest first (GPU demand, then CPU): the offline packer knows every task before it places any.
@@ -154,6 +162,8 @@ class Command(BaseCommand):
                             help="replays run in this many processes at once (default: one per CPU)")
         parser.add_argument("--json", dest="json_path", help="write all figures to this file")
         parser.add_argument("--svg", dest="svg_path", help="write the allocation curves to this SVG file")
+        parser.add_argument("--mix", help="trace only: replay a mix of the pods instead, e.g. shared=0.6,multi=0.3,"
+                                          "constrained=0.5,seed=1 (scheduling/replay/mixes.py)")
         parser.add_argument("--bound", action="store_true",
                             help="trace only: also an upper bound on any placement's allocation of the same arrived "
                                  "tasks (an LP, SciPy's HiGHS) and an offline packing, and each policy's gap")
@@ -181,7 +191,7 @@ class Command(BaseCommand):
                default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
                json_path: str | None, svg_path: str | None, report: bool, dynamic: bool, compress: float | None,
                node_stride: int | None, tenants: str | None, bound: bool, reserve_after: float | None,
-               defrag: bool, multi_card: float | None, **options):
+               defrag: bool, multi_card: float | None, mix: str | None, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
@@ -189,8 +199,10 @@ class Command(BaseCommand):
                                f"choose from {', '.join(POLICIES)}")
         if seeds < 1 or jobs < 1:
             raise CommandError("--seeds and --jobs must be at least 1")
-        if bound and (dynamic or from_db):
-            raise CommandError("--bound applies to the static trace replay only (not with --dynamic or --from-db)")
+        for option, value in (("--bound", bound or None), ("--mix", mix)):
+            if value is not None and (dynamic or from_db):
+                raise CommandError(f"{option} applies to the static trace replay only (not with --dynamic or "
+                                   f"--from-db)")
         if dynamic:
             for option, value in (("--from-db", from_db or None), ("--arrival", arrival), ("--since", since),
                                   ("--default-duration", default_duration)):
@@ -236,9 +248,9 @@ class Command(BaseCommand):
             if not 0 < arrival <= 10:
                 raise CommandError("--arrival must be in (0, 10]")
             figures, curves = self._replay_trace(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
-                                                 arrival=arrival, policies=policies, seeds=seeds, jobs=jobs)
+                                                 mix=mix, arrival=arrival, policies=policies, seeds=seeds, jobs=jobs)
             if bound:
-                self._bound(figures, nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
+                self._bound(figures, nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS), mix=mix,
                             arrival=arrival, seeds=seeds, jobs=jobs)
         self._keep(figures, allocation_chart(curves, arrival=figures["arrival"]), json_path=json_path,
                    svg_path=svg_path, report=report)
@@ -246,9 +258,10 @@ class Command(BaseCommand):
                          for name in policies)
         self.stdout.write(f"allocation_at_arrival={means}")
 
-    def _bound(self, figures: dict, *, nodes: str, pods: str, arrival: float, seeds: int, jobs: int) -> None:
+    def _bound(self, figures: dict, *, nodes: str, pods: str, mix: str | None, arrival: float, seeds: int,
+               jobs: int) -> None:
         """Add the bound, the offline packing and each policy's gap to `figures`, and print them."""
-        results = self._results(lambda pool, _, seed: pool.submit(_bounds, nodes, pods, seed, arrival),
+        results = self._results(lambda pool, _, seed: pool.submit(_bounds, nodes, pods, mix, seed, arrival),
                                 policies=["bound"], seeds=seeds, jobs=jobs)["bound"]
         upper, packed = ([result[index] for result in results] for index in (0, 1))
         figures["bound"] = {"upper": _figure(upper), "offline_packing": _figure(packed),
@@ -349,18 +362,22 @@ class Command(BaseCommand):
             self.stdout.write(f"  Jain's index {jain[0]:.4f} ± {jain[1]:.4f}")
         return summary
 
-    def _replay_trace(self, *, nodes: str, pods: str, arrival: float, policies: list[str], seeds: int,
-                      jobs: int) -> tuple[dict, dict]:
+    def _replay_trace(self, *, nodes: str, pods: str, mix: str | None, arrival: float, policies: list[str],
+                      seeds: int, jobs: int) -> tuple[dict, dict]:
         try:
-            trace_nodes, trace_pods = read_nodes(Path(nodes)), read_pods(Path(pods))
+            trace_nodes, trace_pods = _trace(nodes, pods, mix)
         except TraceError as exc:
             raise CommandError(str(exc)) from exc
         gpus = sum(node.gpus for node in trace_nodes)
-        self.stdout.write(f"trace {Path(pods).name}: {len(trace_pods)} pods; {Path(nodes).name}: "
+        mixed = f" mixed {Mix.parse(mix).label()}" if mix else ""
+        self.stdout.write(f"trace {Path(pods).name}{mixed}: {len(trace_pods)} pods; {Path(nodes).name}: "
                           f"{len(trace_nodes)} nodes, {gpus} GPUs; arrival {arrival * 100:g} %; {seeds} seeds")
 
         figures = {"source": "trace", "nodes": nodes, "pods": pods, "gpus": gpus, "arrival": arrival}
-        return self._run(figures, lambda pool, name, seed: pool.submit(_replay, nodes, pods, name, seed, arrival),
+        if mix:
+            figures["mix"] = Mix.parse(mix).label()
+        return self._run(figures, lambda pool, name, seed: pool.submit(_replay, nodes, pods, mix, name, seed,
+                                                                       arrival),
                          policies=policies, seeds=seeds, jobs=jobs, at_arrival=f"alloc@{arrival * 100:g}%")
 
     def _replay_recorded(self, *, window: str, length: timedelta, default_duration: str, duration: timedelta,

@@ -283,3 +283,22 @@ def test_bound_prints_the_upper_bound_the_offline_packing_and_each_policys_gap(s
 def test_bound_is_refused_outside_the_static_trace_replay(args):
     with pytest.raises(CommandError, match="--bound applies to the static trace replay only"):
         replay(*args, "--bound", "--seeds", "1", "--jobs", "1")
+
+
+def test_mix_replays_the_pods_in_the_proportions_asked_for(small_trace, tmp_path):
+    nodes, pods = small_trace
+    args = ("--nodes", str(nodes), "--pods", str(pods), "--policy", "binpack", "--seeds", "1", "--jobs", "1")
+
+    output = replay(*args, "--mix", "shared=0.9,seed=2", "--json", str(tmp_path / "mixed.json"))
+
+    assert "mixed shared=0.9,seed=2:" in output.splitlines()[0]
+    assert json.loads((tmp_path / "mixed.json").read_text())["mix"] == "shared=0.9,seed=2"
+    assert output.splitlines()[-1] != replay(*args).splitlines()[-1]
+    with pytest.raises(CommandError, match="--mix: shared must be a fraction from 0 to 1"):
+        replay(*args, "--mix", "shared=2")
+
+
+@pytest.mark.parametrize("args", [["--dynamic"], ["--from-db"]])
+def test_mix_is_refused_outside_the_static_trace_replay(args):
+    with pytest.raises(CommandError, match="--mix applies to the static trace replay only"):
+        replay(*args, "--mix", "shared=0.5", "--seeds", "1", "--jobs", "1")
