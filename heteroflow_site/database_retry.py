@@ -1,9 +1,9 @@
 """A request whose database connection turns out dead at its first statement is run once more on a fresh one.
 
 Each connection is checked before a request gets it (the pool's: heteroflow_site.postgresql; a kept one:
-Django's CONN_HEALTH_CHECKS), so a PostgreSQL restart or a terminated backend costs no request in the usual case. A connection can still die between
-that check and the request's first statement; nothing was written then, so the request is run again, once, on a new
-connection instead of answering 500. An error at any later statement is the request's own: what the statements
+Django's CONN_HEALTH_CHECKS), so a PostgreSQL restart or a terminated backend costs no request in the usual case.
+A connection can still die between that check and the request's first statement; nothing was written then, so the
+request is run again, once, on a new connection instead of answering 500. An error at any later statement is the request's own: what the statements
 before it did may have been committed.
 
 Every connection of a web process carries `_watch_statements`; it reports to the request that runs on it through a
