@@ -97,7 +97,7 @@ class GuardedConsumer(AsyncWebsocketConsumer):
         raise NotImplementedError
 
     async def joined(self) -> None:
-        """Called once the socket is accepted."""
+        """Called once the socket is accepted, and again at every check: joining a group twice changes nothing."""
 
     async def connect(self):
         user = self.scope.get("user")
@@ -139,6 +139,11 @@ class GuardedConsumer(AsyncWebsocketConsumer):
                 logger.info("websocket %s closed: its user may no longer watch it", self.scope.get("path"))
                 await self.close(code=CLOSE_FORBIDDEN)
                 return
+            try:
+                # The channel layer's groups live in Redis: after a restart of it this socket is in none.
+                await self.joined()
+            except redis.RedisError:
+                logger.warning("websocket %s did not join its group again", self.scope.get("path"), exc_info=True)
             if not self._counted:
                 continue
             try:

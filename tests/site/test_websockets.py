@@ -97,3 +97,27 @@ def test_a_socket_closes_once_its_session_logged_out(admin_user):
         assert await _closed_with(socket) == websockets.CLOSE_FORBIDDEN
 
     async_to_sync(scenario)()
+
+
+def test_an_open_socket_joins_its_group_again_at_every_check(tenant_client, monkeypatch):
+    """A Redis restart empties the channel layer's groups: a socket open across it gets pushes again at its next
+    check, not only once it reconnects."""
+    from scheduling.web.consumers import TaskStatusConsumer
+
+    joins = []
+    join = TaskStatusConsumer.joined
+
+    async def counted(self):
+        joins.append(self.channel_name)
+        await join(self)
+
+    monkeypatch.setattr(TaskStatusConsumer, "joined", counted)
+
+    async def scenario():
+        socket, connected = await _connect("/ws/tasks/", tenant_client.user)
+        assert connected
+        assert await socket.receive_nothing(timeout=1)
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+    assert len(joins) >= 3 and len(set(joins)) == 1
