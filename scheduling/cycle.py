@@ -210,8 +210,14 @@ class _Try:
 
 @dataclass
 class _Decided:
+    """A placement waiting for its batch's commit, with the attempt it records if it binds: the stored form
+    (`attempt_nodes`), not the ScheduleResult, whose per-row arrays would keep ~1 MB per task of a batch alive on
+    a 20,000-node cluster."""
+
     attempt: _Try
-    result: ScheduleResult
+    message: str
+    nodes: dict
+    extra: dict
     placement: Placement
 
 
@@ -286,7 +292,8 @@ class _Placer:
             self.attempts.add(task.id, code, f"{result.message} Not permitted: {permit.reason}", nodes, extra)
             return code
         apply_bind(self.snapshot, task, node, cards)
-        return _Decided(attempt, result, Placement(task, node, cards))
+        nodes, extra = attempt_nodes(result)
+        return _Decided(attempt, result.message, nodes, extra, Placement(task, node, cards))
 
     def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_Try]:
         """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
@@ -306,9 +313,8 @@ class _Placer:
                                       card_type=bind.card_type)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
-                nodes, extra = attempt_nodes(entry.result)
-                self.attempts.add(task.id, reasons.SCHEDULED, entry.result.message, nodes,
-                                  {**extra, "bound": bind.message})
+                self.attempts.add(task.id, reasons.SCHEDULED, entry.message, entry.nodes,
+                                  {**entry.extra, "bound": bind.message})
                 codes[task.id] = reasons.SCHEDULED
                 continue
             self.snapshot.quotas.forget_bind(task)
