@@ -3,6 +3,7 @@ counted reasons why none, with per-node filter and score results built only when
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -87,10 +88,13 @@ class ScheduleResult:
         """node id → Σ weight × score for every feasible node."""
         return {self._table.nodes[row].id: float(total) for row, total in zip(self._feasible_rows, self._total_scores)}
 
-    def ranked_node_ids(self) -> list[int]:
-        """Ids of the feasible nodes, best total first (ties in node order): `totals` sorted, without the dict."""
+    def ranked_node_ids(self) -> Iterator[int]:
+        """Ids of the feasible nodes, best total first (ties in node order): `totals` sorted, without the dict; one
+        at a time, as a refused bind needs only the next few of up to 20,000."""
         order = np.argsort(-self._total_scores, kind="stable")
-        return [self._table.nodes[row].id for row in self._feasible_rows[order].tolist()]
+        nodes = self._table.nodes
+        for row in self._feasible_rows[order].tolist():
+            yield nodes[row].id
 
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -379,5 +379,5 @@ def test_ranked_node_ids_are_the_totals_best_first_ties_in_node_order():
     result = framework().schedule(make_task(gpu_required=1), make_snapshot(*nodes), random.Random(0))
 
     expected = [node_id for node_id, _ in sorted(result.totals.items(), key=lambda item: -item[1])]
-    assert result.ranked_node_ids() == expected
+    assert list(result.ranked_node_ids()) == expected
     assert expected[:3] == [nodes[1].id, nodes[3].id, nodes[5].id]
