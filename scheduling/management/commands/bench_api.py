@@ -27,7 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from scheduling.bench.bind_ceiling import measure_bind_ceiling
-from scheduling.bench.database import database_url, throwaway_database
+from scheduling.bench.database import database_url, statistics_kept, throwaway_database
 from scheduling.bench.figures import percentile
 from scheduling.bench.network import free_port
 
@@ -85,8 +85,9 @@ class Command(BaseCommand):
             connections.close_all()
             self.stdout.write(f"database {name}: {nodes_made} nodes, {tasks_made} pending tasks, {clients} clients")
             self.stdout.write(f"bind_ceiling_per_s={ceiling.per_second:.1f}")
-            runs = _run_load(database_url(name), users, requests, seconds, phases=phases,
-                             scheduler_nice=scheduler_nice)
+            with statistics_kept():
+                runs = _run_load(database_url(name), users, requests, seconds, phases=phases,
+                                 scheduler_nice=scheduler_nice)
         self.stdout.write(f"list_bytes={runs.list_bytes} (GET /api/v1/tasks, {LIST_SIZE} tasks)")
         for phase, (samples, wall, cycles) in runs.phases.items():
             self._print(phase, samples, wall, cycles)

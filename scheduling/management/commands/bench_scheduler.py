@@ -28,7 +28,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 from django.db import connections
 
-from scheduling.bench.database import database_url, throwaway_database
+from scheduling.bench.database import database_url, statistics_kept, throwaway_database
 from scheduling.bench.figures import max_rss_mb, percentile
 
 GPU_TYPE_WEIGHTS = {
@@ -95,8 +95,9 @@ class Command(BaseCommand):
                                   f"{time.perf_counter() - started:.1f} s)")
                 connections.close_all()
                 try:
-                    report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
-                                            metrics=not without_metrics, concurrent_cycles=concurrent_cycles)
+                    with statistics_kept():
+                        report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
+                                                metrics=not without_metrics, concurrent_cycles=concurrent_cycles)
                 finally:
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
