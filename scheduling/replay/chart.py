@@ -87,9 +87,11 @@ def dynamic_chart(figures: dict) -> str:
         "x_ticks": [{"x": LEFT + left_w * value / hours, "label": f"{value:g}"}
                     for value in _nice_ticks(hours)],
         "wait_ticks": [{"y": y(value / longest), "label": f"{value:g}"} for value in _nice_ticks(longest)],
+        # Bottom right, on a white ground: the curves run high at the end of the window, rarely low there.
         "legend": [{"name": line["name"], "color": line["color"], "figure": line["figure"],
-                    "y": TOP + 14 * index} for index, line in enumerate(lines)],
-        "legend_x": LEFT + left_w - 150,
+                    "y": TOP + plot_h - 8 - 14 * (len(lines) - index)} for index, line in enumerate(lines)],
+        "legend_x": LEFT + left_w - 150, "legend_top": TOP + plot_h - 10 - 14 * len(lines),
+        "legend_height": 14 * len(lines) + 4,
     })
 
 

@@ -38,7 +38,7 @@ from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd import recent
-from scheduling.plugins.fgd.gaps import gap_growth
+from scheduling.plugins.fgd.gaps import GapTable
 from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
 from scheduling.plugins.fgd.recent import WINDOW as RECENT_WINDOW
 from scheduling.plugins.fgd.recent import clear_window as clear_recent_window
@@ -133,9 +133,10 @@ class Fgd(RowPlugin):
             versions[stale] = table.row_version[stale]
         growth = values[rows]
         if task.is_fractional and self.gap_weight:
-            values_by_capacity = cache["gap_values"].setdefault(self.gap_horizon, {})
-            growth += self.gap_weight * gap_growth(table, rows, task.gpu_memory_mb, values_by_capacity,
-                                                   cache["workload"], self.gap_horizon)
+            gaps = cache["gaps"].get(self.gap_horizon)
+            if gaps is None:
+                gaps = cache["gaps"][self.gap_horizon] = GapTable(cache["workload"], self.gap_horizon)
+            growth += self.gap_weight * gaps.growth(table, rows, task.gpu_memory_mb)
         return growth
 
     def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
@@ -177,7 +178,7 @@ class Fgd(RowPlugin):
                 "before": (np.zeros(table.size), np.full(table.size, -1)), "tasks": {}, "masks": {},
                 "idle": (np.zeros(table.size), np.full(table.size, -1)),
                 "largest_card_mb": np.maximum(table.card_capacity_mb.max(axis=1), 1),
-                "gap_values": {},
+                "gaps": {},
             }
         return cache
 

@@ -49,19 +49,29 @@ def gap_values(workload: TargetWorkload, capacity_mb: float, horizon: float) -> 
     return value / STEPS
 
 
-def gap_growth(table: NodeTable, rows: np.ndarray, shard_mb: float, values: dict[float, np.ndarray],
-               workload: TargetWorkload, horizon: float) -> np.ndarray:
-    """rows × cards: V(gap after the shard) − V(gap before) for each card of `rows` (`values`: V per card capacity,
-    filled in as capacities are met). Cards the shard cannot take get a value too; the caller masks them."""
-    capacity = table.card_capacity_mb[rows]
-    free = np.clip(table.card_free_mb[rows], 0.0, None)
-    growth = np.zeros(capacity.shape)
-    for size in np.unique(capacity[table.card_exists[rows] & (capacity > 0)]):
-        size = float(size)
-        if size not in values:
-            values[size] = gap_values(workload, size, horizon)
-        cells = table.card_exists[rows] & (capacity == size)
-        before = np.rint(free[cells] / size * STEPS).astype(np.int64).clip(0, STEPS)
-        after = np.rint(np.clip(free[cells] - shard_mb, 0.0, None) / size * STEPS).astype(np.int64).clip(0, STEPS)
-        growth[cells] = values[size][after] - values[size][before]
-    return growth
+class GapTable:
+    """V for each card size of one table, as a (sizes × STEPS + 1) matrix, and each card's row in it."""
+
+    def __init__(self, workload: TargetWorkload, horizon: float) -> None:
+        self.workload, self.horizon = workload, horizon
+        self.sizes = np.zeros(0)
+        self.values = np.zeros((0, STEPS + 1))
+
+    def growth(self, table: NodeTable, rows: np.ndarray, shard_mb: float) -> np.ndarray:
+        """rows × cards: V(gap after the shard) − V(gap before) for each card of `rows`. Cards the shard cannot
+        take (or that do not exist) get a value too; the caller masks them."""
+        capacity = np.maximum(table.card_capacity_mb[rows], 1.0)
+        index = self._index(capacity)
+        free = np.clip(table.card_free_mb[rows], 0.0, None)
+        before = np.rint(free / capacity * STEPS).astype(np.int64).clip(0, STEPS)
+        after = np.rint(np.clip(free - shard_mb, 0.0, None) / capacity * STEPS).astype(np.int64).clip(0, STEPS)
+        return self.values[index, after] - self.values[index, before]
+
+    def _index(self, capacity: np.ndarray) -> np.ndarray:
+        """Each card's row in `values`, adding the sizes not met before (a table's sizes rarely change)."""
+        index = np.searchsorted(self.sizes, capacity).clip(0, max(len(self.sizes) - 1, 0))
+        if len(self.sizes) and (self.sizes[index] == capacity).all():
+            return index
+        self.sizes = np.union1d(self.sizes, np.unique(capacity))
+        self.values = np.stack([gap_values(self.workload, float(size), self.horizon) for size in self.sizes])
+        return np.searchsorted(self.sizes, capacity)
