@@ -171,5 +171,7 @@ def test_an_instance_whose_session_ended_runs_nothing_more_in_its_turn_while_the
 
 def _turn_holders() -> list[int]:
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
-        return [pid for (pid,) in other.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                                                " AND objid = %s", [CYCLE_LOCK_KEY & 0xFFFFFFFF])]
+        # Advisory locks are per database: other databases of the server (other test runs) have turns of their own.
+        return [pid for (pid,) in other.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())", [CYCLE_LOCK_KEY & 0xFFFFFFFF])]
