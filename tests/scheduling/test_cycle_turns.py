@@ -117,7 +117,8 @@ def _wait_until_waiting(holder, seconds: float = 10.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                                 " AND objid = %s", [CYCLE_LOCK_KEY & 0xFFFFFFFF]).fetchone()[0]
+                                 " AND objid = %s AND database = (SELECT oid FROM pg_database"
+                                 " WHERE datname = current_database())", [CYCLE_LOCK_KEY & 0xFFFFFFFF]).fetchone()[0]
         if waiting:
             return
         time.sleep(0.01)
