@@ -2,6 +2,7 @@
 database (and its server, where benchmarks create their throwaway databases)."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -32,9 +33,13 @@ def run_benchmark(*arguments: str) -> str:
     return finished.stdout
 
 
-def benchmark_databases_left() -> list[str]:
+def throwaway_databases_left(benchmark_output: str) -> list[str]:
+    """The throwaway databases the benchmark named in its output (`database hf_bench_<pid>: …`) that still exist;
+    other benchmarks running on the same server at the same time do not count."""
+    named = re.findall(r"^database (hf_bench_\d+):", benchmark_output, re.MULTILINE)
+    assert named, benchmark_output
     with connection.cursor() as cursor:
-        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE 'hf_bench_%%'")
+        cursor.execute("SELECT datname FROM pg_database WHERE datname = ANY(%s)", [named])
         return [name for (name,) in cursor.fetchall()]
 
 

@@ -2,12 +2,11 @@ import re
 
 import pytest
 
-from tests.processes import benchmark_databases_left, run_benchmark
+from tests.processes import run_benchmark, throwaway_databases_left
 
 
 @pytest.mark.django_db
 def test_bench_scheduler_binds_the_seeded_queue_and_prints_the_rate_beside_the_bind_ceiling():
-    left_before = benchmark_databases_left()
     output = run_benchmark("bench_scheduler", "--nodes", "20", "--pending", "60", "--instances", "1,2")
     runs = re.findall(r"^instances=(\d) cycles=\d+ considered=\d+ bound=(\d+) of 60 pending", output, re.MULTILINE)
     assert [instances for instances, _ in runs] == ["1", "2"], output
@@ -15,7 +14,7 @@ def test_bench_scheduler_binds_the_seeded_queue_and_prints_the_rate_beside_the_b
     rates = re.findall(r"^tasks_per_second=([\d.]+) bind_ceiling_per_s=([\d.]+) ratio=([\d.]+)$", output, re.MULTILINE)
     assert len(rates) == 2 and all(float(ceiling) > 0 for _, ceiling, _ in rates), output
     assert re.search(r"^scaling instances=1:1\.00x instances=2:[\d.]+x$", output, re.MULTILINE), output
-    assert benchmark_databases_left() == left_before
+    assert throwaway_databases_left(output) == []
 
 
 @pytest.mark.django_db
