@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -176,3 +177,39 @@ def _turn_holders() -> list[int]:
         return [pid for (pid,) in other.execute(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s AND database = "
             "(SELECT oid FROM pg_database WHERE datname = current_database())", [CYCLE_LOCK_KEY & 0xFFFFFFFF])]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_scheduler_processes_go_on_taking_turns_after_every_backend_is_terminated(tenant, tmp_path):
+    from scheduling.models import Task
+    from tests.factories import ledger_mismatches
+    from tests.processes import PROJECT, process_environment
+
+    for _ in range(2):
+        make_node(cards=8)
+    logs = [tmp_path / f"scheduler-{index}.log" for index in range(2)]
+    schedulers = [subprocess.Popen([sys.executable, str(PROJECT / "manage.py"), "run_scheduler", "--interval", "0.5",
+                                    "--instance", f"s{index}"], env=process_environment(), cwd=PROJECT,
+                                   stdout=log.open("wb"), stderr=subprocess.STDOUT)
+                  for index, log in enumerate(logs)]
+    try:
+        for round_ in range(3):
+            tasks = [make_task(tenant=tenant, gpu_required=1).id for _ in range(4)]
+            if round_:
+                # While the instances run cycles, or wait for their turn: their sessions end under them.
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            deadline = time.monotonic() + 30
+            while Task.objects.filter(id__in=tasks, status=lifecycle.SCHEDULED).count() < len(tasks):
+                assert time.monotonic() < deadline, [log.read_text()[-2000:] for log in logs]
+                time.sleep(0.1)
+        alive = [scheduler.poll() is None for scheduler in schedulers]
+    finally:
+        for scheduler in schedulers:
+            scheduler.terminate()
+            scheduler.wait(timeout=30)
+
+    assert alive == [True, True], "no instance needed a restart"
+    assert Task.objects.filter(status=lifecycle.SCHEDULED).count() == 12
+    assert ledger_mismatches() == []
