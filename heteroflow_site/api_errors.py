@@ -31,6 +31,23 @@ def _first_code(codes) -> str:
     return codes if isinstance(codes, str) and codes else "invalid"
 
 
+def _codes(codes):
+    """Every code in DRF's nested `get_codes()`."""
+    if isinstance(codes, dict):
+        for value in codes.values():
+            yield from _codes(value)
+    elif isinstance(codes, list):
+        for value in codes:
+            yield from _codes(value)
+    else:
+        yield codes
+
+
+# DRF's code for an id in the body that names no row (a related field): the request is what the schema describes, the
+# row is missing, as for NotFoundReference.
+DOES_NOT_EXIST = "does_not_exist"
+
+
 def error_body(code: str, message: str, *, field: str | None = None, errors: dict | None = None) -> dict:
     body = {"code": code, "message": message}
     if field:
@@ -53,7 +70,8 @@ def exception_handler(exc, context):
     exception a logged JSON 500 rather than an HTML page."""
     if isinstance(exc, DomainError) and exc.status != 400:
         set_rollback()
-        return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
+        return Response(error_body(exc.code, exc.message, field=exc.field,
+                                   errors={exc.field: [exc.message]} if exc.field else None), status=exc.status)
     if isinstance(exc, DomainError):
         exc = exceptions.ValidationError({exc.field: [exc.message]} if exc.field else [exc.message])
     if isinstance(exc, SuspiciousOperation):
@@ -70,6 +88,9 @@ def exception_handler(exc, context):
         return Response(error_body("server_error", "internal server error"), status=500)
     if isinstance(exc, exceptions.ValidationError):
         response.data = _validation_body(exc)
+        if set(_codes(exc.get_codes())) == {DOES_NOT_EXIST}:
+            response.status_code = 404
+            response.data["code"] = "not_found"
     else:
         detail = response.data.get("detail", "") if isinstance(response.data, dict) else response.data
         code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
@@ -111,9 +132,18 @@ ERROR_STATUSES = {
     # A refusal of a well-formed request is a 403, 404 or 409 (heteroflow_site.errors), never a 400.
     "400": "Invalid input: a request the schema does not allow (code `unstorable_text`: text with a lone UTF-16 "
            "surrogate, which the database cannot store and no pattern describes in every regex dialect)",
-    "401": "Not authenticated", "403": "Not allowed", "404": "Not found", "405": "Method not allowed",
+    "401": "Not authenticated",
+    "403": "Not allowed: the caller's rights, or a rule refusing this well-formed request (code `not_allowed`, "
+           "`field` naming it)",
+    "404": "Not found: the path, or an id the body names (code `not_found`, `field` naming it)",
+    "405": "Method not allowed",
     "429": "Too many requests",
 }
+
+WRITES = {"post", "put", "patch", "delete"}
+# A write may clash with what exists now, whichever service it reaches (heteroflow_site.errors.Conflict).
+WRITE_ERROR_STATUSES = {"409": "Conflict: the request clashes with what exists now (a name taken, a task already "
+                                "ended…; code `conflict` or the refusal's own, `field` naming it)"}
 
 
 def add_error_responses(result, generator, request, public):
@@ -132,9 +162,10 @@ def add_error_responses(result, generator, request, public):
     }
     reference = {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}
     for operations in result.get("paths", {}).values():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            for status, description in ERROR_STATUSES.items():
+            statuses = {**ERROR_STATUSES, **(WRITE_ERROR_STATUSES if method in WRITES else {})}
+            for status, description in statuses.items():
                 responses.setdefault(status, {"description": description, "content": reference})
             for status, response in responses.items():
                 if status.startswith("4") and not response.get("content"):

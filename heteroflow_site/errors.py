@@ -1,5 +1,6 @@
 class DomainError(Exception):
-    """A refusal by a service, meant for the caller: an API 400 or a form error beside `field`."""
+    """A refusal by a service, meant for the caller: an API error beside `field` (a form error on pages). As such a
+    400: input the schema does not allow either; the refusals of input it allows are the subclasses below."""
 
     # The API status and error code of the refusal; a few refusals are not "invalid input" (see TooManyPending).
     status = 400

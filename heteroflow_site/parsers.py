@@ -1,4 +1,5 @@
-"""The API's one body parser: JSON nested at most 64 levels deep whose every string PostgreSQL can store.
+"""The API's one body parser: JSON nested at most 64 levels deep whose every string PostgreSQL can store, its numbers
+read as JSON Schema reads them.
 
 Deeper nesting is a 400 (design §16.5): no operation takes such a document, and the decoder would otherwise hit
 Python's recursion limit (a body of 100,000 `[` was a 500).
@@ -7,7 +8,13 @@ PostgreSQL text and jsonb hold neither the NUL character nor a lone UTF-16 surro
 which no UTF-8 can encode). DRF's CharField refuses both, but free-form objects (a plugin's `extra`, label maps)
 would carry them to the database and fail there with a 500. Refused here, for every operation at once, as a 400
 naming the field.
+
+A number without a fraction is an integer whichever way it is written (`21.0` is `21`, for JSON Schema as for JSON):
+it reaches the serializers as an int, so the API takes every integer its schema allows, and no number with a fraction
+where it asks for an integer. Numbers are doubles at most (the schema's bounds on free-form JSON).
 """
+
+import math
 
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ParseError
@@ -33,7 +40,7 @@ class StorableJSONParser(JSONParser):
             raise serializers.ValidationError(
                 {path or "body": [ErrorDetail("text may not contain the NUL character or a lone surrogate "
                                               "(\\ud800–\\udfff)", code=UNSTORABLE_TEXT)]})
-        return data
+        return json_numbers(data)
 
 
 def nesting_exceeds(value, limit: int) -> bool:
@@ -46,6 +53,33 @@ def nesting_exceeds(value, limit: int) -> bool:
                 return True
             stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
     return False
+
+
+# Beyond this, a float's integral value is not exact (and no column holds it): such numbers stay floats.
+_EXACT_INTEGER = 2**53
+# Integers the renderer writes as such; larger ones are read as doubles, as I-JSON readers do (RFC 7493 §2.2).
+_INT64 = 2**63
+NUMBER_RANGE_MESSAGE = "JSON parse error - a number beyond the range of a double"
+
+
+def json_numbers(value):
+    """`value` with every number as the API keeps it: one without a fraction is an int (`21.0` → `21`), one beyond
+    64 bits a double, one beyond a double's range (`1e400`, which Python reads as infinity) a ParseError. Called
+    once the nesting is bounded."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ParseError(NUMBER_RANGE_MESSAGE)
+        return int(value) if value.is_integer() and abs(value) <= _EXACT_INTEGER else value
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT64:
+        try:
+            return float(value)
+        except OverflowError:
+            raise ParseError(NUMBER_RANGE_MESSAGE) from None
+    if isinstance(value, dict):
+        return {key: json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_numbers(item) for item in value]
+    return value
 
 
 def unstorable_text_path(value, path: str = "") -> str | None:

@@ -1,7 +1,9 @@
+import sys
+
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-from heteroflow_site.query_parameters import bound_query_parameters
+from heteroflow_site.query_parameters import bound_query_parameters, with_integer_bounds
 from heteroflow_site.validation import STORABLE_PATTERN
 
 
@@ -20,6 +22,13 @@ class NestedSerializerAutoSchema(AutoSchema):
                 and schema.get("type") == "string"):
             schema["minLength"] = max(schema.get("minLength", 0), 1)
         return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        """A request body states the rules across its fields that its serializer enforces (`minProperties`, `oneOf`
+        variants) through the serializer's own `request_schema(schema)`, next to the rules themselves."""
+        schema = super()._map_basic_serializer(serializer, direction)
+        refine = getattr(serializer, "request_schema", None)
+        return refine(schema) if direction == "request" and refine is not None else schema
 
     def _insert_field_validators(self, field, schema):
         """Text says what the database cannot store (the NUL character, lone surrogates: heteroflow_site.parsers
@@ -50,10 +59,30 @@ _CREATED_IDS = {
 _CONSUMER_PREFIXES = {"/api/v1/agent/register": "/api/v1/nodes"}
 
 
+# Free-form JSON in a request body (a plugin's `extra`): any value, but text PostgreSQL can store, keys included, as
+# heteroflow_site.parsers has it.
+STORABLE_JSON = "StorableJSON"
+_STORABLE_JSON_REF = {"$ref": f"#/components/schemas/{STORABLE_JSON}"}
+_STORABLE_KEYS = {"type": "string", "pattern": STORABLE_PATTERN}
+DOUBLE_MAX = sys.float_info.max
+
+
+def _types(schema: dict) -> set[str]:
+    kind = schema.get("type", [])
+    return {kind} if isinstance(kind, str) else set(kind)
+
+
+def _resolved(schema: dict, schemas: dict) -> dict:
+    reference = schema.get("$ref", "")
+    return schemas.get(reference.rsplit("/", 1)[-1], {}) if reference else schema
+
+
 def close_request_bodies(result, generator, request, public):
-    """drf-spectacular post-processing hook: request bodies refuse unknown fields (StrictSerializer, and windows in
-    the group service), so their schemas say `additionalProperties: false`, nested objects included."""
-    schemas = result.get("components", {}).get("schemas", {})
+    """drf-spectacular post-processing hook: request bodies say exactly what the API takes. Objects refuse unknown
+    fields (StrictSerializer, and windows in the group service): `additionalProperties: false`, nested objects
+    included; integers that declare no bounds are within int32, as the `integer` columns behind them (and ids) are;
+    free-form objects hold text the database can store only."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
     seen: set[str] = set()
 
     def close(schema: dict) -> None:
@@ -64,19 +93,61 @@ def close_request_bodies(result, generator, request, public):
                 seen.add(name)
                 close(schemas[name])
             return
-        for variant in schema.get("oneOf", []) + schema.get("allOf", []):
+        for variant in schema.get("oneOf", []) + schema.get("anyOf", []) + schema.get("allOf", []):
             close(variant)
-        if schema.get("type") == "object" and "properties" in schema:
+        kinds = _types(schema)
+        if "integer" in kinds and "enum" not in schema:
+            schema.update(with_integer_bounds({**schema, "type": "integer"}), type=schema["type"])
+        if "object" in kinds and "properties" in schema:
             schema["additionalProperties"] = False
             for value in schema["properties"].values():
                 close(value)
-        if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        elif "object" in kinds:
+            schema.setdefault("propertyNames", _STORABLE_KEYS)
+            if schema.get("additionalProperties", True) in ({}, True):
+                schema["additionalProperties"] = _STORABLE_JSON_REF
+            else:
+                close(schema["additionalProperties"])
+        if "array" in kinds and isinstance(schema.get("items"), dict):
             close(schema["items"])
 
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
-            for media in operation.get("requestBody", {}).get("content", {}).values():
+            body = operation.get("requestBody", {})
+            for media in body.get("content", {}).values():
                 close(media.get("schema", {}))
+                # A body that must hold something must be sent.
+                if _resolved(media.get("schema", {}), schemas).get("minProperties"):
+                    body["required"] = True
+    schemas[STORABLE_JSON] = {
+        "description": "Any JSON value whose text (keys included) has no NUL character",
+        "anyOf": [
+            {"type": ["null", "boolean"]},
+            {"type": "number", "minimum": -DOUBLE_MAX, "maximum": DOUBLE_MAX},
+            {"type": "string", "pattern": STORABLE_PATTERN},
+            {"type": "array", "items": _STORABLE_JSON_REF},
+            {"type": "object", "propertyNames": _STORABLE_KEYS, "additionalProperties": _STORABLE_JSON_REF},
+        ],
+    }
+    return result
+
+
+def any_value_without_null_variant(result, generator, request, public):
+    """drf-spectacular post-processing hook: a nullable field of any type (a JSONField) is `{}` in OpenAPI 3.1, not
+    `oneOf: [{}, {type: null}]`, which a null matches twice and so fails."""
+
+    def simplify(node):
+        if isinstance(node, dict):
+            variants = node.get("oneOf")
+            if isinstance(variants, list) and {} in variants and {"type": "null"} in variants and len(variants) == 2:
+                del node["oneOf"]
+            for value in node.values():
+                simplify(value)
+        elif isinstance(node, list):
+            for value in node:
+                simplify(value)
+
+    simplify(result)
     return result
 
 

@@ -93,11 +93,20 @@ def finite_number_text(value: str) -> bool:
     return math.isfinite(number)
 
 
+# A label value: printable, and not a number that is not finite (`nan`, `-Infinity`, as float() reads them; a finite
+# number written with an exponent beyond float's range, `1e999`, is refused too but has no pattern).
+LABEL_VALUE_PATTERN = (r"^(?!\s*[+-]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)\s*$)"
+                       r"[^\u0000-\u001f\u007f]*$")
+
+
 def _labels_schema(value_max_length: int) -> dict:
+    """A label map as LabelsField checks it: `propertyNames` (OpenAPI 3.1) for the keys."""
     return {
         "type": "object",
         "maxProperties": LABELS_MAX,
-        "additionalProperties": {"type": "string", "maxLength": value_max_length, "pattern": PRINTABLE_PATTERN},
+        "propertyNames": {"type": "string", "minLength": 1, "maxLength": LABEL_KEY_MAX_LENGTH,
+                          "pattern": PRINTABLE_PATTERN},
+        "additionalProperties": {"type": "string", "maxLength": value_max_length, "pattern": LABEL_VALUE_PATTERN},
     }
 
 

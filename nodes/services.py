@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
@@ -234,7 +234,7 @@ def node_update(
     if labels is not None:
         agent_keys = sorted(key for key in labels if key.startswith(AGENT_LABEL_PREFIX))
         if agent_keys:
-            raise DomainError(f"labels under {AGENT_LABEL_PREFIX} are set by the node agent: {', '.join(agent_keys)}",
+            raise NotAllowed(f"labels under {AGENT_LABEL_PREFIX} are set by the node agent: {', '.join(agent_keys)}",
                               field="labels")
     changes: dict = {}
     if taints is not None:

@@ -1,6 +1,8 @@
 """The one validation of taints (node API and page) and of tolerations and node selectors (task and group
 submissions, API and forms), design §16.3; the rules themselves are `nodes.taints`'."""
 
+import copy
+
 from rest_framework import serializers
 
 from heteroflow_site.serializers import StrictSerializer
@@ -28,6 +30,18 @@ class TolerationInput(StrictSerializer):
     operator = serializers.ChoiceField(choices=OPERATORS, required=False, default=EQUAL)
     value = _value(required=False, default="")
     effect = serializers.ChoiceField(choices=("", *EFFECTS), required=False, allow_blank=True, default="")
+
+    @staticmethod
+    def request_schema(schema: dict) -> dict:
+        """Two shapes, as `validate` has them: Exists (named, without a value) and Equal (the default, with a key)."""
+        # Copies: the enum post-processing rewrites each variant's properties in place.
+        exists = {"type": "object", "required": ["operator"], "properties": {
+            **copy.deepcopy(schema["properties"]), "operator": {"type": "string", "const": EXISTS},
+            "value": {"type": "string", "maxLength": 0}}}
+        equal = {"type": "object", "required": ["key"], "properties": {
+            **copy.deepcopy(schema["properties"]), "operator": {"type": "string", "const": EQUAL}}}
+        equal["properties"]["key"]["minLength"] = 1
+        return {"description": schema.get("description", ""), "oneOf": [exists, equal]}
 
     def validate(self, attrs):
         if attrs["operator"] == EXISTS and attrs["value"]:

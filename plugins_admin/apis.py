@@ -65,7 +65,7 @@ class PluginDetailApi(APIView):
             raise NotFound(f"no plugin named {name!r}") from None
         except DomainError as exc:
             # Over the API the switch is the `action` parameter.
-            raise DomainError(exc.message, field="action") from None
+            raise type(exc)(exc.message, field="action") from None
         return Response(PluginOutput(_plugin_entry(name)).data)
 
     @extend_schema(request=InputSerializer, responses=PluginOutput)

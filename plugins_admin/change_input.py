@@ -18,12 +18,22 @@ class PluginSettingsInput(StrictSerializer):
     weight = serializers.IntegerField(required=False, min_value=MIN_WEIGHT, max_value=MAX_WEIGHT)
     extra = serializers.DictField(required=False)
 
+    # The fields a body has at least (PluginDetailApi.put refuses an empty one).
+    min_fields = 1
+
+    @classmethod
+    def request_schema(cls, schema: dict) -> dict:
+        return {**schema, "minProperties": cls.min_fields}
+
 
 class PluginChangeInput(PluginSettingsInput):
     """One entry of a list of changes: the plugin, and its switch (`action`) and/or its update."""
 
     name = serializers.CharField(max_length=200)
     action = serializers.ChoiceField(choices=list(PLUGIN_ACTIONS), required=False)
+
+    # `name` and something to do with it.
+    min_fields = 2
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not {"action", "weight", "extra"} & data.keys():

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import DomainError, NotAllowed, NotFoundReference
 from scheduling.framework.registry import PluginSetting, PluginSpec, Registry, validate_extra
 
 MIN_WEIGHT = 0
@@ -46,7 +46,7 @@ def switched_off_by(spec: PluginSpec, *, enabled: bool) -> list[str]:
 def switch_changes(spec: PluginSpec, *, enabled: bool, weight: int) -> Changes:
     """Switching `spec` (whose weight is now `weight`) on or off."""
     if not enabled and spec.always_on:
-        raise DomainError(f"{spec.name} is always on and cannot be disabled", field="enabled")
+        raise NotAllowed(f"{spec.name} is always on and cannot be disabled", field="enabled")
     changes: Changes = {spec.name: {"enabled": enabled}}
     if enabled and spec.is_scorer and weight == 0:
         # An enabled scorer with weight 0 would be a switch that does nothing.
@@ -62,12 +62,12 @@ def check_update(specs: Registry, spec: PluginSpec, *, weight: Any = None, extra
         if isinstance(weight, bool) or not isinstance(weight, int) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
             raise DomainError(f"weight must be a whole number from {MIN_WEIGHT} to {MAX_WEIGHT}", field="weight")
         if not spec.is_scorer:
-            raise DomainError(f"{spec.name} does not score nodes, so it has no weight", field="weight")
+            raise NotAllowed(f"{spec.name} does not score nodes, so it has no weight", field="weight")
     if extra is not None:
         try:
             validate_extra(spec.name, extra, specs)
         except ValueError as exc:
-            raise DomainError(str(exc), field="extra") from None
+            raise NotAllowed(str(exc), field="extra") from None
 
 
 def update_changes(spec: PluginSpec, *, enabled: bool, weight: int | None = None,
@@ -76,7 +76,7 @@ def update_changes(spec: PluginSpec, *, enabled: bool, weight: int | None = None
     changes: dict[str, Any] = {}
     if weight is not None:
         if weight == 0 and enabled:
-            raise DomainError(f"{spec.name} is enabled, so its weight must be at least 1; disable it instead",
+            raise NotAllowed(f"{spec.name} is enabled, so its weight must be at least 1; disable it instead",
                               field="weight")
         changes["weight"] = weight
     if extra is not None:
@@ -93,7 +93,7 @@ def settings_after(settings: Sequence[PluginSetting], requests: Sequence[PluginC
              for setting in settings}
     for position, request in enumerate(requests):
         if request.name not in specs:
-            raise DomainError(f"no plugin named {request.name!r}", field=f"[{position}].name")
+            raise NotFoundReference(f"no plugin named {request.name!r}", field=f"[{position}].name")
         spec = specs[request.name]
         try:
             if request.enabled is not None:
@@ -109,8 +109,9 @@ def settings_after(settings: Sequence[PluginSetting], requests: Sequence[PluginC
 
 
 def at_position(position: int, refusal: DomainError) -> DomainError:
-    """A refusal of the change at `position` in a list of changes, its field named as the API names it."""
-    return DomainError(refusal.message,
+    """A refusal of the change at `position` in a list of changes (of the same kind), its field named as the API
+    names it."""
+    return type(refusal)(refusal.message,
                        field=f"[{position}].{refusal.field}" if refusal.field else f"[{position}]")
 
 

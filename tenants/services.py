@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 from knox.models import AuthToken
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
 from heteroflow_site.validation import GPU_QUOTA_MAX
 from tenants.models import MAX_PRIORITY, ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
@@ -16,7 +16,7 @@ from tenants.signals import tenancy_changed
 def tenant_create(*, name: str, gpu_quota: int | None = None, status: str = Tenant.Status.ACTIVE, actor=None) -> Tenant:
     with transaction.atomic():
         if Tenant.objects.filter(name=name).exists():
-            raise DomainError(f"a tenant named {name!r} already exists", field="name")
+            raise Conflict(f"a tenant named {name!r} already exists", field="name")
         tenant = Tenant.objects.create(name=name, gpu_quota=gpu_quota, status=status)
         TenancyAuditEntry.objects.create(
             actor=actor, action="tenant.create", target=name, details={"gpu_quota": gpu_quota, "status": status}
@@ -30,10 +30,10 @@ def tenant_user_create(*, tenant: Tenant, username: str, password: str, actor=No
     try:
         validate_password(password, user=User(username=username))
     except ValidationError as weak:
-        raise DomainError(" ".join(weak.messages), field="password") from None
+        raise NotAllowed(" ".join(weak.messages), field="password") from None
     with transaction.atomic():
         if User.objects.filter(username=username).exists():
-            raise DomainError(f"the username {username!r} is taken", field="username")
+            raise Conflict(f"the username {username!r} is taken", field="username")
         user = User.objects.create_user(username=username, password=password)
         TenantMembership.objects.create(user=user, tenant=tenant)
         _, token = AuthToken.objects.create(user=user)
@@ -80,7 +80,7 @@ def user_tokens_revoke(*, user, actor, token_key: str | None = None) -> int:
 def share_group_create(*, name: str, tenants: list[Tenant], actor=None) -> ShareGroup:
     with transaction.atomic():
         if ShareGroup.objects.filter(name=name).exists():
-            raise DomainError(f"a share group named {name!r} already exists", field="name")
+            raise Conflict(f"a share group named {name!r} already exists", field="name")
         group = ShareGroup.objects.create(name=name)
         group.tenants.set(tenants)
         tenancy_changed.send(sender=ShareGroup, tenant_id=None, reason=f"share group {name} created")
@@ -129,7 +129,7 @@ def share_group_update(*, group_id: int, name: str, tenants: list[Tenant], actor
     with transaction.atomic():
         group = ShareGroup.objects.select_for_update().get(id=group_id)
         if ShareGroup.objects.filter(name=name).exclude(id=group_id).exists():
-            raise DomainError(f"a share group named {name!r} already exists", field="name")
+            raise Conflict(f"a share group named {name!r} already exists", field="name")
         before = {"name": group.name, "tenants": sorted(group.tenants.values_list("id", flat=True))}
         group.name = name
         group.save(update_fields=["name"])

@@ -37,7 +37,9 @@ class AuthTokenApi(APIView):
         request=InputSerializer,
         responses={201: inline_serializer("IssuedToken", {"token": serializers.CharField(),
                                                           "expiry": serializers.DateTimeField(allow_null=True)}),
-                   400: OpenApiResponse(description=f"`invalid_credentials`: {INVALID_CREDENTIALS}"),
+                   # Not a 400: the request is what the schema describes; the credentials are wrong (and count as
+                   # a failed authentication of the address, heteroflow_site.auth_failures).
+                   401: OpenApiResponse(description=f"`invalid_credentials`: {INVALID_CREDENTIALS}"),
                    429: OpenApiResponse(description="`locked_out` after repeated failures, or `throttled`")},
         auth=[])
     def post(self, request):
@@ -52,6 +54,6 @@ class AuthTokenApi(APIView):
                                             "try again later")
             return Response(body, status=status.HTTP_429_TOO_MANY_REQUESTS)
         if user is None:
-            return Response(error_body("invalid_credentials", INVALID_CREDENTIALS), status=status.HTTP_400_BAD_REQUEST)
+            return Response(error_body("invalid_credentials", INVALID_CREDENTIALS), status=status.HTTP_401_UNAUTHORIZED)
         instance, token = user_token_issue(user=user)
         return Response({"token": token, "expiry": instance.expiry}, status=status.HTTP_201_CREATED)

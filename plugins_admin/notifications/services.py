@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from plugins_admin.models import NotificationChannel, PluginChange
 from plugins_admin.notifications.delivery import (
     CHANNEL_EVENTS,
@@ -32,7 +32,7 @@ def notification_channel_update(*, kind: str, enabled: bool, target: str, events
         raise DomainError(f"unknown event {', '.join(unknown_events)}; choose from {', '.join(CHANNEL_EVENTS)}",
                           field="events")
     if enabled and not events:
-        raise DomainError("choose at least one event to notify about", field="events")
+        raise NotAllowed("choose at least one event to notify about", field="events")
     ordered_events = [event for event in CHANNEL_EVENTS if event in events]
     with transaction.atomic():
         NotificationChannel.objects.bulk_create(
@@ -55,7 +55,7 @@ def notification_channel_test(*, kind: str) -> DeliveryResult:
     channel = NotificationChannel.objects.filter(kind=kind).first()
     if channel is None or not channel.target:
         what = "a URL" if kind == NotificationChannel.Kind.WEBHOOK else "an address"
-        raise DomainError(f"save {what} first", field="target")
+        raise Conflict(f"save {what} first", field="target")
     return deliver(channel, sample_payload())
 
 
@@ -74,13 +74,13 @@ def _checked_target(kind: str, target: str, *, enabled: bool) -> str:
     if not target:
         if enabled:
             what = "a URL" if kind == NotificationChannel.Kind.WEBHOOK else "at least one address"
-            raise DomainError(f"enter {what} to enable this channel", field="target")
+            raise NotAllowed(f"enter {what} to enable this channel", field="target")
         return ""
     if kind == NotificationChannel.Kind.WEBHOOK:
         try:
             URLValidator(schemes=["http", "https"])(target)
         except ValidationError:
-            raise DomainError("enter a valid http:// or https:// URL", field="target") from None
+            raise NotAllowed("enter a valid http:// or https:// URL", field="target") from None
         return target
     addresses = email_addresses(target)
     invalid = []
@@ -90,5 +90,5 @@ def _checked_target(kind: str, target: str, *, enabled: bool) -> str:
         except ValidationError:
             invalid.append(address)
     if invalid:
-        raise DomainError(f"not an e-mail address: {', '.join(invalid)}", field="target")
+        raise NotAllowed(f"not an e-mail address: {', '.join(invalid)}", field="target")
     return ", ".join(addresses)

@@ -6,6 +6,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from heteroflow_site.errors import NotAllowed
 from heteroflow_site.permissions import is_admin
 from scheduling.models import Task, TaskEvent, TaskStatus
 from scheduling.quotas import tenant_gpu_usage
@@ -70,7 +71,8 @@ def _quota_tenant(request) -> Tenant:
     field = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
     raw = request.query_params.get("tenant")
     if raw is None:
-        raise exceptions.ValidationError({"tenant": ["an admin names the tenant: ?tenant=ID"]})
+        # Optional in the schema (a tenant's user asks about its own): for an admin a rule, not the schema, wants it.
+        raise NotAllowed("an admin names the tenant: ?tenant=ID", field="tenant")
     try:
         tenant_id = field.run_validation(raw)
     except exceptions.ValidationError as error:

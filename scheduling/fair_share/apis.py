@@ -1,7 +1,9 @@
 """The API of quota sharing (design §16.2): `PUT/GET /api/v1/tenants/{id}/quotas`, `/api/v1/cohorts` (admin)."""
 
+from decimal import ROUND_HALF_UP
+
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,9 +23,22 @@ from scheduling.fair_share.services import (
 from tenants.models import Cohort, Tenant
 
 
-def CardsField(**kwargs) -> serializers.DecimalField:
-    """Cards, two decimals, finite, 0 to the `gpu_quota` bound (design §15.8)."""
-    return serializers.DecimalField(max_digits=9, decimal_places=2, min_value=0, max_value=GPU_QUOTA_MAX, **kwargs)
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": GPU_QUOTA_MAX})
+class CardsField(serializers.DecimalField):
+    """Cards: a JSON number from 0 to the `gpu_quota` bound (design §15.8), kept to hundredths, rounded half up (a
+    schema cannot say "two decimals" of a binary number, so more are not refused)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_digits=9, decimal_places=2, min_value=0, max_value=GPU_QUOTA_MAX, rounding=ROUND_HALF_UP,
+                         **kwargs)
+
+    def validate_precision(self, value):
+        # Bounds before rounding: beyond them, rounding to hundredths would overflow the nine digits.
+        if value < self.min_value:
+            self.fail("min_value", min_value=self.min_value)
+        if value > self.max_value:
+            self.fail("max_value", max_value=self.max_value)
+        return value
 
 
 class QuotaLineInput(StrictSerializer):

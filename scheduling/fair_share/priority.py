@@ -1,6 +1,6 @@
 """The priority ceiling (design §16.2): a tenant's tasks ask for at most its `max_priority`."""
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import NotAllowed
 from tenants.models import Tenant
 
 DEFAULT_PRIORITY = 50
@@ -12,6 +12,6 @@ def priority_within_ceiling(*, tenant: Tenant, priority: int | None) -> int:
     if priority is None:
         return min(DEFAULT_PRIORITY, tenant.max_priority)
     if priority > tenant.max_priority:
-        raise DomainError(f"priority {priority} is above the tenant's max_priority {tenant.max_priority}",
+        raise NotAllowed(f"priority {priority} is above the tenant's max_priority {tenant.max_priority}",
                           field="priority")
     return priority

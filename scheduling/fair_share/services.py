@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from nodes.models import GPU_TYPES
 from tenants.models import Cohort, TenancyAuditEntry, Tenant, TenantGpuQuota
 from tenants.signals import tenancy_changed
@@ -33,15 +33,15 @@ def _check_lines(lines: Sequence[QuotaLine]) -> None:
             raise DomainError(f"unknown GPU type {line.gpu_type!r}; one of {', '.join(GPU_TYPES)}",
                               field=f"[{index}].gpu_type")
         if line.gpu_type in seen:
-            raise DomainError(f"{line.gpu_type} is listed twice", field=f"[{index}].gpu_type")
+            raise NotAllowed(f"{line.gpu_type} is listed twice", field=f"[{index}].gpu_type")
         seen.add(line.gpu_type)
         for name in ("nominal", "borrowing_limit", "lending_limit"):
             value = getattr(line, name)
             if value is not None and (not value.is_finite() or value < 0):
                 raise DomainError(f"{name} must be a finite number of cards, 0 or more", field=f"[{index}].{name}")
         if line.lending_limit is not None and line.lending_limit > line.nominal:
-            raise DomainError(f"lending_limit {line.lending_limit} is above nominal {line.nominal}: a tenant lends "
-                              "only its own unused nominal", field=f"[{index}].lending_limit")
+            raise NotAllowed(f"lending_limit {line.lending_limit} is above nominal {line.nominal}: a tenant lends "
+                             "only its own unused nominal", field=f"[{index}].lending_limit")
 
 
 def _quota_details(tenant_id: int) -> list[dict]:
@@ -78,7 +78,7 @@ def _set_members(cohort: Cohort, tenants: Sequence[Tenant]) -> None:
     taken = (Tenant.objects.select_for_update().filter(id__in=ids, cohort__isnull=False)
              .exclude(cohort=cohort).order_by("id").first())
     if taken is not None:
-        raise DomainError(f"tenant {taken.name} is already in cohort {taken.cohort.name}; a tenant is in at most one",
+        raise Conflict(f"tenant {taken.name} is already in cohort {taken.cohort.name}; a tenant is in at most one",
                           field="tenants")
     Tenant.objects.filter(cohort=cohort).exclude(id__in=ids).update(cohort=None)
     Tenant.objects.filter(id__in=ids).update(cohort=cohort)
@@ -87,7 +87,7 @@ def _set_members(cohort: Cohort, tenants: Sequence[Tenant]) -> None:
 def cohort_create(*, name: str, tenants: Sequence[Tenant], actor=None) -> Cohort:
     with transaction.atomic():
         if Cohort.objects.filter(name=name).exists():
-            raise DomainError(f"a cohort named {name!r} already exists", field="name")
+            raise Conflict(f"a cohort named {name!r} already exists", field="name")
         cohort = Cohort.objects.create(name=name)
         _set_members(cohort, tenants)
         tenancy_changed.send(sender=Cohort, tenant_id=None, reason=f"cohort {name} created")
@@ -104,7 +104,7 @@ def cohort_update(*, cohort_id: int, name: str | None = None, tenants: Sequence[
         before = {"name": cohort.name, "tenants": sorted(cohort.tenants.values_list("id", flat=True))}
         if name is not None and name != cohort.name:
             if Cohort.objects.filter(name=name).exclude(id=cohort_id).exists():
-                raise DomainError(f"a cohort named {name!r} already exists", field="name")
+                raise Conflict(f"a cohort named {name!r} already exists", field="name")
             cohort.name = name
             cohort.save(update_fields=["name"])
         if tenants is not None:

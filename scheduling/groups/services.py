@@ -1,6 +1,6 @@
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import Conflict, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
 from scheduling.groups.windows import validate_window
 from scheduling.models import Parallelism, TaskGroup, TaskType
@@ -28,18 +28,18 @@ def task_group_create(
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
-        raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
+        raise Conflict(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and (replicas is not None or window is not None):
-        raise DomainError("replicas and window apply to inference groups only",
+        raise NotAllowed("replicas and window apply to inference groups only",
                           field="replicas" if replicas is not None else "window")
     if type == TaskType.INFERENCE and (replicas if replicas is not None else world_size) > REPLICAS_MAX:
-        raise DomainError(f"an inference group has at most {REPLICAS_MAX} replicas",
+        raise NotAllowed(f"an inference group has at most {REPLICAS_MAX} replicas",
                           field="replicas" if replicas is not None else "world_size")
     if window is not None:
         try:
             window = validate_window(window)
         except ValueError as problem:
-            raise DomainError(str(problem), field="window") from None
+            raise NotAllowed(str(problem), field="window") from None
     with transaction.atomic():
         group = TaskGroup.objects.create(
             tenant=tenant, name=name, type=type, world_size=world_size, gpus_per_worker=gpus_per_worker,

@@ -4,7 +4,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from heteroflow_site.errors import DomainError, TooManyPending
+from heteroflow_site.errors import Conflict, NotAllowed, TooManyPending
 from scheduling import immediate_queue, lifecycle
 from scheduling.framework.snapshot import is_fractional
 from scheduling.models import Task, TaskGroup, TaskType
@@ -40,17 +40,17 @@ def task_create(
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
-        raise DomainError(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
+        raise Conflict(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and preemptible:
-        raise DomainError("training tasks cannot be preemptible", field="preemptible")
+        raise NotAllowed("training tasks cannot be preemptible", field="preemptible")
     fractional = is_fractional(gpu_required, gpu_memory_mb)
     if gpu_compute_percent is not None and not fractional:
-        raise DomainError(
+        raise NotAllowed(
             "gpu_compute_percent applies only to fractional tasks (gpu_memory_mb without gpu_required)",
             field="gpu_compute_percent",
         )
     if group is not None and group.tenant_id != tenant.id:
-        raise DomainError("the group belongs to another tenant", field="group")
+        raise NotAllowed("the group belongs to another tenant", field="group")
     if group is None:
         # Group members are counted once for the whole group by the group's own service.
         ensure_pending_capacity(tenant=tenant, adding=1)

@@ -1,4 +1,4 @@
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import Conflict
 from scheduling import lifecycle
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
@@ -17,7 +17,7 @@ def task_stop(*, task: Task, reason: str = "stopped by user") -> Task:
         current = Task.objects.only("status").get(id=task.id).status
         target = _STOP_ARC.get(current)
         if target is None:
-            raise DomainError(f"a {current} task cannot be stopped", field="status")
+            raise Conflict(f"a {current} task cannot be stopped", field="status")
         if task_transition(task.id, current, target, reason=reason):
             break
     task.refresh_from_db()

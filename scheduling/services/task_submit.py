@@ -1,6 +1,6 @@
 """A user's submission, validated by the API or the job form, becomes a task of the tenant it acts for."""
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import DomainError, NotAllowed, NotFoundReference
 from heteroflow_site.permissions import is_admin
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.models import Task, TaskGroup
@@ -13,16 +13,16 @@ def submitting_tenant(*, user, tenant_id: int | None) -> Tenant:
     """Admins name the tenant; a tenant user always submits for its own and may not name one."""
     if is_admin(user):
         if tenant_id is None:
-            raise DomainError("admins must name the tenant the task belongs to", field="tenant")
+            raise NotAllowed("admins must name the tenant the task belongs to", field="tenant")
         tenant = Tenant.objects.filter(id=tenant_id).first()
         if tenant is None:
-            raise DomainError(f"no tenant with id {tenant_id}", field="tenant")
+            raise NotFoundReference(f"no tenant with id {tenant_id}", field="tenant")
         return tenant
     if tenant_id is not None:
-        raise DomainError("only admins may choose the tenant", field="tenant")
+        raise NotAllowed("only admins may choose the tenant", field="tenant")
     tenant = tenant_of(user)
     if tenant is None:
-        raise DomainError("this user belongs to no tenant", field="tenant")
+        raise NotAllowed("this user belongs to no tenant", field="tenant")
     return tenant
 
 
@@ -36,5 +36,5 @@ def task_submit(*, user, fields: dict) -> Task:
     if group_id is not None:
         group = TaskGroup.objects.filter(id=group_id, tenant=tenant).first()
         if group is None:
-            raise DomainError(f"no task group with id {group_id}", field="group")
+            raise NotFoundReference(f"no task group with id {group_id}", field="group")
     return task_create(tenant=tenant, group=group, **fields)

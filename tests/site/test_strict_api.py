@@ -26,7 +26,7 @@ def _refused(response, field: str, code: str = "incorrect_type") -> None:
 @pytest.mark.parametrize("field,value", [
     ("gpu_required", "1"),       # text is not an integer
     ("gpu_required", True),      # nor is a boolean
-    ("gpu_required", 1.0),
+    ("gpu_required", 1.5),       # nor a number with a fraction
     ("cpu_cores", "2"),          # nor a number
     ("cpu_cores", False),
     ("preemptible", 0),          # 0 is not a boolean
@@ -59,6 +59,43 @@ def test_an_object_where_a_list_belongs_is_refused(admin_client):
 
     _refused(response, "tenants")
     assert not ShareGroup.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_number_without_a_fraction_is_an_integer(admin_client, tenant):
+    """JSON Schema reads 2.0 as the integer 2: so does the API (and no more than a double's range, `1e400`)."""
+    response = admin_client.post("/api/v1/tasks", {**TASK, "tenant": float(tenant.id), "gpu_required": 2.0},
+                                 format="json")
+    too_large = admin_client.post("/api/v1/tasks", b'{"name": "x", "gpu_required": 1e400}',
+                                  content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    assert Task.objects.get().gpu_required == 2
+    assert too_large.status_code == 400 and "double" in too_large.json()["message"]
+
+
+@pytest.mark.django_db
+def test_a_body_naming_what_does_not_exist_is_a_404_naming_the_field(admin_client):
+    response = admin_client.post("/api/v1/share-groups", {"name": "pool", "tenants": [987654]}, format="json")
+
+    assert (response.status_code, response.json()["code"], response.json()["field"]) == (404, "not_found", "tenants")
+    assert not ShareGroup.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_well_formed_request_clashing_with_what_exists_is_a_409(admin_client, tenant):
+    response = admin_client.post("/api/v1/tenants", {"name": tenant.name}, format="json")
+
+    assert (response.status_code, response.json()["code"], response.json()["field"]) == (409, "conflict", "name")
+    assert response.json()["errors"] == {"name": [response.json()["message"]]}
+
+
+@pytest.mark.django_db
+def test_wrong_credentials_are_a_401(client):
+    response = client.post("/api/v1/auth/token", {"username": "nobody", "password": "not-it"},
+                           content_type="application/json")
+
+    assert (response.status_code, response.json()["code"]) == (401, "invalid_credentials")
 
 
 @pytest.mark.django_db
@@ -189,7 +226,7 @@ def test_request_bodies_declare_closed_objects_storable_and_non_blank_text(publi
         if node.get("type") == "object" and "properties" in node:
             objects += 1
             assert node.get("additionalProperties") is False, where
-        if node.get("type") == "string" and "enum" not in node and node.get("maxLength") != 0:
+        if node.get("type") == "string" and not {"enum", "const"} & node.keys() and node.get("maxLength") != 0:
             strings += 1
             assert "pattern" in node, f"{where}: text without the pattern that rules out NUL"
     assert objects > 10 and strings > 20
@@ -208,3 +245,44 @@ def test_every_integer_query_parameter_is_bounded(published_schema):
                                                          parameter["schema"]["maximum"])
     assert bounds[("/api/v1/tasks", "tenant")] == (1, 2**31 - 1)
     assert all(-(2**63) <= low <= high < 2**63 for low, high in bounds.values()), bounds
+
+
+def test_request_bodies_say_the_rules_across_fields(published_schema):
+    """Label keys (`propertyNames`), the two shapes of a toleration, bodies that must hold something, free-form JSON
+    without NUL, numbers as the API takes them."""
+    schemas = published_schema["components"]["schemas"]
+    assert published_schema["openapi"].startswith("3.1")
+    labels = schemas["NodeDetailApiPatchedPatchInput"]["properties"]["labels"]
+    assert labels["propertyNames"]["maxLength"] == 63 and labels["propertyNames"]["minLength"] == 1
+    assert {variant["properties"]["operator"]["const"] for variant in schemas["TolerationInput"]["oneOf"]} == {
+        "Exists", "Equal"}
+    assert schemas["PluginSettingsInput"]["minProperties"] == 1
+    assert published_schema["paths"]["/api/v1/plugins/{name}"]["put"]["requestBody"]["required"] is True
+    assert schemas["PluginSettingsInput"]["properties"]["extra"]["additionalProperties"] == {
+        "$ref": "#/components/schemas/StorableJSON"}
+    assert schemas["QuotaLineInput"]["properties"]["nominal"]["type"] == "number"
+    assert schemas["NodeDetailApiPatchedPatchInput"]["properties"]["dedicated_tenant"]["maximum"] == 2**31 - 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("toleration,status", [
+    ({"operator": "Exists", "value": "x"}, 400),
+    ({"operator": "Equal", "value": "x"}, 400),
+    ({"value": "x"}, 400),
+    ({"operator": "Exists"}, 201),
+    ({"key": "gpu", "value": "x"}, 201),
+])
+def test_a_toleration_is_one_of_its_two_shapes(admin_client, tenant, toleration, status):
+    response = admin_client.post("/api/v1/tasks", {**TASK, "tenant": tenant.id, "tolerations": [toleration]},
+                                 format="json")
+
+    assert response.status_code == status, response.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("labels", [{"": "x"}, {"k" * 64: "x"}, {"a\tb": "x"}, {"k": "nan"}, {"k": " -Infinity"}])
+def test_labels_outside_their_schema_are_a_400(admin_client, tenant, labels):
+    response = admin_client.post("/api/v1/tasks", {**TASK, "tenant": tenant.id, "labels": labels}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert not Task.objects.exists()

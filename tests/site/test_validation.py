@@ -72,7 +72,6 @@ def test_a_privileged_flag_as_image_is_a_400_through_the_job_form_too(tenant_cli
     ({**GROUP, "window": {**WINDOW, "scale_to": 10**6}}, "window.scale_to"),
     ({**GROUP, "window": {**WINDOW, "scale_to": 2**31}}, "window.scale_to"),
     ({**GROUP, "replicas": 1025}, "replicas"),
-    ({**GROUP, "world_size": 2000}, "world_size"),
     ({**GROUP, "type": "training", "world_size": 4097}, "world_size"),
     ({**GROUP, "name": "g" * 101}, "name"),
     ({**GROUP, "image": "--privileged"}, "image"),
@@ -80,6 +79,16 @@ def test_a_privileged_flag_as_image_is_a_400_through_the_job_form_too(tenant_cli
 def test_group_submissions_beyond_the_limits_are_400s(tenant_client, body, field):
     _refused(tenant_client.post("/api/v1/task-groups", body, format="json"), field)
     assert not TaskGroup.objects.exists() and not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_inference_group_of_more_replicas_than_allowed_is_refused_by_a_rule(tenant_client):
+    """world_size is the replica count of an inference group without `replicas`: a rule across fields (403), where the
+    schema's own bound on world_size (4096, a training gang's) allows the request."""
+    response = tenant_client.post("/api/v1/task-groups", {**GROUP, "world_size": 2000}, format="json")
+
+    assert (response.status_code, response.json()["field"]) == (403, "world_size")
+    assert not TaskGroup.objects.exists()
 
 
 @pytest.mark.django_db

@@ -88,13 +88,13 @@ def test_put_share_group_replaces_name_and_members_and_audits_both_sides(admin_c
     }
 
 
-def test_put_share_group_with_unknown_tenant_is_400_and_changes_nothing(admin_client, tenant, other_tenant):
+def test_put_share_group_with_unknown_tenant_is_404_and_changes_nothing(admin_client, tenant, other_tenant):
     group = _group("ab", tenant, other_tenant)
 
     response = admin_client.put(f"/api/v1/share-groups/{group.id}", {"name": "ab", "tenants": [tenant.id, 999999]},
                                 format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert "tenants" in response.json()["errors"]
     assert set(group.tenants.all()) == {tenant, other_tenant}
 
@@ -105,7 +105,7 @@ def test_put_share_group_refuses_a_taken_name(admin_client, tenant):
 
     response = admin_client.put(f"/api/v1/share-groups/{group.id}", {"name": "taken", "tenants": []}, format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert "name" in response.json()["errors"]
     group.refresh_from_db()
     assert group.name == "mine"

@@ -35,7 +35,7 @@ def test_a_wrong_password_and_an_unknown_user_are_refused_alike_and_issue_nothin
     before = AuthToken.objects.count()
     wrong = APIClient().post(URL, {"username": "alice", "password": "not-it"}, format="json")
     unknown = APIClient().post(URL, {"username": "nobody", "password": "not-it"}, format="json")
-    assert wrong.status_code == unknown.status_code == 400
+    assert wrong.status_code == unknown.status_code == 401
     assert wrong.json() == unknown.json() == {"code": "invalid_credentials", "message": "invalid username or password"}
     assert AuthToken.objects.count() == before
 
@@ -44,7 +44,7 @@ def test_a_wrong_password_and_an_unknown_user_are_refused_alike_and_issue_nothin
 def test_an_inactive_user_gets_no_token(tenant_client):
     get_user_model().objects.filter(username="alice").update(is_active=False)
     response = APIClient().post(URL, {"username": "alice", "password": "tenant-password"}, format="json")
-    assert (response.status_code, response.json()["code"]) == (400, "invalid_credentials")
+    assert (response.status_code, response.json()["code"]) == (401, "invalid_credentials")
 
 
 @pytest.mark.django_db

@@ -20,12 +20,12 @@ def test_inactive_tenant_cannot_submit(tenant):
     assert not Task.objects.exists()
 
 
-def test_inactive_tenant_submission_through_the_api_is_400(tenant_client, tenant):
+def test_inactive_tenant_submission_through_the_api_is_409(tenant_client, tenant):
     tenant_update(tenant_id=tenant.id, status=Tenant.Status.INACTIVE)
 
     response = tenant_client.post("/api/v1/tasks", {"name": "late", "gpu_required": 1}, format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert not Task.objects.exists()
 
 

@@ -43,10 +43,10 @@ def test_out_of_range_fields_are_400s_naming_the_field(tenant_client, field, val
 
 
 @pytest.mark.django_db
-def test_training_and_preemptible_is_a_400(tenant_client):
+def test_training_and_preemptible_is_a_403(tenant_client):
     response = tenant_client.post("/api/v1/tasks", {**VALID, "type": "training", "preemptible": True}, format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == 403
     assert "preemptible" in response.data["errors"]
     assert not Task.objects.exists()
 
@@ -55,14 +55,14 @@ def test_training_and_preemptible_is_a_400(tenant_client):
 def test_tenant_user_may_not_name_a_tenant(tenant_client, other_tenant):
     response = tenant_client.post("/api/v1/tasks", {**VALID, "tenant": other_tenant.id}, format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == 403
     assert "tenant" in response.data["errors"]
     assert not Task.objects.exists()
 
 
 @pytest.mark.django_db
 def test_admin_submits_for_a_named_tenant_and_must_name_one(admin_client, tenant):
-    assert admin_client.post("/api/v1/tasks", VALID, format="json").status_code == 400
+    assert admin_client.post("/api/v1/tasks", VALID, format="json").status_code == 403
 
     response = admin_client.post("/api/v1/tasks", {**VALID, "tenant": tenant.id}, format="json")
     assert response.status_code == 201
@@ -98,7 +98,7 @@ def test_stop_moves_pending_to_stopped_and_running_to_stopping(tenant_client, te
 
     assert tenant_client.post(f"/api/v1/tasks/{pending.id}/stop").data["status"] == "stopped"
     assert tenant_client.post(f"/api/v1/tasks/{running.id}/stop").data["status"] == "stopping"
-    assert tenant_client.post(f"/api/v1/tasks/{pending.id}/stop").status_code == 400
+    assert tenant_client.post(f"/api/v1/tasks/{pending.id}/stop").status_code == 409
 
 
 @pytest.mark.django_db

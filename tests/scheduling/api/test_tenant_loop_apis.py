@@ -48,7 +48,7 @@ def test_gpu_used_counts_a_fractional_task_as_its_share_of_the_card(tenant, tena
 @pytest.mark.django_db
 def test_an_admin_names_the_tenant(admin_client, tenant):
     missing = admin_client.get("/api/v1/quota")
-    assert (missing.status_code, missing.json()["field"]) == (400, "tenant")
+    assert (missing.status_code, missing.json()["field"]) == (403, "tenant")
     bad = admin_client.get("/api/v1/quota", {"tenant": "x"})
     assert (bad.status_code, bad.json()["field"]) == (400, "tenant")
     assert admin_client.get("/api/v1/quota", {"tenant": 999999}).status_code == 404

@@ -1,6 +1,8 @@
 """The API of quota sharing (design §16.2): quotas, cohorts, the priority ceiling; refusals name the field and
 change nothing."""
 
+from decimal import Decimal
+
 import pytest
 
 from scheduling import lifecycle
@@ -37,30 +39,31 @@ def test_put_replaces_the_tenants_quotas_and_get_shows_used_and_borrowed(admin_c
     assert not TenantGpuQuota.objects.exists()
 
 
-@pytest.mark.parametrize("line, field", [
-    ({"gpu_type": "nvidia", "nominal": -1}, "nominal"),
-    ({"gpu_type": "nvidia", "nominal": "NaN"}, "nominal"),
-    ({"gpu_type": "nvidia", "nominal": "Infinity"}, "nominal"),
-    ({"gpu_type": "tpu", "nominal": 1}, "gpu_type"),
-    ({"gpu_type": "nvidia", "nominal": 1, "borrowing_limit": -2}, "borrowing_limit"),
-    ({"gpu_type": "nvidia", "nominal": 1, "lending_limit": 3}, "lending_limit"),
-    ({"gpu_type": "nvidia", "nominal": 1, "burst": 3}, "burst"),
+@pytest.mark.parametrize("line, field, status", [
+    ({"gpu_type": "nvidia", "nominal": -1}, "nominal", 400),
+    ({"gpu_type": "nvidia", "nominal": "NaN"}, "nominal", 400),
+    ({"gpu_type": "nvidia", "nominal": "Infinity"}, "nominal", 400),
+    ({"gpu_type": "nvidia", "nominal": 1_000_001}, "nominal", 400),
+    ({"gpu_type": "tpu", "nominal": 1}, "gpu_type", 400),
+    ({"gpu_type": "nvidia", "nominal": 1, "borrowing_limit": -2}, "borrowing_limit", 400),
+    ({"gpu_type": "nvidia", "nominal": 1, "lending_limit": 3}, "lending_limit", 403),  # a rule across fields
+    ({"gpu_type": "nvidia", "nominal": 1, "burst": 3}, "burst", 400),
 ])
-def test_bad_quota_lines_are_a_400_naming_the_field_and_change_nothing(admin_client, tenant, line, field):
+def test_bad_quota_lines_are_refused_naming_the_field_and_change_nothing(admin_client, tenant, line, field, status):
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="musa", nominal=2)
 
     response = admin_client.put(f"/api/v1/tenants/{tenant.id}/quotas", [line], format="json")
 
-    assert response.status_code == 400
+    assert response.status_code == status
     assert response.json()["field"].split(".")[-1] == field
     assert list(TenantGpuQuota.objects.values_list("gpu_type", "nominal")) == [("musa", 2)]
 
 
-def test_a_type_listed_twice_is_a_400(admin_client, tenant):
+def test_a_type_listed_twice_is_a_403(admin_client, tenant):
     response = admin_client.put(f"/api/v1/tenants/{tenant.id}/quotas",
                                 [{"gpu_type": "nvidia", "nominal": 1}, {"gpu_type": "nvidia", "nominal": 2}],
                                 format="json")
-    assert response.status_code == 400 and response.json()["field"] == "[1].gpu_type"
+    assert response.status_code == 403 and response.json()["field"] == "[1].gpu_type"
     assert not TenantGpuQuota.objects.exists()
 
 
@@ -91,13 +94,13 @@ def test_cohorts_are_created_changed_and_deleted(admin_client, tenant, other_ten
     assert not Tenant.objects.filter(cohort__isnull=False).exists()
 
 
-def test_a_tenant_in_two_cohorts_is_a_400_naming_tenants(admin_client, tenant, other_tenant):
+def test_a_tenant_in_two_cohorts_is_a_409_naming_tenants(admin_client, tenant, other_tenant):
     admin_client.post("/api/v1/cohorts", {"name": "research", "tenants": [tenant.id]}, format="json")
 
     response = admin_client.post("/api/v1/cohorts", {"name": "ops", "tenants": [other_tenant.id, tenant.id]},
                                  format="json")
 
-    assert response.status_code == 400 and response.json()["field"] == "tenants"
+    assert response.status_code == 409 and response.json()["field"] == "tenants"
     assert list(Cohort.objects.values_list("name", flat=True)) == ["research"]
     assert Tenant.objects.get(id=other_tenant.id).cohort is None
 
@@ -110,3 +113,12 @@ def test_patch_sets_max_priority_within_0_to_100(admin_client, tenant):
         refused = admin_client.patch(f"/api/v1/tenants/{tenant.id}", {"max_priority": bad}, format="json")
         assert refused.status_code == 400 and refused.json()["field"] == "max_priority"
     assert Tenant.objects.get(id=tenant.id).max_priority == 30
+
+
+def test_cards_are_kept_to_hundredths(admin_client, tenant):
+    """A JSON number has no "two decimals" a schema could require: more are rounded, half up."""
+    response = admin_client.put(f"/api/v1/tenants/{tenant.id}/quotas", [{"gpu_type": "nvidia", "nominal": 1.005}],
+                                format="json")
+
+    assert response.status_code == 200, response.content
+    assert TenantGpuQuota.objects.get().nominal == Decimal("1.01")

@@ -10,13 +10,13 @@ TASK = {"name": "resnet", "type": "batch", "gpu_type": "nvidia", "gpu_required":
 GROUP = {"name": "llm", "type": "training", "world_size": 2, "gpus_per_worker": 1}
 
 
-def test_a_priority_above_the_ceiling_is_a_400_naming_priority_and_writes_nothing(tenant, tenant_client):
+def test_a_priority_above_the_ceiling_is_a_403_naming_priority_and_writes_nothing(tenant, tenant_client):
     tenant.max_priority = 40
     tenant.save()
 
     for path, body in (("/api/v1/tasks", TASK), ("/api/v1/task-groups", GROUP)):
         response = tenant_client.post(path, {**body, "priority": 41}, format="json")
-        assert response.status_code == 400
+        assert response.status_code == 403
         assert response.json()["field"] == "priority"
     assert not Task.objects.exists() and not TaskGroup.objects.exists()
     assert tenant_client.post("/api/v1/tasks", {**TASK, "priority": 40}, format="json").status_code == 201
