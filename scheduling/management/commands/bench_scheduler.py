@@ -9,7 +9,8 @@ passes that then find nothing more to bind are in `wall_s`, not in the rate) bes
 `--quotas off,on` runs each instance count without and with the quotas of design §16.2 (per-type nominal quotas, a
 cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without;
 `--layout spread,fgd` likewise runs each layout scorer on a fresh database of the same seed and prints each one's
-cost against the first's (the same run's reference).
+cost against the first's (the same run's reference); `--big-jobs off,on` likewise without and with design §16.3's
+taints, tolerations and reservation.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -37,6 +38,9 @@ GPU_TYPE_WEIGHTS = {
 }
 CARD_COUNT_WEIGHTS = {1: 5, 2: 15, 4: 30, 8: 50}
 TENANTS = 5
+# HETEROFLOW_RESERVE_AFTER in the scheduler processes: with --big-jobs on every waiting 2+-card job may reserve.
+RESERVE_AT_ONCE = 0
+RESERVE_NEVER = 10**9
 # The live pages' receiver (scheduling.web.live), which renders and publishes each task's row after its transition.
 LIVE_TASK_RECEIVER = "scheduling.web.live.task_status"
 # From the file, not the settings: the spawned scheduler processes import this module before they choose a database.
@@ -68,18 +72,24 @@ class Command(BaseCommand):
                             help="off, on, or off,on: with quotas every tenant gets a per-type nominal quota of its "
                                  "share of each type's cards, a total cap of all cards and one cohort (design "
                                  "§16.2); the seeded tasks are the same")
+        parser.add_argument("--big-jobs", type=_quota_modes, default=["off"],
+                            help="off, on, or off,on: with big jobs a tenth of the nodes carry a NoSchedule taint and "
+                                 "a twentieth a PreferNoSchedule one, the 8-card tasks and a fifth of the others "
+                                 "tolerate them, and reservation acts at once (HETEROFLOW_RESERVE_AFTER=0; off: never) "
+                                 "(design §16.3); the seeded tasks are the same")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
-               layout: list[str], quotas: list[str], **options):
+               layout: list[str], quotas: list[str], big_jobs: list[str], **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
-        runs = [(count, mode, name) for count in instances for mode in quotas for name in layout]
-        for count, quota_mode, layout_name in runs:
+        runs = [(count, mode, name, pools) for count in instances for mode in quotas for name in layout
+                for pools in big_jobs]
+        for count, quota_mode, layout_name, pools_mode in runs:
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
                 rng = random.Random(seed)
@@ -89,34 +99,43 @@ class Command(BaseCommand):
                     nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
                 if quota_mode == "on":
                     _seed_quotas()
+                if pools_mode == "on":
+                    _seed_pools(random.Random(seed))
                 _use_layout(layout_name)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
-                                  f"{layout_name}, quotas {quota_mode} (migrated and seeded in "
-                                  f"{time.perf_counter() - started:.1f} s)")
+                                  f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode} (migrated and seeded "
+                                  f"in {time.perf_counter() - started:.1f} s)")
                 connections.close_all()
                 try:
                     with statistics_kept():
-                        report = _run_instances(bench, count, seed, live_updates=not without_live_updates,
-                                                metrics=not without_metrics, concurrent_cycles=concurrent_cycles)
+                        report = _run_instances(
+                            bench, count, seed, live_updates=not without_live_updates, metrics=not without_metrics,
+                            concurrent_cycles=concurrent_cycles,
+                            reserve_after=RESERVE_AT_ONCE if pools_mode == "on" else RESERVE_NEVER)
                 finally:
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
-                throughput[count, quota_mode, layout_name] = (
+                throughput[count, quota_mode, layout_name, pools_mode] = (
                     self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
         if len(instances) > 1:
-            rates = {count: throughput[count, quotas[0], layout[0]][0] for count in instances}
+            rates = {count: throughput[count, quotas[0], layout[0], big_jobs[0]][0] for count in instances}
             first = rates[instances[0]] or 1.0
             self.stdout.write("scaling " + " ".join(f"instances={count}:{rates[count] / first:.2f}x"
                                                     for count in instances))
         if len(quotas) > 1:
             for count in instances:
-                self._compare(f"quotas instances={count}", "off", throughput[count, "off", layout[0]], "on",
-                              throughput[count, "on", layout[0]])
+                self._compare(f"quotas instances={count}", "off", throughput[count, "off", layout[0], big_jobs[0]],
+                              "on", throughput[count, "on", layout[0], big_jobs[0]])
         for name in layout[1:]:
             for count in instances:
-                self._compare(f"layout instances={count}", layout[0], throughput[count, quotas[0], layout[0]], name,
-                              throughput[count, quotas[0], name])
+                self._compare(f"layout instances={count}", layout[0],
+                              throughput[count, quotas[0], layout[0], big_jobs[0]], name,
+                              throughput[count, quotas[0], name, big_jobs[0]])
+        if len(big_jobs) > 1:
+            for count in instances:
+                self._compare(f"big_jobs instances={count}", "off", throughput[count, quotas[0], layout[0], "off"],
+                              "on", throughput[count, quotas[0], layout[0], "on"])
 
     def _compare(self, title: str, first: str, reference: tuple, second: str, measured: tuple) -> None:
         """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed."""
@@ -209,7 +228,7 @@ def _forget_window() -> None:
 
 
 def _run_instances(database: str, instances: int, seed: int, *, live_updates: bool, metrics: bool,
-                   concurrent_cycles: bool) -> dict:
+                   concurrent_cycles: bool, reserve_after: int = RESERVE_NEVER) -> dict:
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(instances + 1)
     results = context.Queue()
@@ -217,7 +236,7 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
     processes = [
         context.Process(target=_scheduler_process,
                         args=(url, f"bench-{index}", seed + index, live_updates, metrics, concurrent_cycles, ready,
-                              results))
+                              results, reserve_after))
         for index in range(instances)
     ]
     for process in processes:
@@ -244,8 +263,9 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
 
 
 def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, metrics: bool,
-                       concurrent_cycles: bool, ready, results) -> None:
+                       concurrent_cycles: bool, ready, results, reserve_after: int = RESERVE_NEVER) -> None:
     os.environ["DATABASE_URL"] = url
+    os.environ["HETEROFLOW_RESERVE_AFTER"] = str(reserve_after)
     os.environ["HETEROFLOW_CONCURRENT_CYCLES"] = "true" if concurrent_cycles else "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
     import django
@@ -321,6 +341,25 @@ def _seed_quotas() -> None:
     TenantGpuQuota.objects.bulk_create(
         TenantGpuQuota(tenant=tenant, gpu_type=gpu_type, nominal=math.ceil(count / len(tenants)))
         for tenant in tenants for gpu_type, count in cards.items())
+
+
+def _seed_pools(rng: random.Random) -> None:
+    """design §16.3 on the seeded cluster: taints on some nodes, tolerations on the 8-card tasks and some others."""
+    from nodes.models import Node
+    from scheduling.models import Task
+
+    big = [{"key": "pool", "value": "big", "effect": "NoSchedule"}]
+    soft = [{"key": "pool", "value": "shared", "effect": "PreferNoSchedule"}]
+    nodes = list(Node.objects.only("id"))
+    for node in nodes:
+        draw = rng.random()
+        node.taints = big if draw < 0.1 else soft if draw < 0.15 else []
+    Node.objects.bulk_update(nodes, ["taints"], batch_size=2000)
+    tasks = list(Task.objects.only("id", "gpu_required"))
+    for task in tasks:
+        if task.gpu_required == 8 or rng.random() < 0.2:
+            task.tolerations = [{"key": "pool", "operator": "Exists"}]
+    Task.objects.bulk_update(tasks, ["tolerations"], batch_size=2000)
 
 
 # --- synthetic cluster ---------------------------------------------------------------------------------------
