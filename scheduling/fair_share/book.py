@@ -160,6 +160,11 @@ class QuotaBook:
         self._booked[task.id] = (gpu_type, share, borrowed)
         self.add_usage(task.tenant_id, gpu_type, borrowed, share)
 
+    def is_borrowing(self, task_id: int) -> bool:
+        """Whether the task `record_bind` booked was admitted by borrowing."""
+        booked = self._booked.get(task_id)
+        return booked is not None and booked[2]
+
     def forget_bind(self, task: TaskInfo) -> None:
         """Take back a `record_bind` whose bind did not happen (or whose task left)."""
         booked = self._booked.pop(task.id, None)

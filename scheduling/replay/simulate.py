@@ -30,6 +30,7 @@ from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import Occupant, apply_bind, apply_release, occupied_cards
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import PluginSet, PluginSetting
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, table_for
 from scheduling.plugins import build_plugin_set, default_registry, fgd
@@ -154,12 +155,14 @@ class Replay:
         self.allocated_milli = 0
         self._used_cpu, self._used_memory = np.zeros(self.table.size), np.zeros(self.table.size)
         self._on_node: dict[int, list[Placed]] = defaultdict(list)
+        self.last_result: ScheduleResult | None = None    # of the last `place`: why it found no node
 
     def place(self, task: TaskInfo) -> Placed | None:
         """Schedule, reserve and permit `task` as a cycle does and bind it on the snapshot; None if it does not
         fit."""
         snapshot, framework = self.snapshot, self.framework
-        node = framework.schedule(task, snapshot, self.rng).node
+        self.last_result = framework.schedule(task, snapshot, self.rng)
+        node = self.last_result.node
         cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
         permitted = node is not None and framework.permit([(task, node, cards)], tenancy=snapshot.tenancy).is_success
         if not permitted or (task.gpu_required or task.is_fractional) and not cards:
@@ -185,6 +188,10 @@ class Replay:
         apply_release(self.snapshot, placed.task, placed.node, placed.cards,
                       staying=[(other.task, other.cards) for other in staying])
         self.allocated_milli -= placed.allocated_milli
+
+    def on_node(self, node_id: int) -> list[Placed]:
+        """The placements on a node now."""
+        return list(self._on_node[node_id])
 
     def capacity_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """Per table row: CPU cores and memory in MB (the replay's capacity check reads the same)."""

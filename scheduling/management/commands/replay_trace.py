@@ -352,14 +352,27 @@ class Command(BaseCommand):
             for key in ("reservations", "moves", "evictions_per_hour"):
                 summary[key] = _figure([float(getattr(result, key)) for result in results])
         if results[0].tenants:
-            jain = _mean_stdev([result.jain for result in results if result.jain is not None] or [0.0])
-            summary["jain"] = {"mean": round(jain[0], 4), "stdev": round(jain[1], 4)}
             summary["tenants"] = {}
             for tenant in results[0].tenants:
                 mean = _mean_stdev([result.tenants[tenant]["mean_gpus"] for result in results])
                 summary["tenants"][tenant] = {"mean_gpus": {"mean": round(mean[0], 3), "stdev": round(mean[1], 3)}}
-                self.stdout.write(f"  tenant {tenant}: {mean[0]:.2f} ± {mean[1]:.2f} GPUs held on average")
-            self.stdout.write(f"  Jain's index {jain[0]:.4f} ± {jain[1]:.4f}")
+                line = f"  tenant {tenant}: {mean[0]:.2f} ± {mean[1]:.2f} GPUs held on average"
+                for key in ("within_nominal_wait_p50", "within_nominal_wait_p99"):
+                    values = [result.tenants[tenant][key] for result in results if key in result.tenants[tenant]]
+                    if values:
+                        wait = _mean_stdev(values)
+                        summary["tenants"][tenant][key] = {"mean": round(wait[0], 1), "stdev": round(wait[1], 1)}
+                        line += f"; {key.removeprefix('within_nominal_').replace('_', ' ')} within nominal " \
+                                f"{wait[0]:.0f} ± {wait[1]:.0f} s"
+                self.stdout.write(line)
+            for key, label in (("jain", "Jain's index"), ("jain_second_half", "Jain's index, second half")):
+                jain = _mean_stdev([getattr(result, key) for result in results if getattr(result, key) is not None]
+                                   or [0.0])
+                summary[key] = {"mean": round(jain[0], 4), "stdev": round(jain[1], 4)}
+                self.stdout.write(f"  {label} {jain[0]:.4f} ± {jain[1]:.4f}")
+            evicted = _mean_stdev([float(result.evicted) for result in results])
+            summary["evicted"] = {"mean": round(evicted[0], 1), "stdev": round(evicted[1], 1)}
+            self.stdout.write(f"  borrowed tasks evicted by reclaims {evicted[0]:.1f} ± {evicted[1]:.1f}")
         return summary
 
     def _replay_trace(self, *, nodes: str, pods: str, mix: str | None, arrival: float, policies: list[str],

@@ -248,6 +248,25 @@ def test_dynamic_with_tenants_prints_each_tenants_usage_and_jains_index(small_tr
     assert "tenant acme:" in output and "tenant globex:" in output and "Jain's index" in output
 
 
+def test_dynamic_with_a_cohort_prints_reclaim_latency_evictions_and_jain_over_nominal(small_trace, tmp_path):
+    nodes, pods = small_trace
+    plan = tmp_path / "tenants.json"
+    plan.write_text(json.dumps({"tenants": {"acme": {"nominal": 2, "cohort": "lab"},
+                                            "globex": {"nominal": 2, "cohort": "lab"}},
+                                "pods": {"openb-pod-0000": "acme", "openb-pod-0010": "acme"}, "default": "globex"}))
+
+    output = replay("--dynamic", "--nodes", str(nodes), "--pods", str(pods), "--compress", "300", "--policy", "fgd",
+                    "--seeds", "1", "--jobs", "1", "--tenants", str(plan), "--json", str(tmp_path / "figures.json"))
+
+    assert re.search(r"^  tenant globex: [\d.]+ ± [\d.]+ GPUs held on average; wait p50 within nominal \d+ ± \d+ s; "
+                     r"wait p99 within nominal \d+ ± \d+ s$", output, re.MULTILINE), output
+    assert re.search(r"^  Jain's index, second half [\d.]+ ± [\d.]+$", output, re.MULTILINE)
+    assert re.search(r"^  borrowed tasks evicted by reclaims [\d.]+ ± [\d.]+$", output, re.MULTILINE)
+    summary = json.loads((tmp_path / "figures.json").read_text())["policies"]["fgd"]
+    assert {"jain", "jain_second_half", "evicted"} <= set(summary)
+    assert "within_nominal_wait_p99" in summary["tenants"]["globex"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--dynamic", "--arrival", "1.2"], "--arrival does not apply with --dynamic"),
     (["--dynamic", "--from-db"], "--from-db does not apply with --dynamic"),

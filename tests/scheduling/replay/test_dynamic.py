@@ -92,11 +92,48 @@ def test_tenant_quotas_hold_tasks_back_and_usage_and_jain_are_reported(tmp_path)
     assert result.jain == pytest.approx(jain_index([1.0, 1 / 3]))
 
 
+def _sharing(tmp_path, *, cohort: bool) -> TenantPlan:
+    """Two tenants of nominal 2 on four cards; `burst`'s pods are named b…, the others are `steady`'s."""
+    plan_file = tmp_path / "tenants.json"
+    spec = {"nominal": 2, **({"cohort": "lab"} if cohort else {})}
+    plan_file.write_text(json.dumps({"tenants": {"steady": spec, "burst": spec},
+                                     "pods": {"b1": "burst", "b2": "burst"}, "default": "steady"}))
+    return TenantPlan.read(plan_file)
+
+
+@pytest.mark.parametrize("cohort", [False, True])
+def test_a_cohort_lends_idle_nominal_quota_and_reclaims_it_when_its_tenant_submits(tmp_path, cohort):
+    node = TraceNode("node-4", 64_000, 262_144, 4, "V100M16")
+    pods = [*(pod(f"s{number}", 0, 1000) for number in range(4)), pod("b1", 100, 1100), pod("b2", 100, 1100),
+            pod("end", 200, 201)]
+
+    result = run([node], pods, tenants=_sharing(tmp_path, cohort=cohort))
+
+    burst, steady = result.tenants["burst"], result.tenants["steady"]
+    # burst's two tasks are within its nominal: they start at once, by reclaiming the cards steady borrowed.
+    assert (burst["within_nominal_wait_p50"], burst["within_nominal_wait_p99"]) == (0.0, 0.0)
+    if cohort:
+        # steady held all four cards until burst came (100 s of the 200 s window), then its nominal two.
+        assert result.evicted == 2 and steady["mean_gpus"] == pytest.approx(3.0)
+        assert result.time_weighted_allocation == pytest.approx(100.0)
+    else:
+        assert result.evicted == 0 and steady["mean_gpus"] == pytest.approx(2.0)
+        assert result.time_weighted_allocation == pytest.approx(75.0)
+    assert burst["mean_gpus"] == pytest.approx(1.0)
+    assert steady["share_of_quota"] == pytest.approx(steady["mean_gpus"] / 2)
+    # Over the second half both hold their nominal two cards.
+    assert result.jain_second_half == pytest.approx(1.0, abs=1e-3)
+    assert result.never_placed == 0
+
+
 @pytest.mark.parametrize("content, message", [
     ("not json", "Expecting value"),
     ({"tenants": {}}, "expected"),
-    ({"tenants": {"acme": {"nominal": 3}}}, "unknown key(s) nominal"),
+    ({"tenants": {"acme": {"burst": 3}}}, "unknown key(s) burst"),
     ({"tenants": {"acme": {"gpu_quota": -1}}}, "gpu_quota must be a whole number"),
+    ({"tenants": {"acme": {"nominal": -0.5}}}, "nominal must be a number of cards"),
+    ({"tenants": {"acme": {"nominal": "4"}}}, "nominal must be a number of cards"),
+    ({"tenants": {"acme": {"cohort": 7}}}, "cohort must be a name"),
     ({"tenants": {"acme": {}}, "pods": {"p": "nobody"}}, "unknown tenant(s) nobody"),
 ])
 def test_a_bad_tenants_file_is_refused_with_its_reason(tmp_path, content, message):
