@@ -87,13 +87,17 @@ def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
 
 def closest_node(task: TaskInfo, snapshot: ClusterSnapshot) -> NodeInfo | None:
     """Of the nodes that may hold the task, the one with the most free cards in one of its card groups (the fewest
-    cards still to free), then the lowest id."""
+    cards still to free), then the lowest id. A card group has at most its node's free cards (the ledger), so the
+    nodes are read most free first and the search ends at the first node that cannot beat the best found: on a
+    large cluster only a few nodes are looked at closely."""
     best, best_free = None, -1
-    for node in snapshot.nodes:
+    for node in sorted(snapshot.nodes, key=lambda node: (-node.free_gpus, node.id)):
+        if node.free_gpus < best_free:
+            break
         if not may_hold(task, node):
             continue
         free = max(sum(card.is_free for card in cards) for _, cards in card_groups(task, node)
                    if len(cards) >= task.gpu_required)
-        if free > best_free:
+        if free > best_free or free == best_free and node.id < best.id:
             best, best_free = node, free
     return best
