@@ -49,10 +49,12 @@ test: $(INSTALLED)
 stop:
 	$(PY) -m heteroflow_site.local_services stop
 
-# The schema fuzzer of tests/site/test_api_fuzz.py with many more examples per operation than `make test` runs.
+# The schema fuzzer of tests/site/test_api_fuzz.py (every check, allowed and forbidden requests) with many more
+# examples per operation than `make test` runs, and the coverage phase's boundary values.
 FUZZ_EXAMPLES ?= 200
 fuzz: $(INSTALLED)
 	HETEROFLOW_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HETEROFLOW_FUZZ_STATEFUL_EXAMPLES=$(FUZZ_EXAMPLES) \
+		HETEROFLOW_FUZZ_COVERAGE=1 \
 		$(WITH_SERVICES) $(PY) -m pytest tests/site/test_api_fuzz.py -p no:xdist --create-db -q -s $(PYTEST_ARGS)
 
 # Benchmarks run with DEBUG off (Django keeps every query in memory with it on) and a one-off secret key.

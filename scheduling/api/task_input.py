@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import serializers
 
+from heteroflow_site.errors import NotAllowed
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
 from nodes.models import GPU_TYPES
@@ -41,13 +42,14 @@ class TaskInput(StrictSerializer):
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 
     def validate_deadline(self, deadline):
+        # A rule of the moment, which no schema can state: a well-formed deadline outside it is a 403, not a 400.
         if deadline is None:
             return None
         now = timezone.now()
         if deadline <= now:
-            raise serializers.ValidationError("must be in the future")
+            raise NotAllowed("must be in the future", field="deadline")
         if deadline > now + MAX_DEADLINE_AHEAD:
-            raise serializers.ValidationError(f"must be at most {MAX_DEADLINE_AHEAD.days} days ahead")
+            raise NotAllowed(f"must be at most {MAX_DEADLINE_AHEAD.days} days ahead", field="deadline")
         return deadline
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
