@@ -130,3 +130,16 @@ def test_the_plan_endpoint_shows_the_plan_first_and_writes_nothing(scattered, ad
     run_cycle()
     acted = {task.id: task.nominated_node.name for task in Task.objects.filter(status=lifecycle.PREEMPTING)}
     assert acted == {move["task"]: move["to"] for move in planned["moves"]}
+
+
+def test_the_settings_are_edited_like_other_plugins_and_checked(admin_client):
+    saved = admin_client.put("/api/v1/plugins/defrag", {"extra": {"max_moves": 2, "moves_per_hour": 5}},
+                             format="json")
+    assert saved.status_code == 200 and saved.json()["extra"] == {"max_moves": 2, "moves_per_hour": 5}
+    refused = admin_client.put("/api/v1/plugins/defrag", {"extra": {"max_moves": 99}}, format="json")
+    assert refused.status_code == 400 and "max_moves" in str(refused.json())
+    assert admin_client.get("/api/v1/scheduler/defrag-plan").json()["max_moves"] == 2
+    weighted = admin_client.put("/api/v1/plugins/queue-sort", {"extra": {"order": "weighted"}}, format="json")
+    assert weighted.status_code == 200
+    # Always on: refused like switching off a filter that must stay on.
+    assert admin_client.put("/api/v1/plugins/queue-sort", {"enabled": False}, format="json").status_code == 403
