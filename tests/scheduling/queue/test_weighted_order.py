@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from scheduling import lifecycle
 from scheduling.cycle import run_cycle
-from scheduling.models import PluginConfig, Task
+from scheduling.models import PluginConfig, Task, TaskGroup, TaskType
 from scheduling.queue.entries import take_active
 from scheduling.queue.weighted import entry_facts
 from tests.factories import make_node, make_task
@@ -78,3 +78,14 @@ def test_the_job_form_takes_a_deadline_and_shows_its_error(tenant_web):
     assert Task.objects.get().deadline is not None
     page = tenant_web.post("/tasks/new/", {**job, "deadline": "2001-01-01T00:00"}).content.decode()
     assert '<div class="field-error" data-field="deadline">' in page
+
+
+def test_a_gang_counts_every_members_cards_and_its_earliest_deadline(tenant):
+    group = TaskGroup.objects.create(tenant=tenant, name="gang", type=TaskType.TRAINING, world_size=2,
+                                     gpus_per_worker=4, gpu_type="nvidia")
+    soon = timezone.now() + timedelta(minutes=5)
+    for rank, deadline in enumerate((soon + timedelta(hours=1), soon)):
+        make_task(tenant=tenant, type=TaskType.TRAINING, group=group, rank=rank, gpu_type="nvidia",
+                  gpu_required=4, deadline=deadline)
+    facts = entry_facts(take_active(10))[("gang", group.id)]
+    assert (facts.cards, facts.deadline) == (8, Task.objects.filter(group=group).order_by("deadline")[0].deadline)
