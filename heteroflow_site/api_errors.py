@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import DomainError, NotAllowed, NotFoundReference
 from heteroflow_site.serializers import UNNAMED, flat_errors
 
 logger = logging.getLogger(__name__)
@@ -43,9 +43,9 @@ def _codes(codes):
         yield codes
 
 
-# DRF's code for an id in the body that names no row (a related field): the request is what the schema describes, the
-# row is missing, as for NotFoundReference.
-DOES_NOT_EXIST = "does_not_exist"
+# Validation errors that refuse a request the schema allows, by their code: DRF's for an id naming no row (a related
+# field), as NotFoundReference; a serializer's rule across fields, as NotAllowed.
+REFUSALS_BY_CODE = {"does_not_exist": (404, NotFoundReference.code), NotAllowed.code: (403, NotAllowed.code)}
 
 
 def error_body(code: str, message: str, *, field: str | None = None, errors: dict | None = None) -> dict:
@@ -88,9 +88,9 @@ def exception_handler(exc, context):
         return Response(error_body("server_error", "internal server error"), status=500)
     if isinstance(exc, exceptions.ValidationError):
         response.data = _validation_body(exc)
-        if set(_codes(exc.get_codes())) == {DOES_NOT_EXIST}:
-            response.status_code = 404
-            response.data["code"] = "not_found"
+        codes = set(_codes(exc.get_codes()))
+        if len(codes) == 1 and (refusal := REFUSALS_BY_CODE.get(codes.pop())):
+            response.status_code, response.data["code"] = refusal
     else:
         detail = response.data.get("detail", "") if isinstance(response.data, dict) else response.data
         code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"

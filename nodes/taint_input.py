@@ -1,10 +1,10 @@
 """The one validation of taints (node API and page) and of tolerations and node selectors (task and group
 submissions, API and forms), design §16.3; the rules themselves are `nodes.taints`'."""
 
-import copy
-
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
+from heteroflow_site.errors import NotAllowed
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import LABEL_KEY_MAX_LENGTH, LABEL_VALUE_MAX_LENGTH, LABELS_MAX, printable
 from nodes.taints import EFFECTS, EQUAL, EXISTS, OPERATORS
@@ -31,23 +31,14 @@ class TolerationInput(StrictSerializer):
     value = _value(required=False, default="")
     effect = serializers.ChoiceField(choices=("", *EFFECTS), required=False, allow_blank=True, default="")
 
-    @staticmethod
-    def request_schema(schema: dict) -> dict:
-        """Two shapes, as `validate` has them: Exists (named, without a value) and Equal (the default, with a key)."""
-        # Copies: the enum post-processing rewrites each variant's properties in place.
-        exists = {"type": "object", "required": ["operator"], "properties": {
-            **copy.deepcopy(schema["properties"]), "operator": {"type": "string", "const": EXISTS},
-            "value": {"type": "string", "maxLength": 0}}}
-        equal = {"type": "object", "required": ["key"], "properties": {
-            **copy.deepcopy(schema["properties"]), "operator": {"type": "string", "const": EQUAL}}}
-        equal["properties"]["key"]["minLength"] = 1
-        return {"description": schema.get("description", ""), "oneOf": [exists, equal]}
-
     def validate(self, attrs):
+        # Rules across fields, which the schema leaves to the API: refused as a rule's 403, not a 400 (api_errors).
         if attrs["operator"] == EXISTS and attrs["value"]:
-            raise serializers.ValidationError({"value": "an Exists toleration has no value"})
+            raise serializers.ValidationError({"value": ErrorDetail("an Exists toleration has no value",
+                                                                    code=NotAllowed.code)})
         if attrs["operator"] == EQUAL and not attrs["key"]:
-            raise serializers.ValidationError({"key": "an Equal toleration names its key"})
+            raise serializers.ValidationError({"key": ErrorDetail("an Equal toleration names its key",
+                                                                  code=NotAllowed.code)})
         return attrs
 
 
