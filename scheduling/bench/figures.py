@@ -1,6 +1,7 @@
 """Small figures the benchmarks print."""
 
 import math
+import os
 import resource
 
 
@@ -13,3 +14,15 @@ def percentile(ordered: list[float], percent: float) -> float:
 def max_rss_mb() -> float:
     """This process's peak resident set size."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process `pid` so far (Linux `/proc`); None when it cannot be read (another
+    machine's PostgreSQL, another user's process)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # After the command name: state is field 3, utime and stime are fields 14 and 15 of proc(5).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -30,7 +30,7 @@ from django.core.management.base import BaseCommand
 from django.db import connections
 
 from scheduling.bench.database import database_url, statistics_kept, throwaway_database
-from scheduling.bench.figures import max_rss_mb, percentile
+from scheduling.bench.figures import max_rss_mb, percentile, process_cpu_seconds
 
 GPU_TYPE_WEIGHTS = {
     "nvidia": 40, "ascend": 10, "musa": 6, "hygon": 8, "metax": 6, "enflame": 6, "iluvatar": 6, "biren": 6,
@@ -163,6 +163,14 @@ class Command(BaseCommand):
         self.stdout.write(f"wall_s={wall:.2f} binding_s={binding:.2f}")
         self.stdout.write(f"peak_rss_mb={report['rss_mb']:.0f} (scheduler processes summed; "
                           f"seeding process {max_rss_mb():.0f})")
+        if report["bound"]:
+            # CPU, unlike the clock, hardly moves with what else runs on the machine: the same-run comparison of two
+            # versions on a busy machine.
+            database = report["database_cpu_s"]
+            self.stdout.write(
+                f"cpu_ms_per_bound_task scheduler={1000 * report['cpu_s'] / report['bound']:.3f} postgres="
+                + (f"{1000 * database / report['bound']:.3f}" if database is not None else "unknown")
+                + " (the scheduler processes' own CPU and their PostgreSQL sessions')")
         tasks_per_second = report["bound"] / binding if binding else 0.0
         self.stdout.write(f"tasks_per_second={tasks_per_second:.1f} bind_ceiling_per_s={ceiling:.1f} "
                           f"ratio={tasks_per_second / ceiling if ceiling else 0.0:.3f}")
@@ -259,6 +267,9 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
         "pending_left": min(report["pending_left"] for report in reports),
         "rss_mb": sum(report["rss_mb"] for report in reports),
         "metrics_ms": sum(report["metrics_ms"] for report in reports),
+        "cpu_s": sum(report["cpu_s"] for report in reports),
+        "database_cpu_s": (None if any(report["database_cpu_s"] is None for report in reports)
+                           else sum(report["database_cpu_s"] for report in reports)),
     }
 
 
@@ -280,7 +291,11 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
         task_transitioned.disconnect(dispatch_uid=LIVE_TASK_RECEIVER)
     metrics_seconds = _time_cycle_metrics() if metrics else _drop_cycle_metrics()
     rng = random.Random(seed)
+    database = connections["default"]
+    database.ensure_connection()
+    backend = database.connection.info.backend_pid
     ready.wait()
+    cpu_started, database_cpu_started = time.process_time(), process_cpu_seconds(backend)
     durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
     while True:
         result = run_cycle(instance=instance, rng=rng)
@@ -296,9 +311,13 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
         # Done when nothing is pending, or when this instance went a whole pass over the queue binding nothing.
         if pending == 0 or idle >= math.ceil(pending / CYCLE_LIMIT):
             break
+    database_cpu = process_cpu_seconds(backend)
+    if database.connection.info.backend_pid != backend or database_cpu is None or database_cpu_started is None:
+        database_cpu = database_cpu_started = None
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
                  "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds),
-                 "rss_mb": max_rss_mb()})
+                 "rss_mb": max_rss_mb(), "cpu_s": time.process_time() - cpu_started,
+                 "database_cpu_s": None if database_cpu is None else database_cpu - database_cpu_started})
 
 
 def _time_cycle_metrics() -> list[float]:
