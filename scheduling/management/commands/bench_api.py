@@ -3,11 +3,12 @@ threads that each submit a task, list the newest 100 tasks (`GET /api/v1/tasks`)
 submitted (`/tasks/{id}/`, a logged-in session), in turn over HTTP: first with the scheduler idle, then while a
 scheduler runs cycles (`--phases` chooses).
 
-Prints `bind_ceiling_per_s` (measured in the same run, before the load) and the size of a 100-task list, then per
-phase and request kind the count, p50, p99, max latency in milliseconds and the errors (non-2xx answers and failed
-connections), and the cycles that ran while the clients did. `--scheduler-nice N` runs the scheduler at that lower
-OS priority, so the figures show what the web process answers when it does not compete with the scheduler for the
-cores. Bounded: each client stops after --requests requests or --seconds, whichever comes first, in each phase.
+Prints `bind_ceiling_per_s` (measured in the same run, before the load), the size of a 100-task list after the load
+(the newest tasks, with the attempts the cycles wrote), then per phase and request kind the count, p50, p99, max
+latency in milliseconds and the errors (non-2xx answers and failed connections), and the cycles that ran while the
+clients did. `--scheduler-nice N` runs the scheduler at that lower OS priority, so the figures show what the web
+process answers when it does not compete with the scheduler for the cores. Bounded: each client stops after
+--requests requests or --seconds, whichever comes first, in each phase.
 """
 
 import argparse
@@ -157,7 +158,6 @@ def _run_load(url: str, clients: list[Client], requests_each: int, seconds: floa
         try:
             base = f"http://127.0.0.1:{port}"
             _wait_until_serving(base, server, Path(logs) / "server.log")
-            runs.list_bytes = _list_bytes(base, clients[0])
             for phase in phases:
                 first_cycle = CycleRecord.objects.order_by("-id").values_list("id", flat=True).first() or 0
                 if phase == CYCLING:
@@ -169,6 +169,8 @@ def _run_load(url: str, clients: list[Client], requests_each: int, seconds: floa
                     records = CycleRecord.objects.filter(id__gt=first_cycle)
                     cycles = (records.count(), sum(records.values_list("bound", flat=True)))
                 runs.phases[phase] = (samples, wall, cycles)
+            # After the load, when the newest tasks carry the attempts the cycles wrote.
+            runs.list_bytes = _list_bytes(base, clients[0])
         finally:
             for process in (scheduler, server):
                 if process is not None:
