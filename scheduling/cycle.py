@@ -127,7 +127,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                 unplaced_tasks, unplaced_gangs = [], []
                 for kind, run in _runs(entries):
                     if kind == GANG:
-                        for gang in _schedule_gangs(run, snapshot, framework, rng, attempts):
+                        for gang in _schedule_gangs(run, snapshot, framework, rng, attempts, held):
                             considered += 1
                             bound += len(gang.bound_tasks)
                             bound_tasks.extend(gang.bound_tasks)
@@ -181,11 +181,11 @@ def _runs(entries: list[QueueEntry]):
 
 
 def _schedule_gangs(run: list[QueueEntry], snapshot: ClusterSnapshot, framework: Framework, rng: random.Random,
-                    attempts: AttemptBatch):
+                    attempts: AttemptBatch, held: nomination.HeldCards):
     """Each gang of the run, whole or not at all; an unexpected error is that gang's attempt and the run goes on."""
     for entry in run:
         try:
-            yield from schedule_groups([entry.id], snapshot, framework, rng)
+            yield from schedule_groups([entry.id], snapshot, framework, rng, held)
         except Exception as error:
             logger.exception("scheduling gang %s failed unexpectedly", entry.id)
             message = _internal_error_message(error)

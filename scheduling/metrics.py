@@ -201,10 +201,12 @@ class ClusterCollector:
                                 value=(timezone.now() - oldest).total_seconds() if oldest else 0)
 
         reserved = GaugeMetricFamily("heteroflow_reserved_jobs",
-                                     "Pending jobs holding a node as their GPU type's reserved job (design §16.3)",
+                                     "Pending jobs holding nodes as their GPU type's reserved job (design §16.3)",
                                      labels=["gpu_type"])
+        # A reserved gang is one job, whatever its members.
+        jobs = Count("id", filter=Q(group__isnull=True)) + Count("group_id", distinct=True)
         for gpu_type, count in (Task.objects.filter(status=TaskStatus.PENDING, reserved_at__isnull=False)
-                                .values_list("gpu_type").annotate(n=Count("id")).order_by("gpu_type")):
+                                .values_list("gpu_type").annotate(n=jobs).order_by("gpu_type")):
             reserved.add_metric([gpu_type or "any"], count)
         yield reserved
 

@@ -29,6 +29,7 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerCo
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, incomplete_gang, place_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup
+from scheduling.queue.nomination import HeldCards
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 
 logger = logging.getLogger(__name__)
@@ -144,10 +145,12 @@ def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None
 
 
 def schedule_groups(group_ids: list[int], snapshot: ClusterSnapshot, framework: Framework,
-                    rng: random.Random) -> list[GangResult]:
+                    rng: random.Random, held: HeldCards | None = None) -> list[GangResult]:
     """Plan and bind these gangs in this order, each whole or not at all; a bound gang is applied to `snapshot`
-    (its cards and its tenant's quota usage) so the rest of the cycle sees it."""
-    return [_schedule_one(group, live, snapshot, framework, rng) for group, live in read_gangs(group_ids)]
+    (its cards and its tenant's quota usage) so the rest of the cycle sees it. `held`: the cycle's held cards — a
+    reserved gang's members see theirs during its attempt (design §16.3), held again if it does not bind."""
+    held = held if held is not None else HeldCards()
+    return [_schedule_one(group, live, snapshot, framework, rng, held) for group, live in read_gangs(group_ids)]
 
 
 def read_gangs(group_ids: list[int]) -> list[tuple[GroupInfo, list]]:
@@ -160,22 +163,31 @@ def read_gangs(group_ids: list[int]) -> list[tuple[GroupInfo, list]]:
 
 
 def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, framework: Framework,
-                  rng: random.Random) -> GangResult:
+                  rng: random.Random, held: HeldCards) -> GangResult:
     pending = [task for task, status in live if status == lifecycle.PENDING]
     incomplete = incomplete_gang(group, live)
     if incomplete is not None:
         return _failed(incomplete, pending)
+    for task in pending:
+        held.release_for(task, snapshot)
     outcome = place_gang(group, pending, snapshot, framework, rng)
     if isinstance(outcome, GangFailure):
+        _hold_again(pending, snapshot, held)
         return _failed(outcome, pending)
     bound = bind_gang(outcome, framework=framework, snapshot=snapshot)
     if not bound:
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.
         refresh_nodes(snapshot, outcome.node_ids)
+        _hold_again(pending, snapshot, held)
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
         apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
     return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task for p in outcome.placements))
+
+
+def _hold_again(members: list[TaskInfo], snapshot: ClusterSnapshot, held: HeldCards) -> None:
+    for task in members:
+        held.restore_for(task, snapshot)
 
 
 def _failed(failure: GangFailure, members: list) -> GangResult:

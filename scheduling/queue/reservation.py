@@ -1,17 +1,20 @@
-"""Reservation (design §16.3, no starvation): a pending job of at least 2 cards that has waited longer than
-`SCHEDULER["reserve_after"]` and heads its priority band becomes its GPU type's reserved job — one per type at a
-time, oldest first. The node closest to fitting it is held for it with the nomination mechanism
-(`scheduling.queue.nomination`: `Task.nominated_node`, the cards there held each cycle): cards freed there go to no
-other task until it binds or leaves the queue. Other tasks that would have fitted in the held cards are refused
-there with `Reserved` (`framework.builtin_filters.ReservationFilter`).
-
-Gangs are not reserved yet: their members are placed whole by the gang planner, which holds no cards.
+"""Reservation (design §16.3, no starvation): a pending job of at least 2 cards — a task, or a gang with all its
+members pending — that has waited longer than `SCHEDULER["reserve_after"]` and heads its priority band becomes its GPU
+type's reserved job — one per type at a time, oldest first. The node closest to fitting it (for a gang, each
+member's) is held for it with the nomination mechanism (`scheduling.queue.nomination`: `Task.nominated_node`, the
+cards there held each cycle): cards freed there go to no other task until it binds or leaves the queue. Other tasks
+that would have fitted in the held cards are refused there with `Reserved`
+(`framework.builtin_filters.ReservationFilter`). A gang's members are reserved and nominated together, each on its
+own node (several may share one); the gang planner sees their held cards free during the gang's attempt
+(`groups.gang_bind`).
 """
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
+from django.db import transaction
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from nodes.taints import NO_SCHEDULE, selector_matches, untolerated
@@ -19,56 +22,110 @@ from scheduling import lifecycle
 from scheduling.framework.cards import card_groups
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
-from scheduling.models import Task
+from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
 MIN_CARDS = 2
 
 
+class _Lost(Exception):
+    """A member left the queue while its gang was being nominated."""
+
+
 def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = None) -> dict[str, int]:
-    """Keep one reserved job per GPU type, each nominated on the node closest to fitting it; GPU type → task id."""
+    """Keep one reserved job per GPU type, each nominated on the node(s) closest to fitting it; GPU type → task id
+    (a gang's: its first member's)."""
     now = now or timezone.now()
     pending = Task.objects.filter(status=lifecycle.PENDING)
-    reserved: dict[str, int] = {}
+    jobs: dict[tuple, list[tuple[int | None, TaskInfo]]] = {}
     for row in pending.filter(reserved_at__isnull=False).order_by("reserved_at", "id").values_list(
             "nominated_node_id", *TASK_INFO_FIELDS):
         task = task_info_from_row(tuple(row[1:]))
-        kind = task.gpu_type.lower()
-        if kind in reserved:
-            # A second reserved job of the type (two instances raced): the younger one waits its turn again.
-            Task.objects.filter(id=task.id, status=lifecycle.PENDING).update(reserved_at=None, nominated_node=None)
+        jobs.setdefault(_job_key(task), []).append((row[0], task))
+    whole = _whole_gangs({key[1] for key in jobs if key[0] == "gang"})
+    reserved: dict[str, int] = {}
+    for key, held in jobs.items():
+        members = [task for _, task in held]
+        kind = members[0].gpu_type.lower()
+        if kind in reserved or key[0] == "gang" and key[1] not in whole:
+            # A second reserved job of the type (two instances raced), or a gang no longer whole: it waits its turn
+            # again.
+            Task.objects.filter(id__in=[task.id for task in members], status=lifecycle.PENDING).update(
+                reserved_at=None, nominated_node=None)
             continue
-        reserved[kind] = task.id
-        node = snapshot.node(row[0]) if row[0] is not None else None
-        if node is None or not may_hold(task, node):
-            _nominate(task, snapshot)
+        reserved[kind] = members[0].id
+        if any(not _still_holds(task, node_id, snapshot) for node_id, task in held):
+            _nominate(members, snapshot)
     waited = now - timedelta(seconds=settings.SCHEDULER["reserve_after"])
-    heads = dict(pending.filter(group__isnull=True).values_list("gpu_type").annotate(top=Max("priority"))
-                 .order_by())
-    candidates = (pending.filter(group__isnull=True, gpu_required__gte=MIN_CARDS, created_at__lte=waited,
-                                 reserved_at__isnull=True)
-                  .exclude(gpu_type__in=[kind for kind in reserved])
-                  .order_by("created_at", "id").values_list(*TASK_INFO_FIELDS))
-    for row in candidates:
-        task = task_info_from_row(row)
-        kind = task.gpu_type.lower()
-        if kind in reserved or task.priority < heads.get(task.gpu_type, task.priority):
+    heads = dict(pending.values_list("gpu_type").annotate(top=Max("priority")).order_by())
+    for members in _candidates(pending, waited, exclude=list(reserved)):
+        kind, top = members[0].gpu_type.lower(), max(task.priority for task in members)
+        if kind in reserved or top < heads.get(members[0].gpu_type, top):
             continue
-        node_id = _nominate(task, snapshot, reserved_at=now)
-        if node_id is not None:
-            reserved[kind] = task.id
+        if _nominate(members, snapshot, reserved_at=now):
+            reserved[kind] = members[0].id
     return reserved
 
 
-def _nominate(task: TaskInfo, snapshot: ClusterSnapshot, *, reserved_at: datetime | None = None) -> int | None:
-    node = closest_node(task, snapshot)
-    if node is None:
-        return None
-    changes = {"nominated_node_id": node.id}
-    if reserved_at is not None:
-        changes["reserved_at"] = reserved_at
-    won = Task.objects.filter(id=task.id, status=lifecycle.PENDING).update(**changes)
-    return node.id if won else None
+def _job_key(task: TaskInfo) -> tuple:
+    return ("gang", task.group_id) if task.group_id is not None else ("task", task.id)
+
+
+def _still_holds(task: TaskInfo, node_id: int | None, snapshot: ClusterSnapshot) -> bool:
+    node = snapshot.node(node_id) if node_id is not None else None
+    return node is not None and may_hold(task, node)
+
+
+def _gangs():
+    """Training groups placed whole (design §10), with their pending members counted."""
+    return (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1)
+            .exclude(status=TaskGroup.Status.STOPPED)
+            .annotate(pending=Count("members", filter=Q(members__status=lifecycle.PENDING))))
+
+
+def _whole_gangs(group_ids: set[int]) -> set[int]:
+    """Of these groups, the gangs whose members are all pending."""
+    if not group_ids:
+        return set()
+    return set(_gangs().filter(id__in=group_ids, pending=F("world_size")).values_list("id", flat=True))
+
+
+def _candidates(pending, waited: datetime, *, exclude: list[str]) -> list[list[TaskInfo]]:
+    """The jobs that may become reserved, oldest first, each as its tasks: single tasks and whole gangs of at least
+    `MIN_CARDS` cards submitted before `waited`, of GPU types without a reserved job."""
+    singles = (pending.filter(group__isnull=True, gpu_required__gte=MIN_CARDS, created_at__lte=waited,
+                              reserved_at__isnull=True).exclude(gpu_type__in=exclude)
+               .values_list("created_at", *TASK_INFO_FIELDS))
+    jobs = [(row[0], row[1], [task_info_from_row(tuple(row[1:]))]) for row in singles]
+    gang_ids = dict(_gangs().filter(pending=F("world_size"), created_at__lte=waited).exclude(gpu_type__in=exclude)
+                    .annotate(cards=Sum("members__gpu_required", filter=Q(members__status=lifecycle.PENDING)))
+                    .filter(cards__gte=MIN_CARDS).values_list("id", "created_at"))
+    if gang_ids:
+        members: dict[int, list[TaskInfo]] = {}
+        for row in (pending.filter(group_id__in=gang_ids).order_by("rank", "id")
+                    .values_list(*TASK_INFO_FIELDS)):
+            task = task_info_from_row(row)
+            members.setdefault(task.group_id, []).append(task)
+        jobs += [(gang_ids[group_id], min(task.id for task in tasks), tasks) for group_id, tasks in members.items()]
+    return [tasks for _, _, tasks in sorted(jobs, key=lambda job: (job[0], job[1]))]
+
+
+def _nominate(members: list[TaskInfo], snapshot: ClusterSnapshot, *, reserved_at: datetime | None = None) -> bool:
+    """Nominate each of the job's tasks on its node (`closest_nodes`), all or none."""
+    nodes = closest_nodes(members, snapshot)
+    if nodes is None:
+        return False
+    try:
+        with transaction.atomic():
+            for task, node in zip(members, nodes):
+                changes = {"nominated_node_id": node.id}
+                if reserved_at is not None:
+                    changes["reserved_at"] = reserved_at
+                if not Task.objects.filter(id=task.id, status=lifecycle.PENDING).update(**changes):
+                    raise _Lost
+    except _Lost:
+        return False
+    return True
 
 
 def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
@@ -85,19 +142,37 @@ def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
     return any(len(cards) >= task.gpu_required for _, cards in card_groups(task, node))
 
 
-def closest_node(task: TaskInfo, snapshot: ClusterSnapshot) -> NodeInfo | None:
+def closest_nodes(members: list[TaskInfo], snapshot: ClusterSnapshot) -> list[NodeInfo] | None:
+    """Each task's node (`closest_node`), in order, counting the cards of the earlier ones as taken there: a gang's
+    members may share a node only as far as its cards go. None when one has no node."""
+    taken: dict[int, int] = {}
+    nodes = []
+    for task in members:
+        node = closest_node(task, snapshot, taken=taken)
+        if node is None:
+            return None
+        taken[node.id] = taken.get(node.id, 0) + task.gpu_required
+        nodes.append(node)
+    return nodes
+
+
+def closest_node(task: TaskInfo, snapshot: ClusterSnapshot, *, taken: Mapping[int, int] = {}) -> NodeInfo | None:
     """Of the nodes that may hold the task, the one with the most free cards in one of its card groups (the fewest
-    cards still to free), then the lowest id. A card group has at most its node's free cards (the ledger), so the
-    nodes are read most free first and the search ends at the first node that cannot beat the best found: on a
-    large cluster only a few nodes are looked at closely."""
+    cards still to free), then the lowest id; `taken`: cards by node id already counted for other tasks of its job.
+    A card group has at most its node's free cards (the ledger), so the nodes are read most free first and the
+    search ends at the first node that cannot beat the best found: on a large cluster only a few nodes are looked
+    at closely."""
     best, best_free = None, -1
     for node in sorted(snapshot.nodes, key=lambda node: (-node.free_gpus, node.id)):
         if node.free_gpus < best_free:
             break
         if not may_hold(task, node):
             continue
-        free = max(sum(card.is_free for card in cards) for _, cards in card_groups(task, node)
-                   if len(cards) >= task.gpu_required)
+        used = taken.get(node.id, 0)
+        groups = [cards for _, cards in card_groups(task, node) if len(cards) >= used + task.gpu_required]
+        if not groups:
+            continue
+        free = max(0, max(sum(card.is_free for card in cards) for cards in groups) - used)
         if free > best_free or free == best_free and node.id < best.id:
             best, best_free = node, free
     return best

@@ -36,7 +36,8 @@ def defrag_plan() -> dict[str, Any]:
         snapshot = build_snapshot()
         snapshot.quotas = load_quota_book()
         held = hold_nominated_cards(snapshot)
-        rows = (Task.objects.filter(status=lifecycle.PENDING, reserved_at__isnull=False)
+        # A reserved gang is placed whole by the gang planner, which defrag does not serve.
+        rows = (Task.objects.filter(status=lifecycle.PENDING, reserved_at__isnull=False, group__isnull=True)
                 .order_by("reserved_at", "id").values_list("nominated_node__name", *TASK_INFO_FIELDS))
         jobs = []
         for reserved_node, *fields in rows:

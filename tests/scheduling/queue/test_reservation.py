@@ -1,5 +1,5 @@
-"""Reservation (design §16.3): a big job that waited past HETEROFLOW_RESERVE_AFTER holds the node closest to fitting
-it; cards freed there go to no 1-card task (`Reserved`) until it binds."""
+"""Reservation (design §16.3): a big job or gang that waited past HETEROFLOW_RESERVE_AFTER holds the node(s) closest to
+fitting it; cards freed there go to no 1-card task (`Reserved`) until it binds."""
 
 from datetime import timedelta
 
@@ -10,7 +10,9 @@ from scheduling import lifecycle
 from scheduling.cycle import run_cycle
 from scheduling.framework import reasons
 from scheduling.metrics import ClusterCollector
-from scheduling.models import Task
+from scheduling.groups.services import task_group_create
+from scheduling.models import Task, TaskGroup
+from scheduling.services.task_stop import task_stop
 from scheduling.services.task_transition import task_transition
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task
@@ -97,3 +99,78 @@ def test_the_task_page_says_the_job_is_reserved(tenant, tenant_web):
     run_cycle()
     page = tenant_web.get(f"/tasks/{job.id}/").content.decode()
     assert 'id="reserved"' in page and "held-node is held for this job" in page
+
+
+def _waiting_gang(tenant, *, seconds: int = 600, world_size: int = 2, gpus_per_worker: int = 4):
+    group = task_group_create(tenant=tenant, name=f"gang-{seconds}", type="training", world_size=world_size,
+                              gpus_per_worker=gpus_per_worker, gpu_type="nvidia")
+    since = timezone.now() - timedelta(seconds=seconds)
+    TaskGroup.objects.filter(id=group.id).update(created_at=since)
+    Task.objects.filter(group=group).update(created_at=since)
+    return group
+
+
+def _two_nodes_with_free(tenant, free: int) -> tuple[list, list[list[Task]]]:
+    nodes = [make_node(name=f"n{i}", zone="z1", rack="r1", internal_ip=f"10.0.0.{i + 1}/24") for i in range(2)]
+    busy = [[placed_task(tenant=tenant, node=node, gpus=[i], preemptible=False) for i in range(8 - free)]
+            for node in nodes]
+    return nodes, busy
+
+
+def test_a_reserved_gang_holds_its_nodes_freed_cards_from_small_tasks_until_it_binds(tenant):
+    nodes, busy = _two_nodes_with_free(tenant, free=2)
+    gang = _waiting_gang(tenant)
+    small = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=1)
+
+    run_cycle()
+
+    members = list(gang.members.order_by("rank", "id"))
+    assert all(member.reserved_at is not None for member in members)
+    assert sorted(member.nominated_node_id for member in members) == sorted(node.id for node in nodes)
+    assert Task.objects.get(id=small.id).status == lifecycle.PENDING
+    assert "Reserved" in _attempt_message(small)
+
+    _finish(busy[0][0], busy[1][0])
+    end_backoffs()
+    run_cycle()
+    assert Task.objects.get(id=small.id).status == lifecycle.PENDING
+    assert set(gang.members.values_list("status", flat=True)) == {lifecycle.PENDING}
+
+    _finish(busy[0][1], busy[1][1])
+    end_backoffs()
+    run_cycle()
+    members = list(gang.members.all())
+    assert {member.status for member in members} == {lifecycle.SCHEDULED}
+    assert sorted(member.node_id for member in members) == sorted(node.id for node in nodes)
+    assert {member.nominated_node_id for member in members} == {None}
+    assert Task.objects.get(id=small.id).status == lifecycle.PENDING
+
+
+def test_a_cancelled_reserved_gang_frees_its_held_cards(tenant):
+    nodes, _ = _two_nodes_with_free(tenant, free=2)
+    gang = _waiting_gang(tenant)
+    small = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=1)
+    run_cycle()
+    assert gang.members.filter(nominated_node__isnull=False).count() == 2
+
+    for member in gang.members.all():
+        task_stop(task=member)
+    end_backoffs()
+    run_cycle()
+
+    small.refresh_from_db()
+    assert small.status == lifecycle.SCHEDULED and small.node_id in {node.id for node in nodes}
+
+
+@pytest.mark.parametrize("gang_first", [True, False])
+def test_a_gang_and_a_task_compete_for_their_gpu_types_reservation_oldest_first(tenant, gang_first):
+    _two_nodes_with_free(tenant, free=2)
+    gang = _waiting_gang(tenant, seconds=900 if gang_first else 600)
+    job = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8), 600 if gang_first else 900)
+
+    run_cycle()
+
+    gang_reserved = set(gang.members.values_list("reserved_at", flat=True)) != {None}
+    job_reserved = Task.objects.get(id=job.id).reserved_at is not None
+    assert (gang_reserved, job_reserved) == (gang_first, not gang_first)
+    assert set(Task.objects.filter(nominated_node__isnull=False).values_list("reserved_at", flat=True)) != {None}
