@@ -170,24 +170,30 @@ def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, frame
         return _failed(incomplete, pending)
     for task in pending:
         held.release_for(task, snapshot)
+    result = None
+    try:
+        result = _place_and_bind(group, pending, snapshot, framework, rng)
+        return result
+    finally:
+        # Unless it bound (an unexpected error included), a reserved gang's cards are held for it again.
+        if result is None or not result.bound:
+            for task in pending:
+                held.restore_for(task, snapshot)
+
+
+def _place_and_bind(group: GroupInfo, pending: list[TaskInfo], snapshot: ClusterSnapshot, framework: Framework,
+                    rng: random.Random) -> GangResult:
     outcome = place_gang(group, pending, snapshot, framework, rng)
     if isinstance(outcome, GangFailure):
-        _hold_again(pending, snapshot, held)
         return _failed(outcome, pending)
     bound = bind_gang(outcome, framework=framework, snapshot=snapshot)
     if not bound:
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.
         refresh_nodes(snapshot, outcome.node_ids)
-        _hold_again(pending, snapshot, held)
         return GangResult(group.id, bound.code, bound.message)
     for placement in outcome.placements:
         apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
     return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task for p in outcome.placements))
-
-
-def _hold_again(members: list[TaskInfo], snapshot: ClusterSnapshot, held: HeldCards) -> None:
-    for task in members:
-        held.restore_for(task, snapshot)
 
 
 def _failed(failure: GangFailure, members: list) -> GangResult:

@@ -77,9 +77,9 @@ def _still_holds(task: TaskInfo, node_id: int | None, snapshot: ClusterSnapshot)
 
 
 def _gangs():
-    """Training groups placed whole (design §10), with their pending members counted."""
-    return (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1)
-            .exclude(status=TaskGroup.Status.STOPPED)
+    """Training groups placed whole (design §10) that may be waiting, with their pending members counted."""
+    return (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1,
+                                     status__in=(TaskGroup.Status.PENDING, TaskGroup.Status.RESTARTING))
             .annotate(pending=Count("members", filter=Q(members__status=lifecycle.PENDING))))
 
 

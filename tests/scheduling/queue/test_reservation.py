@@ -146,20 +146,24 @@ def test_a_reserved_gang_holds_its_nodes_freed_cards_from_small_tasks_until_it_b
     assert Task.objects.get(id=small.id).status == lifecycle.PENDING
 
 
-def test_a_cancelled_reserved_gang_frees_its_held_cards(tenant):
+@pytest.mark.parametrize("stopped", [2, 1], ids=["cancelled", "no-longer-whole"])
+def test_a_reserved_gang_leaving_the_queue_frees_its_held_cards(tenant, stopped):
     nodes, _ = _two_nodes_with_free(tenant, free=2)
     gang = _waiting_gang(tenant)
     small = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=1)
     run_cycle()
     assert gang.members.filter(nominated_node__isnull=False).count() == 2
+    metric = next(family for family in ClusterCollector().collect() if family.name == "heteroflow_reserved_jobs")
+    assert [(sample.labels, sample.value) for sample in metric.samples] == [({"gpu_type": "nvidia"}, 1)]
 
-    for member in gang.members.all():
+    for member in gang.members.order_by("rank")[:stopped]:
         task_stop(task=member)
     end_backoffs()
     run_cycle()
 
     small.refresh_from_db()
     assert small.status == lifecycle.SCHEDULED and small.node_id in {node.id for node in nodes}
+    assert not gang.members.filter(status=lifecycle.PENDING, reserved_at__isnull=False).exists()
 
 
 @pytest.mark.parametrize("gang_first", [True, False])
