@@ -178,3 +178,12 @@ def test_a_gang_and_a_task_compete_for_their_gpu_types_reservation_oldest_first(
     job_reserved = Task.objects.get(id=job.id).reserved_at is not None
     assert (gang_reserved, job_reserved) == (gang_first, not gang_first)
     assert set(Task.objects.filter(nominated_node__isnull=False).values_list("reserved_at", flat=True)) != {None}
+
+
+def test_a_reserved_gang_members_page_names_its_held_node(tenant, tenant_web):
+    _two_nodes_with_free(tenant, free=2)
+    gang = _waiting_gang(tenant)
+    run_cycle()
+    for member in gang.members.select_related("nominated_node"):
+        page = tenant_web.get(f"/tasks/{member.id}/").content.decode()
+        assert 'id="reserved"' in page and f"{member.nominated_node.name} is held for this job" in page
