@@ -38,8 +38,8 @@ from scheduling.framework.table import NodeTable, single_row_table
 from scheduling.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd import recent
-from scheduling.plugins.fgd.gaps import GapTable
 from scheduling.plugins.fgd.fragmentation import cluster_fragmentation
+from scheduling.plugins.fgd.gaps import GapTable
 from scheduling.plugins.fgd.recent import WINDOW as RECENT_WINDOW
 from scheduling.plugins.fgd.recent import clear_window as clear_recent_window
 from scheduling.plugins.fgd.recent import record_shapes

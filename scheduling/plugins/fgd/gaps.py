@@ -1,9 +1,10 @@
 """What a shard leaves behind on its card, looked at beyond the next task (fgd's `gap_weight`, design §15.9).
 
-The paper's F looks one task ahead: a card with 530 MB of 1000 left counts as fragment for every shape but the
-shards of 530 MB or less, so F prefers to put a 320 MB shard there (210 MB left, a fragment for nearly every shape)
-over a fresh card — and the 530 MB, which the next 470 MB shard would have filled to 60, is lost with the 210. What
-a card's gap finally wastes depends on the tasks that may still fill it, one after the other.
+The paper's F looks one task ahead. A 230 MB shard that may go on a card with 350 MB free or on one with 450 MB
+free: on the first it leaves 120 MB, on the second 220 MB, and one task ahead the smaller rest is the smaller
+fragment, so F takes the first — though no shape fits 120 MB, while a 220 MB shard fills the second card's rest
+and a 320 MB one the first card's 350. What a card's gap finally wastes depends on the tasks that may still fill
+it, one after the other.
 
 V(g) is that expectation for a card whose free share is g (in `STEPS` steps of the card). Each later arriving task
 is drawn from the target workload: a shape that fits the gap (a shard no larger than g, or a whole card when the card
