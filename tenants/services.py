@@ -57,6 +57,8 @@ def user_token_issue(*, user) -> tuple[AuthToken, str]:
     with transaction.atomic():
         # The user's row lock makes two concurrent issues count one after the other.
         get_user_model().objects.select_for_update().filter(id=user.id).first()
+        # Expired tokens are swept here rather than on every authenticated request (tenants.authentication).
+        AuthToken.objects.filter(user=user, expiry__lte=timezone.now()).delete()
         if AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
             raise TooManyTokens(f"you hold {limit} API tokens, the most allowed; revoke one first")
         instance, token = AuthToken.objects.create(user=user)

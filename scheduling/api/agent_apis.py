@@ -4,7 +4,6 @@ says which of the tasks it runs to kill), the work list it polls and the status 
 import ipaddress
 
 from drf_spectacular.utils import extend_schema, inline_serializer
-from knox.auth import TokenAuthentication
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
@@ -27,10 +26,11 @@ from scheduling.models import TaskStatus
 from scheduling.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import AgentArcRefused, NotThisNodesTask, agent_report_status
+from tenants.authentication import UserTokenAuthentication
 
 
 class AgentRegisterApi(APIView):
-    authentication_classes = [JoinTokenAuthentication, NodeTokenAuthentication, TokenAuthentication,
+    authentication_classes = [JoinTokenAuthentication, NodeTokenAuthentication, UserTokenAuthentication,
                               SessionAuthentication]
     permission_classes = [MayRegisterNodes]
 

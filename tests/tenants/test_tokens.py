@@ -1,7 +1,11 @@
 """User API tokens (issue 13 item 3): stored hashed, several per user, revocable by their owner and by admins."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
@@ -98,3 +102,27 @@ def test_the_old_plaintext_token_table_is_dropped_by_a_migration():
         cursor.execute(drop)
         cursor.execute("SELECT to_regclass('authtoken_token')")
         assert cursor.fetchone() == (None,)
+
+
+@pytest.mark.django_db
+def test_a_token_request_reads_the_token_user_and_tenant_in_one_statement(tenant_client, tenant):
+    with CaptureQueriesContext(connection) as queries:
+        response = tenant_client.get("/api/v1/tokens")
+
+    assert response.status_code == 200
+    assert sum("knox_authtoken" in query["sql"] for query in queries.captured_queries) == 2, "auth, then the list"
+    assert not any(query["sql"].lstrip().startswith('SELECT "tenants_') for query in queries.captured_queries)
+
+
+@pytest.mark.django_db
+def test_an_expired_token_is_refused_and_deleted_and_issuing_sweeps_the_others(tenant_client):
+    user = tenant_client.user
+    expired, expired_token = AuthToken.objects.create(user=user)
+    other, _ = AuthToken.objects.create(user=user)
+    AuthToken.objects.filter(digest__in=[expired.digest, other.digest]).update(
+        expiry=timezone.now() - timedelta(seconds=1))
+
+    assert _client(expired_token).get("/api/v1/tasks").status_code == 401
+    assert not AuthToken.objects.filter(digest=expired.digest).exists()
+    assert tenant_client.post("/api/v1/tokens").status_code == 201
+    assert not AuthToken.objects.filter(digest=other.digest).exists()

@@ -141,3 +141,18 @@ def test_detail_lists_each_node_of_the_compactly_stored_attempt_with_its_reason_
             {"node": "free", "reason": None, "scores": {"spread": 80.5, "nvlink": 60.0}, "total": 140.5},
         ],
     }
+
+
+@pytest.mark.django_db
+def test_submit_and_a_list_of_attempted_tasks_take_a_fixed_number_of_statements(tenant_client, tenant,
+                                                                                 django_assert_max_num_queries):
+    for index in range(5):
+        SchedulingAttempt.objects.create(task=make_task(tenant=tenant, name=f"t{index}"), code="Unschedulable",
+                                         message="0/1 nodes are available", nodes={"filtered": {"x": ["a"]}})
+
+    # Authentication (token, user and tenant at once), the pending cap, the insert in its savepoint, the answer.
+    with django_assert_max_num_queries(6):
+        assert tenant_client.post("/api/v1/tasks", VALID, format="json").status_code == 201
+    # Authentication, the total, the page with each task's attempt.
+    with django_assert_max_num_queries(3):
+        assert len(tenant_client.get("/api/v1/tasks", {"limit": 100}).json()) == 6
