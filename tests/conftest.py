@@ -30,10 +30,14 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _empty_cache():
-    """Throttle counters and per-cycle figures live in the process cache; each test starts without them."""
+    """Throttle counters and per-cycle figures live in the process cache, the preemption plans' snapshot in the
+    process; each test starts without them."""
     from django.core.cache import cache
 
+    from scheduling.what_if import preemption_plan
+
     cache.clear()
+    preemption_plan._generation = None
     yield
 
 

@@ -7,12 +7,16 @@ other tenants' victims only how many there are and their priorities (design §15
 
 A plan builds a snapshot of the whole cluster (~1 s at 5,000 nodes), so it is computed once per scheduling cycle
 for a task and viewer and kept in the cache under the cycle's generation (`metrics.last_cycle_stamp`): the cluster
-it is computed from is the one the cycle saw. Whether the task is still pending is read on every call.
+it is computed from is the one the cycle saw. Whether the task is still pending is read on every call. The
+process keeps the generation's snapshot and framework too, so the plans of other tasks in that generation are
+computed on it as a cycle schedules its tasks one after another on one snapshot (planning evicts nobody, so it
+leaves the snapshot as it found it), for GENERATION_SECONDS at most (a stopped scheduler ends no generation).
 """
 
 import logging
-
 import random
+import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,6 +44,8 @@ NOT_PENDING = "NotPending"
 FITS_NOW = "FitsWithoutPreemption"
 # A cycle runs every 5 s or sooner; without one (the scheduler stopped) a plan is still recomputed after this.
 CACHE_SECONDS = 60
+# A cycle's interval: how long the process plans other tasks on a generation's snapshot.
+GENERATION_SECONDS = 5.0
 
 
 class _PlanOnly(PreemptionHandle):
@@ -65,7 +71,30 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
         if generation is None:
             return _plan(task, viewer_tenant_id)
         key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
-        return cache.get_or_set(key, lambda: _plan(task, viewer_tenant_id), CACHE_SECONDS)
+        return cache.get_or_set(key, lambda: _plan_in_generation(task, viewer_tenant_id, generation), CACHE_SECONDS)
+
+
+class _Generation:
+    """The cluster of one cycle generation as plans read it: its plugin set, framework and snapshot."""
+
+    def __init__(self, stamp: str) -> None:
+        self.stamp = stamp
+        self.read_at = time.monotonic()
+        self.cluster = _cluster()
+
+
+_generation: _Generation | None = None
+# One plan at a time uses the generation's snapshot (a plan's filters and scores fill its per-cycle caches).
+_generation_lock = threading.Lock()
+
+
+def _plan_in_generation(task: TaskInfo, viewer_tenant_id: int | None, stamp: str) -> dict[str, Any]:
+    global _generation
+    with _generation_lock:
+        if _generation is None or _generation.stamp != stamp or time.monotonic() - _generation.read_at >= GENERATION_SECONDS:
+            _generation = None  # the previous cluster is not kept while the next one is read
+            _generation = _Generation(stamp)
+        return _plan(task, viewer_tenant_id, cluster=_generation.cluster)
 
 
 def _cycle_generation() -> str | None:
@@ -76,11 +105,16 @@ def _cycle_generation() -> str | None:
         return None
 
 
-def _plan(task: TaskInfo, viewer_tenant_id: int | None) -> dict[str, Any]:
+def _cluster() -> tuple[PluginSet, Framework, ClusterSnapshot]:
     plugin_set = current_plugin_set()
-    framework = Framework(plugin_set, SchedulerConfig.from_settings())
     snapshot = build_snapshot()
     snapshot.quotas = load_quota_book(limited_only=True)
+    return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), snapshot
+
+
+def _plan(task: TaskInfo, viewer_tenant_id: int | None, *,
+          cluster: tuple[PluginSet, Framework, ClusterSnapshot] | None = None) -> dict[str, Any]:
+    plugin_set, framework, snapshot = cluster or _cluster()
     result = framework.schedule(task, snapshot, random.Random(task.id))
     if result.node is not None:
         return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "

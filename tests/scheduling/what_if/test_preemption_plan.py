@@ -143,11 +143,36 @@ def test_a_plan_is_computed_once_per_cycle_for_each_viewer(tenant, other_tenant,
     first = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)["victims"][1]["task"] is None
-    assert len(builds) == 2
+    assert len(builds) == 1, "the viewers' plans share the generation's snapshot"
 
     metrics.record_cycle(duration_seconds=None)
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
-    assert len(builds) == 3
+    assert len(builds) == 2
 
     Task.objects.filter(id=urgent.id).update(status="stopped")
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None)["code"] == NOT_PENDING
+
+
+def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_own(tenant, other_tenant,
+                                                                                   monkeypatch):
+    """issue 29 item 3: each newly viewed pending task built a snapshot of the whole cluster for its plan."""
+    _full_nodes(tenant, other_tenant)
+    urgent = [make_task(tenant=tenant, priority=90, gpu_required=8, name=f"urgent-{index}") for index in range(3)]
+    fits = make_task(tenant=tenant, priority=90, gpu_required=0, name="fits")
+    own = [plan_module._plan(plan_module.task_info_from_row(
+        Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None)
+        for task in [*urgent, fits]]
+    builds = []
+    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    metrics.record_cycle(duration_seconds=None)
+
+    shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in [*urgent, fits]]
+
+    assert shared == own and "node" in shared[0] and shared[-1]["code"] == FITS_NOW
+    assert len(builds) == 1
+    monkeypatch.setattr(plan_module, "GENERATION_SECONDS", 0.0)
+    preemption_plan(task_id=make_task(tenant=tenant, priority=90, gpu_required=8, name="later").id,
+                    viewer_tenant_id=None)
+    preemption_plan(task_id=make_task(tenant=tenant, priority=90, gpu_required=8, name="later2").id,
+                    viewer_tenant_id=None)
+    assert len(builds) == 3, "a generation the scheduler does not end is re-read after GENERATION_SECONDS"
