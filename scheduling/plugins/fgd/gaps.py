@@ -62,6 +62,8 @@ class GapTable:
         """rows × cards: V(gap after the shard) − V(gap before) for each card of `rows`. Cards the shard cannot
         take (or that do not exist) get a value too; the caller masks them."""
         capacity = np.maximum(table.card_capacity_mb[rows], 1.0)
+        if not capacity.size:
+            return np.zeros(capacity.shape)
         index = self._index(capacity)
         free = np.clip(table.card_free_mb[rows], 0.0, None)
         before = np.rint(free / capacity * STEPS).astype(np.int64).clip(0, STEPS)

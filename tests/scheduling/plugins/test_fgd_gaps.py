@@ -60,3 +60,9 @@ def test_the_node_score_follows_the_best_card_with_its_gap_growth():
     assert looking_ahead.growth(table, SHARD, rows)[1] < looking_ahead.growth(table, SHARD, rows)[0]
     scores = looking_ahead.score_rows(None, SHARD, table, rows)
     assert scores[1] > scores[0]
+
+
+def test_a_shard_with_no_node_left_to_score_gets_no_growth():
+    table = NodeTable([node(1, [650])], CONFIG)
+    growth = Fgd(lambda: WORKLOAD, gap_weight=3).growth(table, SHARD, np.zeros(0, np.int64))
+    assert growth.shape == (0,)
