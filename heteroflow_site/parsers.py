@@ -11,10 +11,8 @@ naming the field.
 
 A number without a fraction is an integer whichever way it is written (`21.0` is `21`, for JSON Schema as for JSON):
 it reaches the serializers as an int, so the API takes every integer its schema allows, and no number with a fraction
-where it asks for an integer. Numbers are doubles at most (the schema's bounds on free-form JSON).
+where it asks for an integer. Numbers are within ±2^53 (the schema's bounds on free-form JSON).
 """
-
-import math
 
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ParseError
@@ -55,26 +53,19 @@ def nesting_exceeds(value, limit: int) -> bool:
     return False
 
 
-# Beyond this, a float's integral value is not exact (and no column holds it): such numbers stay floats.
-_EXACT_INTEGER = 2**53
-# Integers the renderer writes as such; larger ones are read as doubles, as I-JSON readers do (RFC 7493 §2.2).
-_INT64 = 2**63
-NUMBER_RANGE_MESSAGE = "JSON parse error - a number beyond the range of a double"
+# The numbers JSON keeps exactly everywhere (I-JSON, RFC 7493 §2.2): beyond them a double loses integers, and
+# PostgreSQL's jsonb gives an integral double back as an integer no 64-bit renderer writes.
+MAX_JSON_NUMBER = 2**53
+NUMBER_RANGE_MESSAGE = f"JSON parse error - a number beyond ±{MAX_JSON_NUMBER}"
 
 
 def json_numbers(value):
     """`value` with every number as the API keeps it: one without a fraction is an int (`21.0` → `21`), one beyond
-    64 bits a double, one beyond a double's range (`1e400`, which Python reads as infinity) a ParseError. Called
-    once the nesting is bounded."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    ±2^53 (`1e400` included, which Python reads as infinity) a ParseError. Called once the nesting is bounded."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not abs(value) <= MAX_JSON_NUMBER:
             raise ParseError(NUMBER_RANGE_MESSAGE)
-        return int(value) if value.is_integer() and abs(value) <= _EXACT_INTEGER else value
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT64:
-        try:
-            return float(value)
-        except OverflowError:
-            raise ParseError(NUMBER_RANGE_MESSAGE) from None
+        return int(value) if isinstance(value, float) and value.is_integer() else value
     if isinstance(value, dict):
         return {key: json_numbers(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -1,8 +1,7 @@
-import sys
-
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
+from heteroflow_site.parsers import MAX_JSON_NUMBER
 from heteroflow_site.query_parameters import bound_query_parameters, with_integer_bounds
 from heteroflow_site.validation import STORABLE_PATTERN
 
@@ -64,7 +63,6 @@ _CONSUMER_PREFIXES = {"/api/v1/agent/register": "/api/v1/nodes"}
 STORABLE_JSON = "StorableJSON"
 _STORABLE_JSON_REF = {"$ref": f"#/components/schemas/{STORABLE_JSON}"}
 _STORABLE_KEYS = {"type": "string", "pattern": STORABLE_PATTERN}
-DOUBLE_MAX = sys.float_info.max
 
 
 def _types(schema: dict) -> set[str]:
@@ -123,7 +121,7 @@ def close_request_bodies(result, generator, request, public):
         "description": "Any JSON value whose text (keys included) has no NUL character",
         "anyOf": [
             {"type": ["null", "boolean"]},
-            {"type": "number", "minimum": -DOUBLE_MAX, "maximum": DOUBLE_MAX},
+            {"type": "number", "minimum": -MAX_JSON_NUMBER, "maximum": MAX_JSON_NUMBER},
             {"type": "string", "pattern": STORABLE_PATTERN},
             {"type": "array", "items": _STORABLE_JSON_REF},
             {"type": "object", "propertyNames": _STORABLE_KEYS, "additionalProperties": _STORABLE_JSON_REF},
