@@ -111,7 +111,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
-            snapshot.quotas = load_quota_book(limited_only=True)
+            snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
             entries = fair_share_order(entries, snapshot.quotas)
             if plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)

@@ -14,6 +14,7 @@ from django.db.models import BooleanField, Exists, F, Func, Max, OuterRef, Q, Qu
 from nodes.models import GPU
 from scheduling.fair_share.book import CARD, QuotaBook, TypeQuota
 from scheduling.fair_share.usage import share_expression, type_expression
+from scheduling.framework.snapshot import NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from tenants.models import Tenant, TenantGpuQuota
@@ -73,11 +74,19 @@ def fill_book(book: QuotaBook, tenants: Iterable[tuple[int, int | None, int | No
     return book
 
 
-def largest_cards() -> dict[str, int]:
-    """GPU type → the memory of its largest card ("" → of any type)."""
-    largest = {gpu_type.lower(): memory for gpu_type, memory in
-               GPU.objects.values("type").annotate(largest=Max("memory_total_mb")).order_by()
-               .values_list("type", "largest")}
+def largest_cards(nodes: Iterable[NodeInfo] | None = None) -> dict[str, int]:
+    """GPU type → the memory of its largest card ("" → of any type): of `nodes` when given (a snapshot's, which
+    holds every node with its cards: a cycle need not group every card row of the cluster again), else read."""
+    if nodes is None:
+        rows = GPU.objects.values("type").annotate(largest=Max("memory_total_mb")).order_by().values_list(
+            "type", "largest")
+    else:
+        rows = ((card.type, card.memory_total_mb) for node in nodes for card in node.cards)
+    largest: dict[str, int] = {}
+    for gpu_type, memory in rows:
+        gpu_type = gpu_type.lower()
+        if memory > largest.get(gpu_type, -1):
+            largest[gpu_type] = memory
     return {**largest, "": max(largest.values(), default=0)}
 
 
@@ -87,14 +96,15 @@ LIMITED = Q(gpu_quota__isnull=False) | Q(cohort__isnull=False) | Q(
     Exists(TenantGpuQuota.objects.filter(tenant_id=OuterRef("pk"))))
 
 
-def load_quota_book(*, limited_only: bool = False) -> QuotaBook:
-    """Every tenant's caps, quota rows, cohort and usage, and the largest card of each type, in four queries.
+def load_quota_book(*, limited_only: bool = False, nodes: Iterable[NodeInfo] | None = None) -> QuotaBook:
+    """Every tenant's caps, quota rows, cohort and usage, and the largest card of each type (of `nodes` when given,
+    a snapshot's), in four queries or three.
 
     `limited_only`: the usage of the LIMITED tenants only, what admission needs (the scheduler's cycle). Reading
     every active task's share costs ~100 ms a cycle at 10,000 running tasks, grows with them, and is wasted on a
     cluster without quotas."""
     return fill_book(
-        QuotaBook(largest_card_mb=largest_cards()),
+        QuotaBook(largest_card_mb=largest_cards(nodes)),
         Tenant.objects.filter(Q(gpu_quota__isnull=False) | Q(cohort__isnull=False)).values_list(
             "id", "gpu_quota", "cohort_id"),
         TenantGpuQuota.objects.values_list("tenant_id", "gpu_type", "nominal", "borrowing_limit", "lending_limit"),

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from nodes.taints import NO_SCHEDULE, selector_matches, untolerated
@@ -57,14 +57,25 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
         if any(not _still_holds(task, node_id, snapshot) for node_id, task in held):
             _nominate(members, snapshot)
     waited = now - timedelta(seconds=settings.SCHEDULER["reserve_after"])
-    heads = dict(pending.values_list("gpu_type").annotate(top=Max("priority")).order_by())
+    heads: dict[str, int] = {}
     for members in _candidates(pending, waited, exclude=list(reserved)):
         kind, top = members[0].gpu_type.lower(), max(task.priority for task in members)
-        if kind in reserved or top < heads.get(members[0].gpu_type, top):
+        if kind in reserved:
+            continue
+        if members[0].gpu_type not in heads:
+            heads[members[0].gpu_type] = _top_priority(pending, members[0].gpu_type, default=top)
+        if top < heads[members[0].gpu_type]:
             continue
         if _nominate(members, snapshot, reserved_at=now):
             reserved[kind] = members[0].id
     return reserved
+
+
+def _top_priority(pending, gpu_type: str, *, default: int) -> int:
+    """The highest priority of the type's pending tasks: the queue's index read from its head down to the first
+    of the type, where grouping every pending task by type read them all each cycle."""
+    top = pending.filter(gpu_type=gpu_type).order_by("-priority").values_list("priority", flat=True).first()
+    return default if top is None else top
 
 
 def _job_key(task: TaskInfo) -> tuple:

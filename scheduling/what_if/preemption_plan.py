@@ -108,7 +108,7 @@ def _cycle_generation() -> str | None:
 def _cluster() -> tuple[PluginSet, Framework, ClusterSnapshot]:
     plugin_set = current_plugin_set()
     snapshot = build_snapshot()
-    snapshot.quotas = load_quota_book(limited_only=True)
+    snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
     return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), snapshot
 
 

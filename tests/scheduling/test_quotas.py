@@ -12,7 +12,7 @@ from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.status import Code
 from scheduling.models import Task
-from scheduling.quotas import load_quota_book, tenant_gpu_usage
+from scheduling.quotas import largest_cards, load_quota_book, tenant_gpu_usage
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
@@ -150,3 +150,14 @@ def test_concurrent_binds_of_one_tenant_never_exceed_its_quota():
     assert Task.objects.filter(status=lifecycle.SCHEDULED).count() == 2
     assert tenant_gpu_usage() == {capped.id: 2}
     assert sum(Node.objects.values_list("gpu_used", flat=True)) == 2
+
+
+def test_the_largest_cards_of_a_snapshot_are_those_of_the_card_rows():
+    """issue 29 item 2: a cycle grouped every card row of the cluster; it takes them from its snapshot instead."""
+    make_node(gpu_type="nvidia", memory_mb=40960, cards=2)
+    make_node(gpu_type="nvidia", memory_mb=81920, cards=1, status="offline")
+    make_node(gpu_type="AMD", memory_mb=65536, cards=4)
+    make_node(cards=0)
+
+    assert largest_cards(build_snapshot().nodes) == largest_cards() == {"nvidia": 81920, "amd": 65536, "": 81920}
+    assert load_quota_book(nodes=build_snapshot().nodes).largest_card_mb == load_quota_book().largest_card_mb

@@ -81,15 +81,17 @@ def test_one_reserved_job_per_gpu_type_oldest_first_and_only_past_the_wait(tenan
     assert [(sample.labels, sample.value) for sample in metric.samples] == [({"gpu_type": "nvidia"}, 1)]
 
 
-def test_a_job_below_the_head_of_its_priority_band_is_not_reserved(tenant):
+@pytest.mark.parametrize("higher_type,reserved", [("nvidia", False), ("amd", True)])
+def test_a_job_below_the_head_of_its_priority_band_is_not_reserved(tenant, higher_type, reserved):
+    """A higher-priority task of another GPU type heads another band."""
     node = make_node(cards=8)
     placed_task(tenant=tenant, node=node, gpus=list(range(8)), preemptible=False)
     job = _waited(make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8, priority=40))
-    make_task(tenant=tenant, gpu_type="nvidia", gpu_required=1, priority=80)
+    make_task(tenant=tenant, gpu_type=higher_type, gpu_required=1, priority=80)
 
     run_cycle()
 
-    assert Task.objects.get(id=job.id).reserved_at is None
+    assert (Task.objects.get(id=job.id).reserved_at is not None) == reserved
 
 
 def test_the_task_page_says_the_job_is_reserved(tenant, tenant_web):
