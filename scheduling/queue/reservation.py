@@ -20,7 +20,7 @@ from django.utils import timezone
 from nodes.taints import NO_SCHEDULE, selector_matches, untolerated
 from scheduling import lifecycle
 from scheduling.framework.cards import card_groups
-from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.snapshot import HOST_EPSILON, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
@@ -141,8 +141,11 @@ def _nominate(members: list[TaskInfo], snapshot: ClusterSnapshot, *, reserved_at
 
 def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
     """The node could take the task once emptied: available, not cordoned, not dedicated to another tenant, its
-    pools admit it, and one of its card groups (type, `gpu-model`) has enough cards."""
+    pools admit it, its registered host CPU cores and memory are enough, and one of its card groups (type,
+    `gpu-model`) has enough cards."""
     if node.status not in AVAILABLE_STATUSES or not node.schedulable:
+        return False
+    if task.cpu_cores > node.cpu_cores + HOST_EPSILON or task.memory_mb > node.memory_gb * 1024:
         return False
     if node.dedicated_tenant_id not in (None, task.tenant_id):
         return False

@@ -63,6 +63,23 @@ def test_a_reserved_node_keeps_freed_cards_from_small_tasks_until_the_big_job_bi
     assert job.nominated_node_id is None
 
 
+@pytest.mark.parametrize("short", ["cpu", "memory"])
+def test_a_node_whose_host_is_too_small_for_the_job_is_never_its_reserved_node(tenant, short):
+    """The node with the most free cards would never fit the job even emptied: its registered CPU cores (or memory)
+    are fewer than the job asks, so the job is reserved on the node that can hold it."""
+    small = make_node(name="small-host", cards=8, cpu_cores=32 if short == "cpu" else 128,
+                      memory_gb=64 if short == "memory" else 512)
+    roomy = make_node(name="roomy-host", cards=8, cpu_cores=128, memory_gb=512)
+    placed_task(tenant=tenant, node=small, gpus=[0], preemptible=False)
+    [placed_task(tenant=tenant, node=roomy, gpus=[i], preemptible=False) for i in range(6)]
+    job = _waited(make_task(tenant=tenant, gpu_required=8, cpu_cores=96, memory_mb=128 * 1024))
+
+    run_cycle()
+
+    job.refresh_from_db()
+    assert job.reserved_at is not None and job.nominated_node_id == roomy.id
+
+
 def test_one_reserved_job_per_gpu_type_oldest_first_and_only_past_the_wait(tenant, settings):
     settings.SCHEDULER = {**settings.SCHEDULER, "reserve_after": 300}
     node = make_node(cards=8)
