@@ -81,10 +81,14 @@ def test_tenant_users_get_every_password_validator(tenant, password):
 
 
 @pytest.mark.django_db
-def test_weak_password_through_the_api_is_a_400_naming_password(admin_client, tenant):
+def test_weak_password_through_the_api_is_refused_naming_password_and_creates_nothing(admin_client, tenant):
+    """A password the schema allows but a validator refuses is a documented not_allowed refusal (403, issue 31:
+    a schema-valid request is not answered 400), naming the field."""
     response = admin_client.post(f"/api/v1/tenants/{tenant.id}/users", {"username": "x1", "password": "password"},
                                  format="json")
-    assert response.status_code == 400 and response.json()["field"] == "password"
+    assert response.status_code == 403, response.content
+    assert response.json()["code"] == "not_allowed" and response.json()["field"] == "password"
+    assert not get_user_model().objects.filter(username="x1").exists()
 
 
 @pytest.mark.django_db
