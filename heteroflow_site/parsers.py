@@ -11,7 +11,8 @@ naming the field.
 
 A number without a fraction is an integer whichever way it is written (`21.0` is `21`, for JSON Schema as for JSON):
 it reaches the serializers as an int, so the API takes every integer its schema allows, and no number with a fraction
-where it asks for an integer. Numbers are within ±2^53 (the schema's bounds on free-form JSON).
+where it asks for an integer. Numbers are within ±2^53 (the schema's bounds on free-form JSON); one beyond is a
+400 naming the field.
 """
 
 from rest_framework import serializers
@@ -56,20 +57,24 @@ def nesting_exceeds(value, limit: int) -> bool:
 # The numbers JSON keeps exactly everywhere (I-JSON, RFC 7493 §2.2): beyond them a double loses integers, and
 # PostgreSQL's jsonb gives an integral double back as an integer no 64-bit renderer writes.
 MAX_JSON_NUMBER = 2**53
-NUMBER_RANGE_MESSAGE = f"JSON parse error - a number beyond ±{MAX_JSON_NUMBER}"
+# The code of the 400 for such a number.
+NUMBER_OUT_OF_RANGE = "number_out_of_range"
+NUMBER_RANGE_MESSAGE = f"a number beyond ±{MAX_JSON_NUMBER}"
 
 
-def json_numbers(value):
+def json_numbers(value, path: str = ""):
     """`value` with every number as the API keeps it: one without a fraction is an int (`21.0` → `21`), one beyond
-    ±2^53 (`1e400` included, which Python reads as infinity) a ParseError. Called once the nesting is bounded."""
+    ±2^53 (`1e400` included, which Python reads as infinity) a 400 naming where it sits (`gpu_required`,
+    `extra.key[2]`). Called once the nesting is bounded."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not abs(value) <= MAX_JSON_NUMBER:
-            raise ParseError(NUMBER_RANGE_MESSAGE)
+            raise serializers.ValidationError(
+                {path or "body": [ErrorDetail(NUMBER_RANGE_MESSAGE, code=NUMBER_OUT_OF_RANGE)]})
         return int(value) if isinstance(value, float) and value.is_integer() else value
     if isinstance(value, dict):
-        return {key: json_numbers(item) for key, item in value.items()}
+        return {key: json_numbers(item, f"{path}.{key}" if path else key) for key, item in value.items()}
     if isinstance(value, list):
-        return [json_numbers(item) for item in value]
+        return [json_numbers(item, f"{path}[{position}]") for position, item in enumerate(value)]
     return value
 
 

@@ -72,7 +72,8 @@ def test_a_number_without_a_fraction_is_an_integer(admin_client, tenant):
 
     assert response.status_code == 201, response.content
     assert Task.objects.get().gpu_required == 2
-    assert too_large.status_code == 400 and str(2**53) in too_large.json()["message"]
+    assert too_large.status_code == 400 and too_large.json()["field"] == "gpu_required"
+    assert str(2**53) in too_large.json()["errors"]["gpu_required"][0]
 
 
 @pytest.mark.django_db
