@@ -100,11 +100,13 @@ def declared_query_parameters(view_class, method: str) -> list[dict]:
     if schema_class is None:
         return []
     schema = schema_class()
-    # The generator binds the schema to a view instance; the declaration needs no request.
-    schema.view = SimpleNamespace(determine_version=lambda *args, **kwargs: (None, None), request=None, kwargs={})
+    # The generator binds the schema to a view instance; the declaration needs no request. Its renderers give the
+    # `format` parameter the schema publishes for views with more than one.
+    schema.view = SimpleNamespace(determine_version=lambda *args, **kwargs: (None, None), request=None, kwargs={},
+                                  get_renderers=lambda: [renderer() for renderer in view_class.renderer_classes])
     schema.method = method.upper()
-    return [parameter for parameter in schema._process_override_parameters().values()
-            if parameter and parameter["in"] == OpenApiParameter.QUERY]
+    declared = [*schema._process_override_parameters().values(), *schema._get_format_parameters()]
+    return [parameter for parameter in declared if parameter and parameter["in"] == OpenApiParameter.QUERY]
 
 
 class QueryParameterMiddleware(SyncAndAsyncMiddleware):

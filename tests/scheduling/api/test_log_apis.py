@@ -148,7 +148,8 @@ class TestReading:
         assert (refused.status_code, refused.json()["field"]) == (400, "tail")
 
     @pytest.mark.parametrize(("params", "field"), [({"tail": "x"}, "tail"), ({"tail": 100_001}, "tail"),
-                                                   ({"offset": -1}, "offset")])
+                                                   ({"offset": -1}, "offset"), ({"format": ""}, "format"),
+                                                   ({"format": "xml"}, "format")])
     def test_bad_parameters_are_400_naming_them(self, running_task, tenant_client, params, field):
         response = tenant_client.get(_url(running_task.id), params)
         assert (response.status_code, response.json()["field"]) == (400, field)
