@@ -8,6 +8,7 @@ renews, so the sockets of a server that died without closing them stop counting 
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from functools import lru_cache
@@ -115,6 +116,10 @@ class GuardedConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code):
         if self._checking is not None:
             self._checking.cancel()
+            # Waited for here, while the connection's event loop and threads still serve it: a check cancelled in
+            # the middle of a database call that outlived its socket blocked the loop's shutdown for good.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
         if self._counted:
             self._counted = False
             try:
