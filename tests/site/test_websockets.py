@@ -1,5 +1,7 @@
 """Every websocket keeps to a per-user cap and checks its user's right again while open (issue 27 item 10)."""
 
+import contextlib
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -17,16 +19,36 @@ application = URLRouter(websocket_urlpatterns)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+_opened: list[WebsocketCommunicator] = []
+
+
 @pytest.fixture(autouse=True)
 def _quick_checks(settings):
     settings.HETEROFLOW_WEBSOCKET_RECHECK_SECONDS = 0.2
     client = websockets._redis()
     for key in client.scan_iter(f"{websockets.KEY_PREFIX}*"):
         client.delete(key)
+    _opened.clear()
+
+
+def _run(scenario) -> None:
+    """The scenario, then every socket it opened closed, whether it passed or failed: a socket left open keeps its
+    periodic check running into the event loop's shutdown."""
+
+    async def closing_every_socket():
+        try:
+            await scenario()
+        finally:
+            for communicator in _opened:
+                with contextlib.suppress(Exception):
+                    await communicator.disconnect()
+
+    async_to_sync(closing_every_socket)()
 
 
 async def _connect(path: str, user, session=None) -> tuple[WebsocketCommunicator, bool]:
     communicator = WebsocketCommunicator(application, path)
+    _opened.append(communicator)
     communicator.scope["user"] = user
     if session is not None:
         communicator.scope["session"] = session
@@ -56,7 +78,7 @@ def test_a_user_holds_at_most_the_cap_of_open_sockets(settings, tenant_client):
         for communicator in (second, again):
             await communicator.disconnect()
 
-    async_to_sync(scenario)()
+    _run(scenario)
 
 
 def test_a_socket_closes_once_its_user_left_staff(admin_user):
@@ -68,7 +90,7 @@ def test_a_socket_closes_once_its_user_left_staff(admin_user):
         await database_sync_to_async(User.objects.filter(id=admin_user.id).update)(is_staff=False)
         assert await _closed_with(socket) == websockets.CLOSE_FORBIDDEN
 
-    async_to_sync(scenario)()
+    _run(scenario)
 
 
 def test_a_log_socket_closes_once_its_user_is_deactivated(tenant, tenant_client):
@@ -81,7 +103,7 @@ def test_a_log_socket_closes_once_its_user_is_deactivated(tenant, tenant_client)
         await database_sync_to_async(User.objects.filter(id=tenant_client.user.id).update)(is_active=False)
         assert await _closed_with(socket) == websockets.CLOSE_FORBIDDEN
 
-    async_to_sync(scenario)()
+    _run(scenario)
 
 
 def test_a_socket_closes_once_its_session_logged_out(admin_user):
@@ -96,7 +118,7 @@ def test_a_socket_closes_once_its_session_logged_out(admin_user):
         await database_sync_to_async(client.logout)()
         assert await _closed_with(socket) == websockets.CLOSE_FORBIDDEN
 
-    async_to_sync(scenario)()
+    _run(scenario)
 
 
 def test_an_open_socket_joins_its_group_again_at_every_check(tenant_client, monkeypatch):
@@ -119,5 +141,5 @@ def test_an_open_socket_joins_its_group_again_at_every_check(tenant_client, monk
         assert await socket.receive_nothing(timeout=1)
         await socket.disconnect()
 
-    async_to_sync(scenario)()
+    _run(scenario)
     assert len(joins) >= 3 and len(set(joins)) == 1
