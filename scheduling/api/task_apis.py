@@ -1,5 +1,10 @@
+from collections.abc import Callable, Iterable
+from functools import cache
+
 import django_filters
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -10,7 +15,7 @@ from heteroflow_site.permissions import is_admin
 from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
-from scheduling.selectors import task_list_visible_to, tasks_visible_to
+from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
 from scheduling.diagnostics.visibility import attempt_diagnostics
@@ -41,10 +46,74 @@ class TaskOutput(serializers.ModelSerializer):
         attempt = getattr(task, "attempt", None)
         if attempt is None:
             return None
-        if self.context.get("diagnostics") == SUMMARY:
-            return {"code": attempt.code, "message": attempt.message}
         # Without a viewer in the context, the tenant's view: nothing of other tenants.
         return attempt_diagnostics(attempt, tenant_id=self.context.get("viewer_tenant_id", task.tenant_id))
+
+
+def _datetime(value) -> str:
+    # DRF's DateTimeField: the current time zone, ISO 8601 with UTC written as `Z`.
+    text = timezone.localtime(value).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _identity(value):
+    return value
+
+
+# What DRF's field does to a value that is not None, for the field classes TaskOutput has, without its per-field
+# attribute lookups; any other field class goes through its own to_representation.
+_FAST_REPRESENTATIONS: dict[type, Callable] = {
+    serializers.IntegerField: int,
+    serializers.FloatField: float,
+    serializers.CharField: str,
+    serializers.ChoiceField: str,
+    serializers.BooleanField: bool,
+    serializers.JSONField: _identity,
+    serializers.DateTimeField: _datetime,
+}
+# The columns of TaskOutput's method fields: the node's name, and whether the task has an attempt, its code and
+# message (the diagnostics summary).
+_METHOD_COLUMNS = {"node": "node__name", "diagnostics": "attempt__id"}
+_ATTEMPT_SUMMARY = ("attempt__code", "attempt__message")
+
+
+@cache
+def _summary_columns() -> tuple[tuple[str, ...], tuple[tuple[str, int, Callable], ...]]:
+    """The columns a summary row reads, and per output field (in TaskOutput's order) its name, its column's index
+    and its representation; derived once per process from TaskOutput's fields, so that both keep the same shape."""
+    columns: list[str] = []
+    fields = []
+    for name, field in TaskOutput().fields.items():
+        if isinstance(field, serializers.SerializerMethodField):
+            if name not in _METHOD_COLUMNS:
+                raise TypeError(f"TaskOutput.{name} has no summary-row representation")
+            column, represent = _METHOD_COLUMNS[name], _identity
+        else:
+            column, represent = field.source, _FAST_REPRESENTATIONS.get(type(field), field.to_representation)
+        fields.append((name, len(columns), represent))
+        columns.append(column)
+    return (*columns, *_ATTEMPT_SUMMARY), tuple(fields)
+
+
+def task_summary_rows(tasks: QuerySet[Task]) -> QuerySet:
+    """`tasks` as the tuples `task_summaries` turns into TaskOutput's list representation: a list of 100 tasks
+    built model instances (a task, its tenant, node and attempt each) and ran DRF's per-field machinery over 36
+    fields each, about two thirds of the request's time."""
+    return tasks.values_list(*_summary_columns()[0])
+
+
+def task_summaries(rows: Iterable[tuple]) -> list[dict]:
+    """TaskOutput's representation of `task_summary_rows`, the diagnostics as their summary: {code, message}."""
+    columns, fields = _summary_columns()
+    code, message = len(columns) - 2, len(columns) - 1
+    summaries = []
+    for row in rows:
+        summary = {name: None if row[index] is None else represent(row[index]) for name, index, represent in fields}
+        # In place of the attempt's id, which said whether there is one.
+        if summary["diagnostics"] is not None:
+            summary["diagnostics"] = {"code": row[code], "message": row[message]}
+        summaries.append(summary)
+    return summaries
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -99,14 +168,15 @@ class TaskListCreateApi(APIView):
                                       if key in request.query_params})
         options.is_valid(raise_exception=True)
         diagnostics = options.validated_data["diagnostics"]
-        queryset = (task_list_visible_to if diagnostics == SUMMARY else tasks_visible_to)(request.user)
-        tasks = TaskFilter(request.query_params, queryset=queryset)
+        tasks = TaskFilter(request.query_params, queryset=tasks_visible_to(request.user))
         if not tasks.is_valid():
             raise serializers.ValidationError(tasks.errors)
         paginator = LinkHeaderPagination()
+        if diagnostics == SUMMARY:
+            rows = paginator.paginate_queryset(task_summary_rows(tasks.qs), request, view=self)
+            return paginator.get_paginated_response(task_summaries(rows))
         page = paginator.paginate_queryset(tasks.qs, request, view=self)
-        context = {**output_context(request), "diagnostics": diagnostics}
-        return paginator.get_paginated_response(TaskOutput(page, many=True, context=context).data)
+        return paginator.get_paginated_response(TaskOutput(page, many=True, context=output_context(request)).data)
 
     @extend_schema(request=TaskInput, responses={201: TaskOutput})
     def post(self, request):
