@@ -139,3 +139,37 @@ def test_an_unknown_diagnostics_mode_is_a_400_naming_it(tenant_client, attempted
     response = tenant_client.get("/api/v1/tasks?diagnostics=everything")
 
     assert response.status_code == 400 and "diagnostics" in response.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_a_listed_task_is_the_task_s_own_representation_with_the_diagnostics_summary(tenant_client, admin_client,
+                                                                                    tenant):
+    # The list builds its tasks from rows, not through TaskOutput: every field, set and unset, in TaskOutput's order.
+    from datetime import datetime, timedelta, timezone
+
+    from scheduling.models import SchedulingAttempt, TaskGroup
+    from tests.factories import make_node
+
+    moment = datetime(2026, 11, 3, 4, 5, 6, 789012, tzinfo=timezone.utc)
+    group = TaskGroup.objects.create(tenant=tenant, name="replicas", type="inference", world_size=2)
+    everything = make_task(
+        tenant=tenant, type="inference", image="trainer:1", command="python train.py", gpu_type="nvidia",
+        gpu_required=2, gpu_memory_mb=40960, gpu_compute_percent=50, cpu_cores=7.5, memory_mb=8192, priority=80,
+        preemptible=True, labels={"zone": "a", "ünï": "cødé"}, tolerations=[{"key": "gpu", "effect": "NoSchedule"}],
+        node_selector={"rack": "r1"}, group=group, rank=1, status="running", reason="placed", node=make_node(),
+        gpus=[0, 1], port=8123, shard={"cards": [0, 1], "share": 0.5}, borrowed=True, preempt_count=3,
+        reserved_at=moment, deadline=moment + timedelta(days=1), scheduled_at=moment, started_at=moment,
+        finished_at=moment + timedelta(seconds=1))
+    SchedulingAttempt.objects.create(task=everything, code="Unschedulable", message="0/1 nodes are available",
+                                     nodes={"filtered": {"x": ["node-a"]}})
+    bare = make_task(tenant=tenant)
+
+    for client in (tenant_client, admin_client):
+        listed = client.get("/api/v1/tasks").json()
+        one_by_one = [client.get(f"/api/v1/tasks/{task.id}").json() for task in (bare, everything)]
+        for task in one_by_one:
+            if task["diagnostics"] is not None:
+                task["diagnostics"] = {"code": task["diagnostics"]["code"], "message": task["diagnostics"]["message"]}
+        assert [list(task.items()) for task in listed] == [list(task.items()) for task in one_by_one]
+    assert listed[1]["diagnostics"] == {"code": "Unschedulable", "message": "0/1 nodes are available"}
+    assert listed[1]["finished_at"] == "2026-11-03T04:05:07.789012Z" and listed[0]["node"] is None
