@@ -1,10 +1,14 @@
 import gc
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+from heteroflow_site.asgi_http import OneThreadASGIHandler  # noqa: E402  (needs the app registry loaded above)
+
+django_asgi_app = OneThreadASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry loaded above)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -11,13 +11,13 @@ from django.core.cache import cache
 from django.http import JsonResponse
 
 from heteroflow_site.api_errors import API_PREFIX, error_body
-from heteroflow_site.middleware import SyncAndAsyncMiddleware
+from heteroflow_site.middleware import Middleware
 from heteroflow_site.client_ip import client_ip
 
 WINDOW_SECONDS = 60
 
 
-class FailedAuthenticationGate(SyncAndAsyncMiddleware):
+class FailedAuthenticationGate(Middleware):
     """429 on the API for an address past its failed authentications of the minute; every 401 counts."""
 
     def handle(self, request):
@@ -26,16 +26,6 @@ class FailedAuthenticationGate(SyncAndAsyncMiddleware):
         if _over_budget(request):
             return _refusal()
         response = self.get_response(request)
-        _count(request, response)
-        return response
-
-    async def ahandle(self, request):
-        # The counts live in the process's memory (locmem): reading them in the event loop blocks nothing.
-        if not request.path.startswith(API_PREFIX):
-            return await self.get_response(request)
-        if _over_budget(request):
-            return _refusal()
-        response = await self.get_response(request)
         _count(request, response)
         return response
 

@@ -7,19 +7,18 @@ request is run again, once, on a new connection instead of answering 500. An err
 before it did may have been committed.
 
 Every connection of a web process carries `_watch_statements`; it reports to the request that runs on it through a
-context variable, which Django's ASGI handler carries into the thread where the view runs.
+context variable (the middleware and the view run in one thread, heteroflow_site.asgi_http).
 """
 
 import contextvars
 import logging
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.db.backends.signals import connection_created
 
-from heteroflow_site.middleware import SyncAndAsyncMiddleware
+from heteroflow_site.middleware import Middleware
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +64,7 @@ def _watch_new_connection(sender, connection, **kwargs) -> None:
         connection.execute_wrappers.insert(0, _watch_statements)
 
 
-class DatabaseRetryMiddleware(SyncAndAsyncMiddleware):
+class DatabaseRetryMiddleware(Middleware):
     """Runs the rest of the stack again, once, when the first run's first statement met a lost connection."""
 
     def __init__(self, get_response):
@@ -80,29 +79,11 @@ class DatabaseRetryMiddleware(SyncAndAsyncMiddleware):
             response, _ = self._run(request, may_retry=False)
         return response
 
-    async def ahandle(self, request):
-        # The body is in memory or a spooled file already (the ASGI handler received it whole): no I/O to wait for.
-        response, statements = await self._arun(request, may_retry=_keep_body(request))
-        if statements.retry:
-            self._note(request)
-            # The view's thread holds the dead connection: ThreadSensitiveContext sends this call to that thread.
-            await sync_to_async(close_old_connections)()
-            response, _ = await self._arun(request, may_retry=False)
-        return response
-
     def _run(self, request, *, may_retry: bool):
         statements = _Statements(may_retry=may_retry)
         token = _current.set(statements)
         try:
             return self.get_response(request), statements
-        finally:
-            _current.reset(token)
-
-    async def _arun(self, request, *, may_retry: bool):
-        statements = _Statements(may_retry=may_retry)
-        token = _current.set(statements)
-        try:
-            return await self.get_response(request), statements
         finally:
             _current.reset(token)
 

@@ -13,10 +13,9 @@ import re
 import time
 import uuid
 
-from asgiref.sync import sync_to_async
 from pythonjsonlogger.json import JsonFormatter
 
-from heteroflow_site.middleware import SyncAndAsyncMiddleware
+from heteroflow_site.middleware import Middleware
 
 CONTEXT_FIELDS = ("request_id", "user", "tenant", "task_id", "cycle_id")
 # Node agents poll these routes every few seconds each (design §14), probes poll the last two: at info level they would
@@ -71,7 +70,7 @@ def reset_context(token: contextvars.Token) -> None:
     _context.reset(token)
 
 
-class RequestLogMiddleware(SyncAndAsyncMiddleware):
+class RequestLogMiddleware(Middleware):
     """One line per request after the response: method, path, status, duration, who. Agent polling at debug."""
 
     def handle(self, request):
@@ -83,20 +82,6 @@ class RequestLogMiddleware(SyncAndAsyncMiddleware):
             return response
         except Exception:
             self._log(request, 500, started)
-            raise
-        finally:
-            reset_context(token)
-
-    async def ahandle(self, request):
-        # Who made the request may take a query to find out (the user's tenant): that runs in a thread.
-        token, request_id, started = self._start(request)
-        try:
-            response = await self.get_response(request)
-            response["X-Request-ID"] = request_id
-            await sync_to_async(self._log)(request, response.status_code, started)
-            return response
-        except Exception:
-            await sync_to_async(self._log)(request, 500, started)
             raise
         finally:
             reset_context(token)

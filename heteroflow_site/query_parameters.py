@@ -8,7 +8,7 @@ parameter, never a silently ignored filter.
 """
 
 import re
-from functools import lru_cache
+import threading
 from types import SimpleNamespace
 
 from django.http import JsonResponse
@@ -16,7 +16,7 @@ from django.urls import Resolver404, resolve
 from drf_spectacular.utils import OpenApiParameter
 
 from heteroflow_site.api_errors import error_body
-from heteroflow_site.middleware import SyncAndAsyncMiddleware
+from heteroflow_site.middleware import Middleware
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -92,9 +92,27 @@ def query_errors(parameters: list[dict], query) -> dict[str, list[str]]:
     return errors
 
 
-@lru_cache(maxsize=None)
+_declared: dict[tuple[type, str], list[dict]] = {}
+# drf-spectacular imports its extensions' target classes on first use, and two threads doing so at once make one of
+# them fail (a 500 on the first concurrent requests of a web process): the first declaration of each view is made
+# by one thread at a time.
+_declaring = threading.Lock()
+
+
 def declared_query_parameters(view_class, method: str) -> list[dict]:
-    """The query parameters the schema publishes for `method` of `view_class` (as the schema generator builds them)."""
+    """The query parameters the schema publishes for `method` of `view_class` (as the schema generator builds them),
+    worked out once per process."""
+    key = (view_class, method)
+    declared = _declared.get(key)
+    if declared is None:
+        with _declaring:
+            declared = _declared.get(key)
+            if declared is None:
+                declared = _declared[key] = _declare(view_class, method)
+    return declared
+
+
+def _declare(view_class, method: str) -> list[dict]:
     handler = getattr(view_class, method.lower(), None)
     schema_class = getattr(handler, "kwargs", {}).get("schema")
     if schema_class is None:
@@ -109,15 +127,12 @@ def declared_query_parameters(view_class, method: str) -> list[dict]:
     return [parameter for parameter in declared if parameter and parameter["in"] == OpenApiParameter.QUERY]
 
 
-class QueryParameterMiddleware(SyncAndAsyncMiddleware):
-    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs. The
-    check is pure: under ASGI it runs in the event loop."""
+class QueryParameterMiddleware(Middleware):
+    """A request whose query parameters the schema does not allow is a 400 naming them; the view never runs."""
 
     def handle(self, request):
         return _refusal(request) or self.get_response(request)
 
-    async def ahandle(self, request):
-        return _refusal(request) or await self.get_response(request)
 
 
 def _refusal(request) -> JsonResponse | None:

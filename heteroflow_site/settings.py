@@ -93,7 +93,7 @@ MIDDLEWARE = [
     "heteroflow_site.database_retry.DatabaseRetryMiddleware",
     "heteroflow_site.auth_failures.FailedAuthenticationGate",
     "django.middleware.security.SecurityMiddleware",
-    "heteroflow_site.static_files.StaticFilesMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

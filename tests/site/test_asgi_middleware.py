@@ -1,7 +1,7 @@
-"""Under ASGI the middleware stack runs in the event loop: the project's own middleware (the request log, the
-static files) answer as under WSGI."""
+"""Under ASGI the middleware stack and the view run in one thread per request (heteroflow_site.asgi_http): the
+project's own middleware (the request log, the static files) answer as under WSGI."""
 
-import logging
+import asyncio
 import re
 import subprocess
 import sys
@@ -39,11 +39,49 @@ def test_the_asgi_application_leaves_its_startup_objects_out_of_garbage_collecti
     assert int(frozen) > 10_000 and views_imported == "True", loaded.stderr[-2000:]
 
 
-def test_no_middleware_makes_an_asgi_request_hop_between_the_event_loop_and_threads(caplog, settings):
+@pytest.mark.django_db(transaction=True)
+def test_an_asgi_request_crosses_to_a_thread_for_the_whole_stack_not_at_each_middleware(monkeypatch):
+    from asgiref.sync import SyncToAsync
     from django.core.handlers.asgi import ASGIHandler
 
-    settings.DEBUG = True  # Django says which middleware it adapts only then
-    with caplog.at_level(logging.DEBUG, logger="django.request"):
-        ASGIHandler()
+    from heteroflow_site.asgi_http import OneThreadASGIHandler
 
-    assert not [record.getMessage() for record in caplog.records if "adapted for middleware" in record.getMessage()]
+    def crossings(handler) -> tuple[int, int]:
+        counted = []
+        original = SyncToAsync.__call__
+
+        async def counting(self, *args, **kwargs):
+            counted.append(self.func)
+            return await original(self, *args, **kwargs)
+
+        monkeypatch.setattr(SyncToAsync, "__call__", counting)
+        try:
+            status = asyncio.run(_get(handler, "/api/v1/tasks"))
+        finally:
+            monkeypatch.setattr(SyncToAsync, "__call__", original)
+        return status, len(counted)
+
+    # The request's start (its signal's receivers), the stack with the view, the response's close.
+    assert crossings(OneThreadASGIHandler()) == (401, 3)
+    # Django's own handler with the same stack crosses for every run of synchronous middleware and its hooks.
+    status, django_crossings = crossings(ASGIHandler())
+    assert status == 401 and django_crossings > 3
+
+
+async def _get(handler, path: str) -> int:
+    sent, received = [], []
+
+    async def receive():
+        if received:  # the handler listens for a disconnect while the request runs: none comes
+            await asyncio.Event().wait()
+        received.append(True)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    await asyncio.wait_for(handler(scope, receive, send), timeout=30)
+    return next(message["status"] for message in sent if message["type"] == "http.response.start")

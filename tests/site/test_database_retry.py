@@ -5,7 +5,6 @@ import logging
 
 import psycopg
 import pytest
-from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 from django.http import HttpResponse
 from django.test import RequestFactory
@@ -65,30 +64,6 @@ def test_a_request_whose_connection_dies_after_its_first_statement_is_not_run_ag
     assert RETRY_LOG not in caplog.text
     connection.close()
     assert not Task.objects.exists()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_under_asgi_the_view_thread_reconnects_and_the_request_runs_once_more():
-    runs = []
-
-    def view(request):
-        runs.append(request.body)
-        # The first run finds its connection dead at its first statement, as after a restart of PostgreSQL.
-        if len(runs) == 1:
-            _terminate(_fresh_watched_connection())
-        return HttpResponse(f"{Tenant.objects.count()} tenants")
-
-    async def inner(request):
-        try:
-            return await sync_to_async(view)(request)
-        except Exception:
-            return HttpResponse(status=500)
-
-    middleware = DatabaseRetryMiddleware(inner)
-    response = async_to_sync(middleware)(RequestFactory().post("/x", b'{"a": 1}', content_type="application/json"))
-
-    assert response.status_code == 200 and response.content == b"0 tenants"
-    assert runs == [b'{"a": 1}'] * 2
 
 
 @pytest.mark.django_db(transaction=True)

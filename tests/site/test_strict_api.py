@@ -299,3 +299,37 @@ def test_free_form_json_keeps_its_numbers_exact(admin_client):
 
     assert refused.status_code == 400
     assert admin_client.get("/api/v1/plugins").status_code == 200
+
+
+def test_a_view_s_query_parameters_are_declared_once_by_one_thread_when_requests_arrive_together(monkeypatch):
+    # drf-spectacular loads its extensions lazily and not thread-safely: two first requests of a web process
+    # declaring at once made one of them a 500.
+    import threading
+
+    from heteroflow_site import query_parameters
+    from scheduling.api.task_apis import TaskListCreateApi
+
+    monkeypatch.setattr(query_parameters, "_declared", {})
+    declaring, release, calls = threading.Event(), threading.Event(), []
+    original = query_parameters._declare
+
+    def slow_declare(view_class, method):
+        calls.append(method)
+        declaring.set()
+        assert release.wait(timeout=10)
+        return original(view_class, method)
+
+    monkeypatch.setattr(query_parameters, "_declare", slow_declare)
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(
+        query_parameters.declared_query_parameters(TaskListCreateApi, "GET"))) for _ in range(2)]
+    threads[0].start()
+    assert declaring.wait(timeout=10)
+    threads[1].start()
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert calls == ["GET"]
+    assert len(answers) == 2 and answers[0] is answers[1]
+    assert {"status", "diagnostics", "limit"} <= {parameter["name"] for parameter in answers[0]}
