@@ -37,8 +37,14 @@ def database_url(name: str) -> str:
 
 
 def _execute_autocommit(sql: str) -> None:
+    """Without the connection's statement timeout: creating or dropping a database waits for a checkpoint, which on
+    a busy server outlasts a timeout meant for requests (a benchmark then failed in its very last step)."""
     with connections["default"].cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute("SET statement_timeout = 0")
+        try:
+            cursor.execute(sql)
+        finally:
+            cursor.execute("RESET statement_timeout")
 
 
 def _use_database(name: str) -> None:

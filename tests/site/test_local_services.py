@@ -33,10 +33,14 @@ def _environment(data_dir: Path) -> dict[str, str]:
     return {**os.environ, "HETEROFLOW_DATA_DIR": str(data_dir), "DATABASE_URL": "", "REDIS_URL": ""}
 
 
-def _wait_for(path: Path, *, seconds: float = 180) -> None:
+def _wait_for(path: Path, *, run: subprocess.Popen, seconds: float = 180) -> None:
+    """Until `path` is written; a run that ended first, or the deadline, fails the test with what the run said."""
     deadline = time.monotonic() + seconds
     while not (path.exists() and path.read_text()):
-        assert time.monotonic() < deadline, f"{path} never written"
+        if run.poll() is not None or time.monotonic() > deadline:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+            pytest.fail(f"{path} never written; the run exited {run.wait(30)}: {run.stderr.read()[-3000:]}")
         time.sleep(0.1)
 
 
@@ -49,7 +53,7 @@ def test_ctrl_c_on_a_run_stops_the_servers_it_started_and_the_next_run_starts_th
         cwd=REPOSITORY, env=_environment(data_dir), start_new_session=True, stderr=subprocess.PIPE, text=True,
     )
     try:
-        _wait_for(report)
+        _wait_for(report, run=run)
         database_url, redis_url, postmaster, redis_server = report.read_text().split("\n")
         assert redis.Redis.from_url(redis_url).ping()
 
