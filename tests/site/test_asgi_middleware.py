@@ -68,6 +68,29 @@ def test_an_asgi_request_crosses_to_a_thread_for_the_whole_stack_not_at_each_mid
     assert status == 401 and django_crossings > 3
 
 
+@pytest.mark.django_db(transaction=True)
+def test_requests_one_after_another_run_on_the_same_kept_thread(monkeypatch):
+    import threading
+
+    from heteroflow_site.asgi_http import OneThreadASGIHandler
+
+    handler, threads = OneThreadASGIHandler(), []
+    answer = handler.get_response
+
+    def noting_the_thread(request):
+        threads.append(threading.get_ident())
+        return answer(request)
+
+    monkeypatch.setattr(handler, "get_response", noting_the_thread)
+
+    async def three_requests():
+        return [await _get(handler, "/api/v1/tasks") for _ in range(3)]
+
+    assert asyncio.run(three_requests()) == [401] * 3
+    # Django's own handler starts a thread for each request (and another to join it).
+    assert len(threads) == 3 and len(set(threads)) == 1
+
+
 async def _get(handler, path: str) -> int:
     sent, received = [], []
 
