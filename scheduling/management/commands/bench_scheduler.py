@@ -9,8 +9,8 @@ passes that then find nothing more to bind are in `wall_s`, not in the rate) bes
 `--quotas off,on` runs each instance count without and with the quotas of design §16.2 (per-type nominal quotas, a
 cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without;
 `--layout spread,fgd` likewise runs each layout scorer on a fresh database of the same seed and prints each one's
-cost against the first's (the same run's reference); `--big-jobs off,on` likewise without and with design §16.3's
-taints, tolerations and reservation.
+cost against the first's (the same run's reference); `--big-jobs off,on,defrag` likewise without and with design
+§16.3's taints, tolerations and reservation, and with the defrag plugin enabled as well.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -72,11 +72,12 @@ class Command(BaseCommand):
                             help="off, on, or off,on: with quotas every tenant gets a per-type nominal quota of its "
                                  "share of each type's cards, a total cap of all cards and one cohort (design "
                                  "§16.2); the seeded tasks are the same")
-        parser.add_argument("--big-jobs", type=_quota_modes, default=["off"],
-                            help="off, on, or off,on: with big jobs a tenth of the nodes carry a NoSchedule taint and "
-                                 "a twentieth a PreferNoSchedule one, the 8-card tasks and a fifth of the others "
-                                 "tolerate them, and reservation acts at once (HETEROFLOW_RESERVE_AFTER=0; off: never) "
-                                 "(design §16.3); the seeded tasks are the same")
+        parser.add_argument("--big-jobs", type=_big_jobs_modes, default=["off"],
+                            help="off, on, defrag, or several, e.g. off,on,defrag: with big jobs a tenth of the nodes "
+                                 "carry a NoSchedule taint and a twentieth a PreferNoSchedule one, the 8-card tasks and "
+                                 "a fifth of the others tolerate them, and reservation acts at once "
+                                 "(HETEROFLOW_RESERVE_AFTER=0; off: never); defrag: on with the defrag plugin enabled "
+                                 "(design §16.3); the seeded tasks are the same; each against the first")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
@@ -99,8 +100,8 @@ class Command(BaseCommand):
                     nodes_made, tasks_made = _seed_synthetic(rng, nodes, pending)
                 if quota_mode == "on":
                     _seed_quotas()
-                if pools_mode == "on":
-                    _seed_pools(random.Random(seed))
+                if pools_mode != "off":
+                    _seed_pools(random.Random(seed), defrag=pools_mode == "defrag")
                 _use_layout(layout_name)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
                                   f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode} (migrated and seeded "
@@ -111,7 +112,7 @@ class Command(BaseCommand):
                         report = _run_instances(
                             bench, count, seed, live_updates=not without_live_updates, metrics=not without_metrics,
                             concurrent_cycles=concurrent_cycles,
-                            reserve_after=RESERVE_AT_ONCE if pools_mode == "on" else RESERVE_NEVER)
+                            reserve_after=RESERVE_AT_ONCE if pools_mode != "off" else RESERVE_NEVER)
                 finally:
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
@@ -132,10 +133,11 @@ class Command(BaseCommand):
                 self._compare(f"layout instances={count}", layout[0],
                               throughput[count, quotas[0], layout[0], big_jobs[0]], name,
                               throughput[count, quotas[0], name, big_jobs[0]])
-        if len(big_jobs) > 1:
+        for mode in big_jobs[1:]:
             for count in instances:
-                self._compare(f"big_jobs instances={count}", "off", throughput[count, quotas[0], layout[0], "off"],
-                              "on", throughput[count, quotas[0], layout[0], "on"])
+                self._compare(f"big_jobs instances={count}", big_jobs[0],
+                              throughput[count, quotas[0], layout[0], big_jobs[0]], mode,
+                              throughput[count, quotas[0], layout[0], mode])
 
     def _compare(self, title: str, first: str, reference: tuple, second: str, measured: tuple) -> None:
         """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed."""
@@ -189,6 +191,13 @@ def _quota_modes(text: str) -> list[str]:
     modes = text.split(",")
     if not modes or any(mode not in ("off", "on") for mode in modes) or len(set(modes)) != len(modes):
         raise argparse.ArgumentTypeError(f"expected off, on or off,on: {text!r}")
+    return modes
+
+
+def _big_jobs_modes(text: str) -> list[str]:
+    modes = text.split(",")
+    if not modes or any(mode not in ("off", "on", "defrag") for mode in modes) or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"expected off, on, defrag or several of them: {text!r}")
     return modes
 
 
@@ -362,10 +371,16 @@ def _seed_quotas() -> None:
         for tenant in tenants for gpu_type, count in cards.items())
 
 
-def _seed_pools(rng: random.Random) -> None:
-    """design §16.3 on the seeded cluster: taints on some nodes, tolerations on the 8-card tasks and some others."""
+def _seed_pools(rng: random.Random, *, defrag: bool = False) -> None:
+    """design §16.3 on the seeded cluster: taints on some nodes, tolerations on the 8-card tasks and some others;
+    the defrag plugin enabled with its default settings when asked."""
     from nodes.models import Node
-    from scheduling.models import Task
+    from scheduling.models import PluginConfig, Task
+    from scheduling.plugins.defrag import SPEC as DEFRAG
+
+    if defrag:
+        PluginConfig.objects.update_or_create(name=DEFRAG.name, defaults={
+            "enabled": True, "weight": 0, "extra": dict(DEFRAG.default.extra)})
 
     big = [{"key": "pool", "value": "big", "effect": "NoSchedule"}]
     soft = [{"key": "pool", "value": "shared", "effect": "PreferNoSchedule"}]
