@@ -30,8 +30,9 @@ from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 @dataclass
 class _Hold:
     node: NodeInfo
-    occupants: list[Occupant]
+    occupants: list[Occupant]     # one per held card
     reserved: bool = False
+    host: Occupant | None = None  # a reservation's host CPU cores and memory
 
 
 @dataclass
@@ -48,12 +49,21 @@ class HeldCards:
         if node is None or task.gpu_required <= 0 or task.id in self.holds:
             return
         # The cards the framework would let it take (its card groups: type and gpu-model), lowest indexes first.
-        free = [card for _, group in card_groups(task, node) for card in group if card.is_free]
+        groups = [group for _, group in card_groups(task, node)]
+        free = [card for group in groups for card in group if card.is_free]
         cards = sorted(free, key=lambda card: card.index)[: task.gpu_required]
-        if cards:
-            held = [_held_for_nobody(node, card) for card in cards]
-            self.holds[task.id] = _Hold(node, held, reserved)
-            for occupant in held:
+        if reserved:
+            # A reservation keeps all of the job's room on its node, not only its free cards: cards that only
+            # shards occupy take no new shard (they drain for it, where new shards kept one busy for hours), and
+            # the node's free host CPU cores and memory, up to the job's, go to no task without cards either.
+            shared = [card for group in groups for card in group if card.whole_card_tasks == 0 and card.shard_tasks]
+            cards += sorted(shared, key=lambda card: card.index)[: task.gpu_required - len(cards)]
+        held = [_held_for_nobody(node, card) for card in cards]
+        host = Occupant(None, "", (), cpu_cores=min(task.cpu_cores, max(node.host_cpu_free, 0.0)),
+                        memory_mb=min(task.memory_mb, max(node.host_memory_free_mb, 0))) if reserved else None
+        if held or host is not None and (host.cpu_cores or host.memory_mb):
+            self.holds[task.id] = _Hold(node, held, reserved, host)
+            for occupant in [*held, host] if host is not None else held:
                 assume(node, occupant)
             if reserved:
                 node.reserved_cards += len(held)
@@ -63,7 +73,7 @@ class HeldCards:
         """The nominee is about to be placed: its held cards are free for it."""
         held = self.holds.pop(task.id, None)
         if held is not None:
-            for occupant in held.occupants:
+            for occupant in [*held.occupants, held.host] if held.host is not None else held.occupants:
                 forget(held.node, occupant)
             if held.reserved:
                 held.node.reserved_cards -= len(held.occupants)

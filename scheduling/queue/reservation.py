@@ -2,7 +2,9 @@
 members pending — that has waited longer than `SCHEDULER["reserve_after"]` and heads its priority band becomes its GPU
 type's reserved job — one per type at a time, oldest first. The node closest to fitting it (for a gang, each
 member's) is held for it with the nomination mechanism (`scheduling.queue.nomination`: `Task.nominated_node`, the
-cards there held each cycle): cards freed there go to no other task until it binds or leaves the queue. Other tasks
+cards there held each cycle, with the host CPU and memory the job asks): cards freed there go to no other task until
+it binds or leaves the queue. A single job moves to another node that has come to have strictly more free cards for
+it (`closer_node`), unless defrag's moves are emptying its node. Other tasks
 that would have fitted in the held cards are refused there with `Reserved`
 (`framework.builtin_filters.ReservationFilter`). A gang's members are reserved and nominated together, each on its
 own node (several may share one); the gang planner sees their held cards free during the gang's attempt
@@ -56,6 +58,12 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
         reserved[kind] = members[0].id
         if any(not _still_holds(task, node_id, snapshot) for node_id, task in held):
             _nominate(members, snapshot)
+        elif len(held) == 1 and (node := closer_node(members[0], held[0][0], snapshot)) is not None \
+                and not _moves_stopping_for(members[0].id):
+            # Another node has become closer to fitting it than the one it holds (whose occupants may run for
+            # hours): it holds that one instead. The held node never loses free cards, so each change strictly
+            # raises what it holds and the job moves at most once per card. Not while defrag's moves empty its node.
+            Task.objects.filter(id=members[0].id, status=lifecycle.PENDING).update(nominated_node_id=node.id)
     waited = now - timedelta(seconds=settings.SCHEDULER["reserve_after"])
     heads: dict[str, int] = {}
     for members in _candidates(pending, waited, exclude=list(reserved)):
@@ -76,6 +84,12 @@ def _top_priority(pending, gpu_type: str, *, default: int) -> int:
     of the type, where grouping every pending task by type read them all each cycle."""
     top = pending.filter(gpu_type=gpu_type).order_by("-priority").values_list("priority", flat=True).first()
     return default if top is None else top
+
+
+def _moves_stopping_for(job_id: int) -> bool:
+    """Defrag's moves for the job are still stopping (its node is being emptied for it)."""
+    from scheduling.preemption.moves import stopping_for   # moves plans with reservation's helpers
+    return bool(stopping_for(job_id))
 
 
 def _job_key(task: TaskInfo) -> tuple:
@@ -170,6 +184,24 @@ def closest_nodes(members: list[TaskInfo], snapshot: ClusterSnapshot) -> list[No
     return nodes
 
 
+def closer_node(task: TaskInfo, node_id: int, snapshot: ClusterSnapshot) -> NodeInfo | None:
+    """The node closest to fitting the task (`closest_node`) when it has strictly more free cards for it than the
+    node `node_id` it holds (counted before this cycle's holds), else None."""
+    best, held = closest_node(task, snapshot), snapshot.node(node_id)
+    if best is None or held is None or best.id == held.id:
+        return None
+    return best if free_cards_for(task, best) > free_cards_for(task, held) else None
+
+
+def free_cards_for(task: TaskInfo, node: NodeInfo, *, taken: int = 0) -> int:
+    """The most free cards in one of the node's card groups that can hold the task (after `taken` of them); -1
+    when none can."""
+    groups = [cards for _, cards in card_groups(task, node) if len(cards) >= taken + task.gpu_required]
+    if not groups:
+        return -1
+    return max(0, max(sum(card.is_free for card in cards) for cards in groups) - taken)
+
+
 def closest_node(task: TaskInfo, snapshot: ClusterSnapshot, *, taken: Mapping[int, int] = {}) -> NodeInfo | None:
     """Of the nodes that may hold the task, the one with the most free cards in one of its card groups (the fewest
     cards still to free), then the lowest id; `taken`: cards by node id already counted for other tasks of its job.
@@ -182,11 +214,9 @@ def closest_node(task: TaskInfo, snapshot: ClusterSnapshot, *, taken: Mapping[in
             break
         if not may_hold(task, node):
             continue
-        used = taken.get(node.id, 0)
-        groups = [cards for _, cards in card_groups(task, node) if len(cards) >= used + task.gpu_required]
-        if not groups:
+        free = free_cards_for(task, node, taken=taken.get(node.id, 0))
+        if free < 0:
             continue
-        free = max(0, max(sum(card.is_free for card in cards) for cards in groups) - used)
         if free > best_free or free == best_free and node.id < best.id:
             best, best_free = node, free
     return best

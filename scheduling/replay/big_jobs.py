@@ -5,9 +5,10 @@ holds its free cards for the job during each pass (other tasks read `Reserved` t
 
 As a cycle does: each pass (a moment of the replay) starts by choosing, if there is none, the reserved job — the
 oldest waiting task of at least 2 cards that has waited `reserve_after` seconds (trace tasks share one priority and
-one GPU type, so there is one at a time) — keeping its node while it may still hold it, and holding that node's free
-cards for it; the job sees them on its own attempt; the holds end with the pass. When the job still waits after the
-pass, defrag (if on, at most once a minute of replay time for the job, within `moves_per_hour` evictions over the
+one GPU type, so there is one at a time) — keeping its node while it may still hold it and no other node has
+strictly more free cards for it, and holding that node's room for it (`HeldCards`: free cards, cards only shards
+occupy, host CPU and memory); the job sees them on its own attempt; the holds end with the pass. When the job still
+waits after the pass, defrag (if on, at most once a minute of replay time for the job, within `moves_per_hour` evictions over the
 last hour of replay time) plans the moves. Every placed trace task counts as preemptible batch work (a trace says
 nothing of it). A move is carried out at once: the task leaves its node and starts again from the beginning on its
 target (a preempted batch task restarts: it runs its whole run time again), then the job is placed.
@@ -23,7 +24,7 @@ from scheduling.framework.snapshot import TaskInfo
 from scheduling.plugins.defrag import DEFAULT_MAX_MOVES, DEFAULT_MOVES_PER_HOUR
 from scheduling.plugins.defrag.planner import Mover, plan_defrag
 from scheduling.queue.nomination import HeldCards
-from scheduling.queue.reservation import MIN_CARDS, closest_node, may_hold
+from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, may_hold
 from scheduling.replay.simulate import Placed, Replay
 
 # A waiting reserved job is offered defrag at most this often (a cycle retries a parked task within a minute).
@@ -75,6 +76,8 @@ class BigJobs:
         if node is None or not may_hold(self.reserved, node):
             node = closest_node(self.reserved, snapshot)
             self.node_id = node.id if node is not None else None
+        elif (closer := closer_node(self.reserved, node.id, snapshot)) is not None:
+            self.node_id = closer.id
         if self.node_id is not None:
             self.held = HeldCards()
             self.held.hold(self.reserved, self.node_id, snapshot, reserved=True)

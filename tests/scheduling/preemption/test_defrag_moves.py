@@ -13,6 +13,7 @@ from scheduling.framework import reasons
 from scheduling.models import PluginConfig, Task, TaskEvent
 from scheduling.preemption.moves import MOVE_REASON, moves_in_last_hour
 from scheduling.services.preemption_settle import settle_preempted
+from scheduling.services.task_transition import task_transition
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task
 
@@ -71,6 +72,23 @@ def test_the_job_binds_after_the_fewest_moves(scattered):
     for task_id, target in targets.items():
         task = Task.objects.get(id=task_id)
         assert (task.status, task.node_id) == (lifecycle.SCHEDULED, target)
+
+
+def test_a_job_whose_node_is_being_emptied_keeps_it_when_another_frees_more(scattered):
+    """Reservation moves a job to a node with strictly more free cards, but not while defrag's moves for it stop:
+    their cards on its node are about to be its own."""
+    big, spare, movers, others, job = scattered
+    set_defrag()
+    run_cycle()
+    assert Task.objects.get(id=job.id).nominated_node_id == big.id
+
+    for task in others[:2]:
+        assert task_transition(task.id, lifecycle.RUNNING, lifecycle.SUCCEEDED)
+    end_backoffs()
+    run_cycle()
+
+    assert Task.objects.get(id=job.id).nominated_node_id == big.id
+    assert Task.objects.filter(status=lifecycle.PREEMPTING).count() == 2
 
 
 def test_training_is_never_moved(tenant, running_stage):

@@ -63,6 +63,76 @@ def test_a_reserved_node_keeps_freed_cards_from_small_tasks_until_the_big_job_bi
     assert job.nominated_node_id is None
 
 
+def test_a_reserved_node_keeps_the_jobs_host_cpu_from_tasks_without_cards(tenant):
+    """The reservation holds the node's free CPU cores up to the job's: a CPU-only task that would have taken them
+    (and kept the job out once the cards freed) waits instead."""
+    node = make_node(name="big", cards=8, cpu_cores=64)
+    holders = [placed_task(tenant=tenant, node=node, gpus=[i], preemptible=False, cpu_cores=1) for i in range(6)]
+    job = _waited(make_task(tenant=tenant, gpu_required=8, cpu_cores=48))
+    cpu_only = make_task(tenant=tenant, cpu_cores=32)
+
+    run_cycle()
+
+    assert Task.objects.get(id=job.id).nominated_node_id == node.id
+    assert Task.objects.get(id=cpu_only.id).status == lifecycle.PENDING
+
+    _finish(*holders)
+    end_backoffs()
+    run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.node_id) == (lifecycle.SCHEDULED, node.id)
+
+
+def test_a_reserved_node_takes_no_new_shard_on_a_card_the_job_needs(tenant):
+    """A card only shards occupy is held too: a new shard does not land on it, so it drains for the job."""
+    node = make_node(name="big", cards=8, memory_mb=81920)
+    shard = placed_task(tenant=tenant, node=node, gpu_memory_mb=10000,
+                        shard={"card": 0, "memory_limit_mb": 10000, "compute_percent": 10})
+    whole = [placed_task(tenant=tenant, node=node, gpus=[i], preemptible=False) for i in range(1, 8)]
+    job = _waited(make_task(tenant=tenant, gpu_required=8))
+    fractional = make_task(tenant=tenant, gpu_memory_mb=10000)
+
+    run_cycle()
+
+    assert Task.objects.get(id=job.id).nominated_node_id == node.id
+    assert Task.objects.get(id=fractional.id).status == lifecycle.PENDING
+
+    _finish(shard, *whole)
+    end_backoffs()
+    run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.node_id) == (lifecycle.SCHEDULED, node.id)
+
+
+def test_a_reserved_job_moves_to_a_node_that_became_closer_to_fitting_it(tenant):
+    """The job holds the node with most free cards; when another node has strictly more free (the first one's
+    occupants still run), it holds that one instead and binds there."""
+    first = make_node(name="first", cards=8)
+    second = make_node(name="second", cards=8)
+    [placed_task(tenant=tenant, node=first, gpus=[i], preemptible=False) for i in range(4)]
+    on_second = [placed_task(tenant=tenant, node=second, gpus=[i], preemptible=False) for i in range(7)]
+    job = _waited(make_task(tenant=tenant, gpu_required=8))
+
+    run_cycle()
+    assert Task.objects.get(id=job.id).nominated_node_id == first.id
+
+    _finish(*on_second[:3])
+    end_backoffs()
+    run_cycle()
+    assert Task.objects.get(id=job.id).nominated_node_id == first.id    # 4 free on each: it stays
+
+    _finish(*on_second[3:5])
+    end_backoffs()
+    run_cycle()
+    assert Task.objects.get(id=job.id).nominated_node_id == second.id   # 6 free there: more than its 4
+
+    _finish(*on_second[5:])
+    end_backoffs()
+    run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.node_id) == (lifecycle.SCHEDULED, second.id)
+
+
 @pytest.mark.parametrize("short", ["cpu", "memory"])
 def test_a_node_whose_host_is_too_small_for_the_job_is_never_its_reserved_node(tenant, short):
     """The node with the most free cards would never fit the job even emptied: its registered CPU cores (or memory)
