@@ -59,5 +59,5 @@ def test_an_unexpected_error_in_a_view_reaches_the_client_as_json(monkeypatch, d
     def explode(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(apis, "task_list_visible_to", explode)
+    monkeypatch.setattr(apis, "tasks_visible_to", explode)
     _is_error_body(admin_client.get("/api/v1/tasks"), 500, "server_error")
