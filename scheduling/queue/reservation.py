@@ -11,8 +11,9 @@ own node (several may share one); the gang planner sees their held cards free du
 (`groups.gang_bind`).
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cache, partial
 
 from django.conf import settings
 from django.db import transaction
@@ -39,6 +40,9 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
     (a gang's: its first member's)."""
     now = now or timezone.now()
     pending = Task.objects.filter(status=lifecycle.PENDING)
+    # Read in that order by every search of this call, when one is made: the snapshot does not change before the
+    # cycle places its tasks.
+    order = cache(partial(most_free_first, snapshot))
     jobs: dict[tuple, list[tuple[int | None, TaskInfo]]] = {}
     for row in pending.filter(reserved_at__isnull=False).order_by("reserved_at", "id").values_list(
             "nominated_node_id", *TASK_INFO_FIELDS):
@@ -57,8 +61,8 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
             continue
         reserved[kind] = members[0].id
         if any(not _still_holds(task, node_id, snapshot) for node_id, task in held):
-            _nominate(members, snapshot)
-        elif len(held) == 1 and (node := closer_node(members[0], held[0][0], snapshot)) is not None \
+            _nominate(members, order())
+        elif len(held) == 1 and (node := closer_node(members[0], held[0][0], snapshot, order=order())) is not None \
                 and not _moves_stopping_for(members[0].id):
             # Another node has become closer to fitting it than the one it holds (whose occupants may run for
             # hours): it holds that one instead. The held node never loses free cards, so each change strictly
@@ -66,15 +70,16 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
             Task.objects.filter(id=members[0].id, status=lifecycle.PENDING).update(nominated_node_id=node.id)
     waited = now - timedelta(seconds=settings.SCHEDULER["reserve_after"])
     heads: dict[str, int] = {}
-    for members in _candidates(pending, waited, exclude=list(reserved)):
-        kind, top = members[0].gpu_type.lower(), max(task.priority for task in members)
+    for gpu_type, top, read_tasks in _candidates(pending, waited, exclude=list(reserved)):
+        kind = gpu_type.lower()
         if kind in reserved:
             continue
-        if members[0].gpu_type not in heads:
-            heads[members[0].gpu_type] = _top_priority(pending, members[0].gpu_type, default=top)
-        if top < heads[members[0].gpu_type]:
+        if gpu_type not in heads:
+            heads[gpu_type] = _top_priority(pending, gpu_type, default=top)
+        if top < heads[gpu_type]:
             continue
-        if _nominate(members, snapshot, reserved_at=now):
+        members = read_tasks()
+        if members and _nominate(members, order(), reserved_at=now):
             reserved[kind] = members[0].id
     return reserved
 
@@ -115,13 +120,18 @@ def _whole_gangs(group_ids: set[int]) -> set[int]:
     return set(_gangs().filter(id__in=group_ids, pending=F("world_size")).values_list("id", flat=True))
 
 
-def _candidates(pending, waited: datetime, *, exclude: list[str]) -> list[list[TaskInfo]]:
-    """The jobs that may become reserved, oldest first, each as its tasks: single tasks and whole gangs of at least
-    `MIN_CARDS` cards submitted before `waited`, of GPU types without a reserved job."""
+def _candidates(pending, waited: datetime, *,
+                exclude: list[str]) -> list[tuple[str, int, Callable[[], list[TaskInfo]]]]:
+    """The jobs that may become reserved, oldest first, each as its GPU type, its highest priority and how to read
+    its tasks: single tasks and whole gangs of at least `MIN_CARDS` cards submitted before `waited`, of GPU types
+    without a reserved job. A single task is read whole only when its turn comes: most candidates are passed over
+    (their type got its job), and decoding every waiting big task's labels and tolerations each cycle was a tenth
+    of a 5,000-node cycle with a deep queue."""
     singles = (pending.filter(group__isnull=True, gpu_required__gte=MIN_CARDS, created_at__lte=waited,
                               reserved_at__isnull=True).exclude(gpu_type__in=exclude)
-               .values_list("created_at", *TASK_INFO_FIELDS))
-    jobs = [(row[0], row[1], [task_info_from_row(tuple(row[1:]))]) for row in singles]
+               .values_list("created_at", "id", "gpu_type", "priority"))
+    jobs = [(created_at, task_id, gpu_type, priority, partial(_single_task, pending, task_id))
+            for created_at, task_id, gpu_type, priority in singles]
     gang_ids = dict(_gangs().filter(pending=F("world_size"), created_at__lte=waited).exclude(gpu_type__in=exclude)
                     .annotate(cards=Sum("members__gpu_required", filter=Q(members__status=lifecycle.PENDING)))
                     .filter(cards__gte=MIN_CARDS).values_list("id", "created_at"))
@@ -131,13 +141,21 @@ def _candidates(pending, waited: datetime, *, exclude: list[str]) -> list[list[T
                     .values_list(*TASK_INFO_FIELDS)):
             task = task_info_from_row(row)
             members.setdefault(task.group_id, []).append(task)
-        jobs += [(gang_ids[group_id], min(task.id for task in tasks), tasks) for group_id, tasks in members.items()]
-    return [tasks for _, _, tasks in sorted(jobs, key=lambda job: (job[0], job[1]))]
+        jobs += [(gang_ids[group_id], min(task.id for task in tasks), tasks[0].gpu_type,
+                  max(task.priority for task in tasks), partial(list, tasks)) for group_id, tasks in members.items()]
+    return [(gpu_type, top, read) for _, _, gpu_type, top, read in sorted(jobs, key=lambda job: (job[0], job[1]))]
 
 
-def _nominate(members: list[TaskInfo], snapshot: ClusterSnapshot, *, reserved_at: datetime | None = None) -> bool:
-    """Nominate each of the job's tasks on its node (`closest_nodes`), all or none."""
-    nodes = closest_nodes(members, snapshot)
+def _single_task(pending, task_id: int) -> list[TaskInfo]:
+    """The task as a one-task job, or none when it left the queue since it was listed."""
+    row = pending.filter(id=task_id).values_list(*TASK_INFO_FIELDS).first()
+    return [task_info_from_row(row)] if row is not None else []
+
+
+def _nominate(members: list[TaskInfo], order: Sequence[NodeInfo], *, reserved_at: datetime | None = None) -> bool:
+    """Nominate each of the job's tasks on its node (`closest_nodes`; `order`: the snapshot's nodes as
+    `most_free_first` gives them), all or none."""
+    nodes = closest_nodes(members, order)
     if nodes is None:
         return False
     try:
@@ -170,13 +188,14 @@ def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
     return any(len(cards) >= task.gpu_required for _, cards in card_groups(task, node))
 
 
-def closest_nodes(members: list[TaskInfo], snapshot: ClusterSnapshot) -> list[NodeInfo] | None:
-    """Each task's node (`closest_node`), in order, counting the cards of the earlier ones as taken there: a gang's
-    members may share a node only as far as its cards go. None when one has no node."""
+def closest_nodes(members: list[TaskInfo], order: Sequence[NodeInfo]) -> list[NodeInfo] | None:
+    """Each task's node (`closest_node` over `order`, the nodes as `most_free_first` gives them), in order, counting
+    the cards of the earlier ones as taken there: a gang's members may share a node only as far as its cards go.
+    None when one has no node."""
     taken: dict[int, int] = {}
     nodes = []
     for task in members:
-        node = closest_node(task, snapshot, taken=taken)
+        node = closest_node(task, order=order, taken=taken)
         if node is None:
             return None
         taken[node.id] = taken.get(node.id, 0) + task.gpu_required
@@ -184,10 +203,13 @@ def closest_nodes(members: list[TaskInfo], snapshot: ClusterSnapshot) -> list[No
     return nodes
 
 
-def closer_node(task: TaskInfo, node_id: int, snapshot: ClusterSnapshot) -> NodeInfo | None:
+def closer_node(task: TaskInfo, node_id: int, snapshot: ClusterSnapshot, *,
+                order: Sequence[NodeInfo] | None = None) -> NodeInfo | None:
     """The node closest to fitting the task (`closest_node`) when it has strictly more free cards for it than the
-    node `node_id` it holds (counted before this cycle's holds), else None."""
-    best, held = closest_node(task, snapshot), snapshot.node(node_id)
+    node `node_id` it holds (counted before this cycle's holds), else None. `order`: the snapshot's nodes as
+    `most_free_first` gave them, when already sorted."""
+    best = closest_node(task, order=order if order is not None else most_free_first(snapshot))
+    held = snapshot.node(node_id)
     if best is None or held is None or best.id == held.id:
         return None
     return best if free_cards_for(task, best) > free_cards_for(task, held) else None
@@ -202,15 +224,22 @@ def free_cards_for(task: TaskInfo, node: NodeInfo, *, taken: int = 0) -> int:
     return max(0, max(sum(card.is_free for card in cards) for cards in groups) - taken)
 
 
-def closest_node(task: TaskInfo, snapshot: ClusterSnapshot, *, taken: Mapping[int, int] = {}) -> NodeInfo | None:
+def most_free_first(snapshot: ClusterSnapshot) -> list[NodeInfo]:
+    """The snapshot's nodes in the order `closest_node` reads them: most free cards first, lowest id first among
+    equals."""
+    return sorted(snapshot.nodes, key=lambda node: (-node.free_gpus, node.id))
+
+
+def closest_node(task: TaskInfo, *, order: Sequence[NodeInfo], taken: Mapping[int, int] = {}) -> NodeInfo | None:
     """Of the nodes that may hold the task, the one with the most free cards in one of its card groups (the fewest
-    cards still to free), then the lowest id; `taken`: cards by node id already counted for other tasks of its job.
+    cards still to free), then the lowest id; `order`: the nodes as `most_free_first` gives them (sorted once by
+    the caller for all its searches); `taken`: cards by node id already counted for other tasks of its job.
     A card group has at most its node's free cards (the ledger), so the nodes are read most free first, lowest id
     first among equals, and the search ends at the first node that cannot beat the best found — fewer free cards,
     or as many and a higher id, as every node after it: on a large cluster only a few nodes are looked at closely
     (an idle 5,000-node cluster's thousands of empty nodes were each checked before)."""
     best, best_free = None, -1
-    for node in sorted(snapshot.nodes, key=lambda node: (-node.free_gpus, node.id)):
+    for node in order:
         if node.free_gpus < best_free or node.free_gpus == best_free and node.id > best.id:
             break
         if not may_hold(task, node):

@@ -24,7 +24,7 @@ from scheduling.framework.snapshot import TaskInfo
 from scheduling.plugins.defrag import DEFAULT_MAX_MOVES, DEFAULT_MOVES_PER_HOUR
 from scheduling.plugins.defrag.planner import Mover, plan_defrag
 from scheduling.queue.nomination import HeldCards
-from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, may_hold
+from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, may_hold, most_free_first
 from scheduling.replay.simulate import Placed, Replay
 
 # A waiting reserved job is offered defrag at most this often (a cycle retries a parked task within a minute).
@@ -74,7 +74,7 @@ class BigJobs:
             return
         node = snapshot.node(self.node_id) if self.node_id is not None else None
         if node is None or not may_hold(self.reserved, node):
-            node = closest_node(self.reserved, snapshot)
+            node = closest_node(self.reserved, order=most_free_first(snapshot))
             self.node_id = node.id if node is not None else None
         elif (closer := closer_node(self.reserved, node.id, snapshot)) is not None:
             self.node_id = closer.id

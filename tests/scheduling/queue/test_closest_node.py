@@ -12,7 +12,8 @@ def test_on_an_idle_cluster_the_lowest_id_of_the_emptiest_nodes_is_found_after_l
     may_hold = reservation.may_hold
     monkeypatch.setattr(reservation, "may_hold", lambda task, node: looked_at.append(node.id) or may_hold(task, node))
 
-    best = reservation.closest_node(make_task(gpu_type="nvidia", gpu_required=8), make_snapshot(*reversed(nodes)))
+    best = reservation.closest_node(make_task(gpu_type="nvidia", gpu_required=8),
+                                      order=reservation.most_free_first(make_snapshot(*reversed(nodes))))
 
     assert best.id == 1000
     assert len(looked_at) <= 2
@@ -29,5 +30,9 @@ def test_a_node_with_as_many_usable_free_cards_and_a_lower_id_wins_over_one_with
     busier.gpu_used = 1
     job = make_task(gpu_type="nvidia", gpu_required=8, labels={MODEL_LABEL: "A100"})
 
-    assert reservation.closest_node(job, make_snapshot(busier, mixed, lower)).id == 10
-    assert reservation.closest_node(job, make_snapshot(busier, mixed)).id == 50
+    assert _closest(job, busier, mixed, lower).id == 10
+    assert _closest(job, busier, mixed).id == 50
+
+
+def _closest(job, *nodes):
+    return reservation.closest_node(job, order=reservation.most_free_first(make_snapshot(*nodes)))
