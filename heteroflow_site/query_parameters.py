@@ -134,7 +134,6 @@ class QueryParameterMiddleware(Middleware):
         return _refusal(request) or self.get_response(request)
 
 
-
 def _refusal(request) -> JsonResponse | None:
     if not request.GET:
         return None

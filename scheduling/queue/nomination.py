@@ -34,6 +34,11 @@ class _Hold:
     reserved: bool = False
     host: Occupant | None = None  # a reservation's host CPU cores and memory
 
+    @property
+    def everything(self) -> list[Occupant]:
+        """What the hold books on its node: its cards, and its host share if it has one."""
+        return [*self.occupants, self.host] if self.host is not None else self.occupants
+
 
 @dataclass
 class HeldCards:
@@ -62,8 +67,8 @@ class HeldCards:
         host = Occupant(None, "", (), cpu_cores=min(task.cpu_cores, max(node.host_cpu_free, 0.0)),
                         memory_mb=min(task.memory_mb, max(node.host_memory_free_mb, 0))) if reserved else None
         if held or host is not None and (host.cpu_cores or host.memory_mb):
-            self.holds[task.id] = _Hold(node, held, reserved, host)
-            for occupant in [*held, host] if host is not None else held:
+            hold = self.holds[task.id] = _Hold(node, held, reserved, host)
+            for occupant in hold.everything:
                 assume(node, occupant)
             if reserved:
                 node.reserved_cards += len(held)
@@ -73,7 +78,7 @@ class HeldCards:
         """The nominee is about to be placed: its held cards are free for it."""
         held = self.holds.pop(task.id, None)
         if held is not None:
-            for occupant in [*held.occupants, held.host] if held.host is not None else held.occupants:
+            for occupant in held.everything:
                 forget(held.node, occupant)
             if held.reserved:
                 held.node.reserved_cards -= len(held.occupants)

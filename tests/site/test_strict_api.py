@@ -326,6 +326,7 @@ def test_a_view_s_query_parameters_are_declared_once_by_one_thread_when_requests
     threads[0].start()
     assert declaring.wait(timeout=10)
     threads[1].start()
+    threads[1].join(timeout=0.5)  # long enough to reach the declaration too, were nothing keeping it out
     release.set()
     for thread in threads:
         thread.join(timeout=30)

@@ -68,11 +68,11 @@ class Command(BaseCommand):
                                  "tasks")
         parser.add_argument("--without-live-updates", action="store_true",
                             help="disconnect the live pages' task_transitioned receiver in the scheduler processes")
-        parser.add_argument("--quotas", type=_quota_modes, default=["off"],
+        parser.add_argument("--quotas", type=_modes("off", "on"), default=["off"],
                             help="off, on, or off,on: with quotas every tenant gets a per-type nominal quota of its "
                                  "share of each type's cards, a total cap of all cards and one cohort (design "
                                  "§16.2); the seeded tasks are the same")
-        parser.add_argument("--big-jobs", type=_big_jobs_modes, default=["off"],
+        parser.add_argument("--big-jobs", type=_modes("off", "on", "defrag"), default=["off"],
                             help="off, on, defrag, or several, e.g. off,on,defrag: with big jobs a tenth of the nodes "
                                  "carry a NoSchedule taint and a twentieth a PreferNoSchedule one, the 8-card tasks and "
                                  "a fifth of the others tolerate them, and reservation acts at once "
@@ -187,18 +187,14 @@ def _cycle_cost(report: dict) -> tuple[float, float]:
     return (percentile(durations, 50) if durations else 0.0), per_task
 
 
-def _quota_modes(text: str) -> list[str]:
-    modes = text.split(",")
-    if not modes or any(mode not in ("off", "on") for mode in modes) or len(set(modes)) != len(modes):
-        raise argparse.ArgumentTypeError(f"expected off, on or off,on: {text!r}")
-    return modes
-
-
-def _big_jobs_modes(text: str) -> list[str]:
-    modes = text.split(",")
-    if not modes or any(mode not in ("off", "on", "defrag") for mode in modes) or len(set(modes)) != len(modes):
-        raise argparse.ArgumentTypeError(f"expected off, on, defrag or several of them: {text!r}")
-    return modes
+def _modes(*allowed: str):
+    """An argument type: a comma-separated list of distinct modes among `allowed`."""
+    def parse(text: str) -> list[str]:
+        modes = text.split(",")
+        if any(mode not in allowed for mode in modes) or len(set(modes)) != len(modes):
+            raise argparse.ArgumentTypeError(f"expected one or several of {', '.join(allowed)}: {text!r}")
+        return modes
+    return parse
 
 
 def _layouts(text: str) -> list[str]:
