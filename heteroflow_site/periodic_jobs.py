@@ -23,18 +23,18 @@ class PeriodicJob:
 
 # run_loops' order: housekeeping first, the cycle last, so that one pass places what the others freed.
 PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
-    PeriodicJob("liveness", 10.0, "scheduling.tickers.liveness"),
-    PeriodicJob("node-lost", 30.0, "scheduling.tickers.node_lost"),
-    PeriodicJob("watchdog", 30.0, "scheduling.tickers.watchdog"),
-    PeriodicJob("timeouts", 30.0, "scheduling.tickers.timeouts"),
-    PeriodicJob("backlog", 60.0, "scheduling.tickers.backlog_recovery"),
-    PeriodicJob("windows", 60.0, "scheduling.tickers.windows"),
-    PeriodicJob("inference-rebuild", 10.0, "scheduling.tickers.inference_rebuild"),
-    PeriodicJob("training-wakeup", 15.0, "scheduling.tickers.training_wakeup"),
-    PeriodicJob("plugin-state", 60.0, "scheduling.tickers.plugin_state"),
-    PeriodicJob("cycle", 5.0, "scheduling.tickers.cycle"),
+    PeriodicJob("liveness", 10.0, "scheduling.housekeeping.tickers.liveness"),
+    PeriodicJob("node-lost", 30.0, "scheduling.housekeeping.tickers.node_lost"),
+    PeriodicJob("watchdog", 30.0, "scheduling.housekeeping.tickers.watchdog"),
+    PeriodicJob("timeouts", 30.0, "scheduling.housekeeping.tickers.timeouts"),
+    PeriodicJob("backlog", 60.0, "scheduling.housekeeping.tickers.backlog_recovery"),
+    PeriodicJob("windows", 60.0, "scheduling.housekeeping.tickers.windows"),
+    PeriodicJob("inference-rebuild", 10.0, "scheduling.housekeeping.tickers.inference_rebuild"),
+    PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
+    PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
+    PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
-    PeriodicJob("immediate-cycle", 1.0, "scheduling.tickers.immediate_cycle", in_run_loops=False),
+    PeriodicJob("immediate-cycle", 1.0, "scheduling.housekeeping.tickers.immediate_cycle", in_run_loops=False),
 )
 
 

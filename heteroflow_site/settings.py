@@ -319,7 +319,7 @@ SCHEDULER = {
     "port_range_end": env.int("HETEROFLOW_PORT_RANGE_END", default=8999),
     "inference_max_per_node": env.int("HETEROFLOW_INFERENCE_MAX_PER_NODE", default=16),
     "heartbeat_timeout": env.int("HETEROFLOW_HEARTBEAT_TIMEOUT", default=30),
-    # Off: scheduler instances take turns, one cycle at a time (scheduling.cycle_turns).
+    # Off: scheduler instances take turns, one cycle at a time (scheduling.cycle.turns).
     "concurrent_cycles": env.bool("HETEROFLOW_CONCURRENT_CYCLES", default=False),
     # Offline this long (seconds) and the node is lost: its tasks leave it (design §15.4).
     "node_lost_timeout": env.int("HETEROFLOW_NODE_LOST_TIMEOUT", default=300),

@@ -10,7 +10,7 @@ class SchedulingConfig(AppConfig):
         # and the live pushes.
         import scheduling.groups.receivers  # noqa: F401
         import scheduling.queue.receivers  # noqa: F401
-        import scheduling.services.node_ledger  # noqa: F401
+        import scheduling.housekeeping.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401
         import scheduling.web.log_views  # noqa: F401
 

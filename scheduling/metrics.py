@@ -29,7 +29,7 @@ from nodes.selectors import capacity_by_architecture
 from scheduling.fair_share.book import CARD
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskStatus
-from scheduling.quotas import load_quota_book
+from scheduling.fair_share.quotas import load_quota_book
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _last_cycle_key() -> str:
 
 
 def _redis():
-    from scheduling import immediate_queue
+    from scheduling.queue import immediate_queue
 
     return immediate_queue.connection()
 

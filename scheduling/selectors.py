@@ -13,7 +13,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, 
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskType
 from scheduling.plugins import default_registry
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tenants.selectors import tenant_of
 
 RECENT_CYCLES = 10

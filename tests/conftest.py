@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from scheduling import immediate_queue
+from scheduling.queue import immediate_queue
 from tenants.models import Tenant
 from tenants.services import tenant_user_create
 

@@ -23,7 +23,7 @@ from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
-from scheduling.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
+from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import AgentArcRefused, NotThisNodesTask, agent_report_status
 from tenants.authentication import UserTokenAuthentication

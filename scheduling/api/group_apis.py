@@ -8,7 +8,7 @@ from scheduling.api.group_input import TaskGroupInput
 from scheduling.models import TaskGroup
 from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeaderPagination
 from scheduling.selectors import group_list_visible_to, group_members, groups_visible_to
-from scheduling.services.group_submit import task_group_submit
+from scheduling.groups.submit import task_group_submit
 
 
 class TaskGroupOutput(serializers.ModelSerializer):

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from heteroflow_site.renderers import ORJSONRenderer
 from nodes.authentication import AgentApi
-from scheduling.log_reading import task_log_slice
+from scheduling.services.log_reading import task_log_slice
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_logs import LOG_BATCH_MAX_BYTES, NotPlacedOnThisNode, task_log_append
 

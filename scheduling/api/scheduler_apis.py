@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.what_if.defrag_plan import defrag_plan
 
 

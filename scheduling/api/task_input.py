@@ -10,7 +10,7 @@ from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
-from scheduling.gpu_models import MODEL_LABEL, patterns_error
+from scheduling.framework.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import TaskType
 
 

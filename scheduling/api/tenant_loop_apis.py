@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from heteroflow_site.errors import NotAllowed
 from heteroflow_site.permissions import is_admin
 from scheduling.models import Task, TaskEvent, TaskStatus
-from scheduling.quotas import tenant_gpu_usage
+from scheduling.fair_share.quotas import tenant_gpu_usage
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
 from tenants.selectors import tenant_of

@@ -21,7 +21,7 @@ from scheduling.fair_share.book import QuotaBook
 from scheduling.framework.snapshot import CardInfo, NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
+from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 
 _ACTIVE = sorted(ACTIVE_STATES)

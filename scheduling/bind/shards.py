@@ -14,7 +14,7 @@ from typing import Any
 from scheduling.framework.occupancy import cards_held
 from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
-from scheduling.snapshot_builder import build_tenancy
+from scheduling.cache.snapshot_builder import build_tenancy
 
 NAME = "shard"
 

@@ -29,7 +29,7 @@ def fragmentation(snapshot: ClusterSnapshot) -> dict[str, Any]:
 def latest_cycle_fragmentation() -> dict[str, Any]:
     """`fragmentation` of the current cluster, built once per scheduling cycle rather than on every page view of
     every tenant: a full snapshot of a 5,000-node cluster is a second of work."""
-    from scheduling.snapshot_builder import build_snapshot
+    from scheduling.cache.snapshot_builder import build_snapshot
 
     latest_cycle = CycleRecord.objects.order_by("-started_at", "-id").values_list("id", flat=True).first()
     return cache.get_or_set(f"heteroflow:fragmentation:{latest_cycle}", lambda: fragmentation(build_snapshot()),

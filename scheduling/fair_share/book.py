@@ -1,7 +1,7 @@
 """The quota book (design §1, §16.2): every tenant's caps, per-type nominal quotas, cohorts and usage, and THE
 admission rule the snapshot's quota PreFilter and bind (under the cohort's and tenants' row locks) both apply.
 
-Pure Python, no ORM: `scheduling.quotas` fills it from the database. Amounts are in hundredths of a card (ints),
+Pure Python, no ORM: `scheduling.fair_share.quotas` fills it from the database. Amounts are in hundredths of a card (ints),
 so sums of fractional shares are exact; a whole card is 100.
 """
 

@@ -1,5 +1,5 @@
 """Reads of quota sharing (design §16.2) for the API, the pages and the metrics: all from the quota book the
-scheduler admits by (`scheduling.quotas.load_quota_book`, THE usage reader), so they show what it sees."""
+scheduler admits by (`scheduling.fair_share.quotas.load_quota_book`, THE usage reader), so they show what it sees."""
 
 from dataclasses import dataclass
 from decimal import Decimal
@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from scheduling.fair_share.book import CARD, QuotaBook
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.quotas import load_quota_book
+from scheduling.fair_share.quotas import load_quota_book
 from tenants.models import Cohort, Tenant
 
 

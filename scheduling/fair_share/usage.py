@@ -1,4 +1,4 @@
-"""Usage per GPU type in SQL (design §16.2): the expressions THE tenant-usage reader (`scheduling.quotas.
+"""Usage per GPU type in SQL (design §16.2): the expressions THE tenant-usage reader (`scheduling.fair_share.quotas.
 tenant_gpu_usage_rows`) groups by. A whole-card task counts `gpu_required` cards; a fractional task its
 `gpu_memory_mb` over the memory of the card its shard is on — `scheduling.fair_share.book.card_share`, the same rule
 in Python for the snapshot's binds. Amounts are hundredths of a card.

@@ -3,11 +3,11 @@ bind re-check share.
 
 A card is known on its node by `(type, index)`: each vendor numbers its cards from 0, so a node with cards of two
 vendors repeats indexes. A task takes cards of ONE group only: cards of its `gpu_type` (any one type when it names
-none — never a mix), and with a `gpu-model` label cards of one model matching it (`scheduling.gpu_models`).
+none — never a mix), and with a `gpu-model` label cards of one model matching it (`scheduling.framework.gpu_models`).
 """
 
 from scheduling.framework.snapshot import CardInfo, NodeInfo, TaskInfo
-from scheduling.gpu_models import MODEL_LABEL, model_matches
+from scheduling.framework.gpu_models import MODEL_LABEL, model_matches
 
 
 class ChosenCards(list):

@@ -1,5 +1,5 @@
 """Runs the extension points for one task over an in-memory snapshot (design §4–§5.3). Every extension point is
-run here and nowhere else; the cycle (`scheduling/cycle.py`) calls them in kube-scheduler's order:
+run here and nowhere else; the cycle (`scheduling/cycle/run.py`) calls them in kube-scheduler's order:
 
     framework = Framework(plugin_set, SchedulerConfig.from_settings())
     result = framework.schedule(task, snapshot, rng)     # PreFilter → Filter → PreScore → Score → PostScore

@@ -86,7 +86,7 @@ class NodeTable:
             setattr(self, name, np.array(values, dtype=dtype).reshape(count))
         self.row_version = np.zeros(count, np.int64)
         # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
-        # scheduler cache re-reads before the next cycle (`scheduling.snapshot_cache`).
+        # scheduler cache re-reads before the next cycle (`scheduling.cache.snapshot_cache`).
         self.touched_ids: set[int] = set()
         # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`);
         # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).

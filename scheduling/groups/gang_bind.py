@@ -30,7 +30,7 @@ from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, incomplete_
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup
 from scheduling.queue.nomination import HeldCards
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 
 logger = logging.getLogger(__name__)
 

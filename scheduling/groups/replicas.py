@@ -7,7 +7,7 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import lifecycle
 from scheduling.groups.crash_loop import crash_loop
-from scheduling.isolation import isolated
+from scheduling.housekeeping.isolation import isolated
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.services.task_create import ensure_pending_capacity, task_create

@@ -15,7 +15,7 @@ from django.utils import timezone
 from heteroflow_site.validation import REPLICAS_MAX
 from scheduling import lifecycle
 from scheduling.groups.status import refresh_group_status
-from scheduling.isolation import isolated
+from scheduling.housekeeping.isolation import isolated
 from scheduling.models import Task, TaskGroup
 
 logger = logging.getLogger(__name__)

@@ -21,10 +21,10 @@ from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.models import Task, TaskEvent, TaskType
-from scheduling.plugins.defrag.planner import DefragPlan, Mover, plan_defrag
+from scheduling.preemption.defrag_planner import DefragPlan, Mover, plan_defrag
 from scheduling.preemption.execute import PreemptionOutcome, note_on_victim
 from scheduling.services.task_transition import task_transition
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
 # The timeline reason of every move starts so; the budget counts them.
 MOVE_REASON = "moved by defragmentation"

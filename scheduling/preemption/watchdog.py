@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from scheduling import lifecycle
 from scheduling.models import Task
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from scheduling.framework.cards import card_groups, card_type_of
 from scheduling.framework.occupancy import Occupant, assume, forget, node_changed
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.models import Task
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
 
 @dataclass

@@ -26,7 +26,7 @@ from scheduling.framework.cards import card_groups
 from scheduling.framework.snapshot import HOST_EPSILON, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import Task, TaskGroup, TaskType
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
 MIN_CARDS = 2
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from scheduling.framework.occupancy import Occupant
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.plugins.defrag import DEFAULT_MAX_MOVES, DEFAULT_MOVES_PER_HOUR
-from scheduling.plugins.defrag.planner import Mover, plan_defrag
+from scheduling.preemption.defrag_planner import Mover, plan_defrag
 from scheduling.queue.nomination import HeldCards
 from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, may_hold, most_free_first
 from scheduling.replay.simulate import Placed, Replay

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from scheduling.gpu_models import model_matches
+from scheduling.framework.gpu_models import model_matches
 from scheduling.replay.trace import MILLI, TraceNode, TracePod
 
 CAPACITY_TOLERANCE = 1e-6

@@ -45,7 +45,7 @@ import numpy as np
 from scheduling import lifecycle
 from scheduling.fair_share.book import CARD, TypeQuota
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
-from scheduling.gpu_models import MODEL_LABEL
+from scheduling.framework.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import TargetWorkload
 from scheduling.preemption.attempt import framework_fit_check
 from scheduling.preemption.candidates import ActiveTask

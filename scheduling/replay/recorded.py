@@ -26,7 +26,7 @@ from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerCo
 from scheduling.models import Task
 from scheduling.replay.simulate import Arrival
 from scheduling.replay.trace import MILLI
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_tenancy, read_nodes, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_tenancy, read_nodes, task_info_from_row
 
 
 @dataclass(frozen=True)

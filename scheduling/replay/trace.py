@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scheduling.framework.snapshot import CardInfo, NodeInfo, TaskInfo
-from scheduling.gpu_models import MODEL_LABEL
+from scheduling.framework.gpu_models import MODEL_LABEL
 
 CARD_MB = 1000
 MILLI = 1000

@@ -6,7 +6,7 @@ from nodes.agent.agent import ENDED_BY_ITSELF
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.models import Task
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 
 # The arcs of the task state machine (docs/scheduling.md) that only the node running the container can observe.

@@ -5,7 +5,8 @@ from django.conf import settings
 from django.db import transaction
 
 from heteroflow_site.errors import Conflict, NotAllowed, TooManyPending
-from scheduling import immediate_queue, lifecycle
+from scheduling import lifecycle
+from scheduling.queue import immediate_queue
 from scheduling.framework.snapshot import is_fractional
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.plugins import tell_tasks_created

@@ -15,7 +15,7 @@ import psutil
 import requests
 from django.db import connection
 
-from scheduling.cycle_turns import CYCLE_LOCK_KEY
+from scheduling.cycle.turns import CYCLE_LOCK_KEY
 from scheduling.soak.cluster import NODE_LOST_TIMEOUT_SECONDS
 from scheduling.soak.processes import Supervisor
 

@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from nodes.agent.runtime import container_name
 from scheduling import lifecycle
-from scheduling.ledger_audit import ledger_audit
-from scheduling.loops import UNCLAIMED_AFTER
+from scheduling.housekeeping.ledger_audit import ledger_audit
+from scheduling.housekeeping.loops import UNCLAIMED_AFTER
 from scheduling.models import Task, TaskEvent, TaskGroup, TaskType
 from scheduling.preemption.watchdog import CONFIRMATION_TIMEOUT
 from scheduling.soak.cluster import NODE_LOST_TIMEOUT_SECONDS

@@ -6,7 +6,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 
 from heteroflow_site.web import render_page, staff_required
-from scheduling import immediate_queue
+from scheduling.queue import immediate_queue
 from scheduling.diagnostics.attempts import attempt_counts
 from scheduling.fair_share.selectors import borrowed_work
 from scheduling.plugins import fgd

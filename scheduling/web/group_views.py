@@ -13,7 +13,7 @@ from scheduling.api.group_input import TaskGroupInput
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
-from scheduling.services.group_submit import task_group_submit
+from scheduling.groups.submit import task_group_submit
 from scheduling.web.forms import error_context, submitted
 from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 from tenants.models import Tenant

@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 
 from heteroflow_site.websockets import GuardedConsumer
-from scheduling.log_reading import task_log_slice
+from scheduling.services.log_reading import task_log_slice
 from scheduling.selectors import tasks_visible_to
 from scheduling.signals import task_log_appended
 from scheduling.web.live import publish

@@ -16,9 +16,9 @@ from scheduling.models import Task
 from scheduling.plugins import defrag
 from scheduling.preemption.moves import defrag_decision, moves_in_last_hour
 from scheduling.queue.nomination import hold_nominated_cards
-from scheduling.quotas import load_quota_book
+from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_set, current_plugin_settings
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
 
 FITS_NOW = "FitsWithoutMoves"

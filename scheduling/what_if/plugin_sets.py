@@ -6,16 +6,16 @@ from typing import Any
 from django.db.models import Max
 
 from scheduling import lifecycle
-from scheduling.cycle import CYCLE_LIMIT
+from scheduling.cycle.run import CYCLE_LIMIT
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.groups.gang_bind import read_gangs
 from scheduling.models import TaskGroup, TaskType
 from scheduling.plugins import build_plugin_set
-from scheduling.quotas import load_quota_book
+from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_settings, plugin_specs, queue_head
-from scheduling.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.what_if.low_priority import at_low_priority
 from scheduling.what_if.read_only import read_only_transaction
 from scheduling.what_if.simulation import GangToPlace, QueueItem, compare, copy_snapshot, not_previewed, simulate

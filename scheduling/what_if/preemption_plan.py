@@ -33,9 +33,9 @@ from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import ActiveTask, CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome
 from scheduling.preemption.planner import VICTIM_STATES, PreemptionPlan, may_preempt
-from scheduling.quotas import load_quota_book
+from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_set
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from nodes.agent.detectors.kunlun import KunlunDetector
 from nodes.agent.detectors.metax import MetaxDetector
 from nodes.agent.detectors.musa import MusaDetector
 from nodes.agent.detectors.nvidia import NvidiaDetector, parse_query_gpu_csv
-from scheduling.gpu_models import model_matches
+from scheduling.framework.gpu_models import model_matches
 
 from .detectors.fakes import FakeRunner, capture
 

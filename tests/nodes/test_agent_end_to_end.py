@@ -10,7 +10,7 @@ from nodes.agent.client import AgentClient, RetryPolicy
 from nodes.agent.detectors import fake_cards_for
 from nodes.agent.runtime import SimulatedRuntime
 from nodes.models import Node
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task, TaskEvent
 from nodes.services import node_update
 from tenants.services import tenant_user_create

@@ -15,7 +15,7 @@ from nodes.models import GPU, NodeChange
 from nodes.selectors import nodes_changed_since
 from nodes.services import node_changes_prune, node_heartbeat_apply, node_update
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.services.agent_reports import agent_report_status
 from scheduling.services.task_create import task_create
 from scheduling.services.task_transition import task_transition

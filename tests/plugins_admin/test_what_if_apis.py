@@ -6,7 +6,7 @@ import pytest
 from django.apps import apps
 from django.db import connection, connections
 
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task
 from scheduling.what_if import plugin_sets
 from tests.factories import make_node, make_task

@@ -25,7 +25,7 @@ PENDING = 1000
 WORKER = """
 import os, random, django
 django.setup()
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 idle = cycles = 0
 while idle < 2 and cycles < 15:
     result = run_cycle(instance=os.environ["WORKER_NAME"], rng=random.Random(os.getpid()))
@@ -48,7 +48,7 @@ def test_concurrent_scheduler_processes_never_bind_a_task_twice_nor_overfill_a_n
         Task(tenant=tenant, name=f"t{index}", gpu_required=shapes[index % len(shapes)], priority=index % 100)
         for index in range(PENDING)
     )
-    # Cycles at once, not in turns (scheduling.cycle_turns): the compare-and-swap alone must keep them correct.
+    # Cycles at once, not in turns (scheduling.cycle.turns): the compare-and-swap alone must keep them correct.
     env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "heteroflow_site.settings",
            "PYTHONPATH": str(settings.BASE_DIR), "HETEROFLOW_CONCURRENT_CYCLES": "true"}
 

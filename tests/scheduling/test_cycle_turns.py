@@ -1,4 +1,4 @@
-"""Scheduler instances take turns: one cycle at a time, the others hot standbys (scheduling.cycle_turns)."""
+"""Scheduler instances take turns: one cycle at a time, the others hot standbys (scheduling.cycle.turns)."""
 
 import os
 import signal
@@ -12,16 +12,17 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from scheduling import cycle, lifecycle
-from scheduling.cycle import run_cycle
-from scheduling.cycle_turns import CYCLE_LOCK_KEY
+from scheduling import lifecycle
+from scheduling.cycle import run as cycle
+from scheduling.cycle.run import run_cycle
+from scheduling.cycle.turns import CYCLE_LOCK_KEY
 from tests.factories import make_node, make_task
 
 # An instance in the middle of its cycle: it holds the turn until it is killed.
 HOLDER = """
 import time, django
 django.setup()
-from scheduling.cycle_turns import cycle_turn
+from scheduling.cycle.turns import cycle_turn
 with cycle_turn(wait=0) as turn:
     print(turn, flush=True)
     time.sleep(300)
@@ -82,7 +83,7 @@ def test_a_released_turn_goes_to_the_instance_waiting_for_it_not_back_to_the_rel
 
     from django.db import connections
 
-    from scheduling.cycle_turns import cycle_turn
+    from scheduling.cycle.turns import cycle_turn
 
     outcome, waiting_started = {}, threading.Event()
 
@@ -132,7 +133,7 @@ def test_an_instance_whose_session_ended_runs_nothing_more_in_its_turn_while_the
 
     from django.db import DatabaseError, connections, transaction
 
-    from scheduling.cycle_turns import TurnLost, cycle_turn
+    from scheduling.cycle.turns import TurnLost, cycle_turn
     from tenants.models import Tenant
 
     standby_turn, release = threading.Event(), threading.Event()

@@ -9,11 +9,12 @@ import redis
 from django.db import InterfaceError, OperationalError, connection, connections
 
 from nodes.models import Node
-from scheduling import immediate_queue, lifecycle
+from scheduling import lifecycle
+from scheduling.queue import immediate_queue
 from scheduling.bench.network import free_port
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import SchedulingAttempt, Task
-from scheduling.services.node_ledger import node_gpu_used_recount
+from scheduling.housekeeping.node_ledger import node_gpu_used_recount
 from tests.factories import make_node, make_task
 
 VALID = {"name": "t", "type": "batch", "gpu_required": 1}

@@ -11,13 +11,13 @@ from django.db.models import Sum
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework.sharing import may_share
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import Task
-from scheduling.quotas import tenant_gpu_usage
+from scheduling.fair_share.quotas import tenant_gpu_usage
 from scheduling.services.task_transition import task_transition
-from scheduling.snapshot_builder import build_tenancy
+from scheduling.cache.snapshot_builder import build_tenancy
 from tenants.models import Tenant
 from tenants.services import share_group_create, share_group_update
 from tests.factories import make_node, make_task

@@ -2,7 +2,7 @@ import csv
 
 import pytest
 
-from scheduling.gpu_models import model_matches, parse_patterns, patterns_error
+from scheduling.framework.gpu_models import model_matches, parse_patterns, patterns_error
 
 # Every model string the real vendor captures report (tests/agent/fixtures, issue 18's captures) and the openb node
 # list's `model` column.

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from scheduling import loops
+from scheduling.housekeeping import loops
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.services import task_group_create
 from scheduling.groups.windows import apply_scheduling_windows

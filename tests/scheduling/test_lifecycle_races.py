@@ -12,9 +12,9 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from nodes.models import Node
 from nodes.services import node_heartbeat_apply
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task, TaskEvent
-from scheduling.node_lost import release_lost_nodes
+from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.preemption.watchdog import preemption_watchdog
 from scheduling.services.agent_reports import agent_report_status
 from scheduling.services.task_stop import task_stop

@@ -4,9 +4,9 @@ import pytest
 from django.utils import timezone
 
 from nodes.models import Node
-from scheduling import immediate_queue
+from scheduling.queue import immediate_queue
 from scheduling.lifecycle import final_status_after_stop
-from scheduling.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
+from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.models import SchedulingAttempt, Task
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.services.task_transition import task_transition

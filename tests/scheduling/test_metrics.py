@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import metrics
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import AttemptCodeCount, SchedulingAttempt
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 from tests.factories import make_node, make_task
@@ -118,7 +118,7 @@ def test_backlog_by_tenant_and_band_parked_tasks_and_conflicts(admin_user, tenan
 
 @pytest.mark.django_db
 def test_heartbeat_age_per_node_and_ledger_corrections_of_the_recount(admin_user, tenant, own_metrics_keys):
-    from scheduling.services.node_ledger import node_gpu_used_recount
+    from scheduling.housekeeping.node_ledger import node_gpu_used_recount
 
     node = make_node(cards=8, gpu_used=5, name="drifted")
     Node.objects.filter(id=node.id).update(last_heartbeat_at=timezone.now() - timedelta(seconds=42))

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from nodes.models import Node
 from nodes.services import agent_register
-from scheduling import quotas
+from scheduling.fair_share import quotas
 from scheduling.models import Task, TaskEvent
 from scheduling.services.task_transition import task_transition
 from tests.factories import ledger_mismatches, make_node, make_task

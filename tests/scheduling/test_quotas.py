@@ -12,8 +12,8 @@ from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.status import Code
 from scheduling.models import Task
-from scheduling.quotas import largest_cards, load_quota_book, tenant_gpu_usage
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.fair_share.quotas import largest_cards, load_quota_book, tenant_gpu_usage
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

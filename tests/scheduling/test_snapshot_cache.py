@@ -11,14 +11,14 @@ from django.db import connection
 from nodes.models import GPU, Node
 from nodes.services import node_heartbeat_apply, node_update
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.framework.table import NodeTable
 from scheduling.models import Task
 from scheduling.services.agent_reports import agent_report_status
 from scheduling.services.task_transition import task_transition
-from scheduling.snapshot_builder import build_snapshot
-from scheduling.snapshot_cache import FULL_REBUILD_SECONDS, SnapshotCache, snapshot_cache
+from scheduling.cache.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_cache import FULL_REBUILD_SECONDS, SnapshotCache, snapshot_cache
 from tests.factories import make_node, make_task
 from tests.nodes.conftest import card
 

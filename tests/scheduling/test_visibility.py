@@ -6,10 +6,10 @@ import re
 import pytest
 
 from nodes.models import Node
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import Task, TaskEvent
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task
 from tests.scheduling.preemption.conftest import placed_task, running_stage  # noqa: F401 (fixtures)

@@ -75,7 +75,7 @@ def test_a_tenant_cannot_queue_beyond_its_pending_cap(tenant_client, other_tenan
 def test_dashboard_and_diagnostics_build_the_cluster_snapshot_once_per_cycle(admin_user, tenant_client):
     from django.utils import timezone
 
-    from scheduling import snapshot_builder
+    from scheduling.cache import snapshot_builder
     from scheduling.models import CycleRecord
 
     admin, tenant = Client(), Client()

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from scheduling import metrics
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 
 
 @pytest.fixture(autouse=True)

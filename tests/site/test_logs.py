@@ -72,7 +72,7 @@ def test_a_task_page_request_carries_the_task_id(admin_user, tenant, caplog):
 
 
 def _record(message: str, **extra) -> logging.LogRecord:
-    record = logging.LogRecord("scheduling.cycle", logging.INFO, __file__, 1, message, (), None)
+    record = logging.LogRecord("scheduling.cycle.run", logging.INFO, __file__, 1, message, (), None)
     for key, value in extra.items():
         setattr(record, key, value)
     ContextFilter().filter(record)
@@ -87,12 +87,12 @@ def test_json_lines_carry_the_context_fields():
         reset_context(token)
     line = json.loads(JsonLineFormatter().format(record))
     assert line["message"] == "scheduler main cycle 7" and line["level"] == "INFO"
-    assert line["logger"] == "scheduling.cycle" and datetime.fromisoformat(line["time"]).tzinfo is not None
+    assert line["logger"] == "scheduling.cycle.run" and datetime.fromisoformat(line["time"]).tzinfo is not None
     assert (line["request_id"], line["user"], line["tenant"], line["cycle_id"]) == ("r-1", "alice", "acme", 7)
 
 
 def test_human_lines_name_only_what_is_known():
-    assert HumanFormatter().format(_record("plain")).endswith("INFO scheduling.cycle plain")
+    assert HumanFormatter().format(_record("plain")).endswith("INFO scheduling.cycle.run plain")
     token = set_context(request_id="r-2", user="bob", tenant="globex", task_id=12)
     try:
         line = HumanFormatter().format(_record("bound"))

@@ -55,7 +55,7 @@ class Command(BaseCommand):
 def _measure(database: str, *, cycles: int, seed: int) -> tuple[dict[str, list[float]], list[float]]:
     """`cycles` pairs of cycles, one alone and one while a preview runs, in alternating order so that the cluster's
     drift (it fills up as the cycles bind) weighs on both sides alike."""
-    from scheduling.cycle import run_cycle
+    from scheduling.cycle.run import run_cycle
 
     context = multiprocessing.get_context("spawn")
     wanted, busy, stop, results = context.Event(), context.Event(), context.Event(), context.Queue()

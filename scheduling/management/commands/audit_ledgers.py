@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from scheduling.ledger_audit import ledger_audit
-from scheduling.services.node_ledger import node_ledgers_correct
+from scheduling.housekeeping.ledger_audit import ledger_audit
+from scheduling.housekeeping.node_ledger import node_ledgers_correct
 
 
 class Command(BaseCommand):

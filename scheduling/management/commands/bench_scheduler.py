@@ -221,7 +221,7 @@ def _use_layout(layout: str) -> None:
     from scheduling.models import PluginConfig, Task
     from scheduling.plugins import fgd
     from scheduling.replay.simulate import POLICIES
-    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+    from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
     for setting in POLICIES[layout]:
         PluginConfig.objects.update_or_create(name=setting.name, defaults={
@@ -288,7 +288,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
 
     django.setup()
     from scheduling import lifecycle
-    from scheduling.cycle import CYCLE_LIMIT, run_cycle
+    from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
     from scheduling.models import Task
     from scheduling.signals import task_transitioned
 

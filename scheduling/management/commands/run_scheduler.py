@@ -6,8 +6,8 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from scheduling import immediate_queue
-from scheduling.cycle import run_cycle
+from scheduling.queue import immediate_queue
+from scheduling.cycle.run import run_cycle
 
 logger = logging.getLogger(__name__)
 

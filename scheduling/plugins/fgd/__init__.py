@@ -35,7 +35,7 @@ from scheduling.framework.registry import RESERVE, SCORE, PluginSetting, PluginS
 from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, single_row_table
-from scheduling.gpu_models import MODEL_LABEL
+from scheduling.framework.gpu_models import MODEL_LABEL
 from scheduling.plugins.fgd import fragmentation as frag
 from scheduling.plugins.fgd import recent
 from scheduling.plugins.fgd.fragmentation import cluster_fragmentation

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduling.framework.table import NodeTable
-from scheduling.gpu_models import model_matches
+from scheduling.framework.gpu_models import model_matches
 from scheduling.plugins.fgd.workload import TargetWorkload
 
 CPU_TOLERANCE = 1e-6

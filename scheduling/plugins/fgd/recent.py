@@ -30,7 +30,7 @@ _cached: tuple[float, TargetWorkload] | None = None
 
 
 def _connection():
-    from scheduling.immediate_queue import connection
+    from scheduling.queue.immediate_queue import connection
 
     return connection()
 
@@ -63,7 +63,7 @@ def restore_window() -> str:
     """Rebuild the window from the newest `WINDOW` tasks in the database when Redis lost it; a line on what was
     done."""
     from scheduling.models import Task
-    from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+    from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 
     if _connection().exists(window_key()):
         return "recent-task window present"

@@ -29,7 +29,7 @@ class Shape:
 
     @classmethod
     def of(cls, task: TaskInfo) -> Shape:
-        from scheduling.gpu_models import MODEL_LABEL
+        from scheduling.framework.gpu_models import MODEL_LABEL
 
         return cls(cards=task.gpu_required, shard_mb=0 if task.gpu_required else task.gpu_memory_mb,
                    cpu=float(task.cpu_cores), gpu_type=task.gpu_type.strip().lower(),

@@ -2,7 +2,7 @@
 
 A task's `gpu_type` keeps nodes whose GPU type label or any card type equals it, case-insensitively. The task label
 `gpu-model: A100|H100` keeps nodes holding at least max(1, gpu_required) cards of ONE model matching it, of the
-task's type (`scheduling.gpu_models`: `A100` matches `NVIDIA A100-SXM4-80GB`, design §15.2; the card groups of
+task's type (`scheduling.framework.gpu_models`: `A100` matches `NVIDIA A100-SXM4-80GB`, design §15.2; the card groups of
 `scheduling.framework.cards`, which card choice and bind use too). A node that has not reported GPUs yet passes
 both: bind re-checks against live data.
 """

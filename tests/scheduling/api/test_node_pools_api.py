@@ -6,7 +6,7 @@ import random
 import pytest
 
 from nodes.models import Node, NodeAuditEntry
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import SchedulingAttempt, Task, TaskGroup
 from scheduling.plugins.node_pools import NODE_SELECTOR_MISMATCH, TAINT_NOT_TOLERATED
 from tests.factories import make_node, make_task

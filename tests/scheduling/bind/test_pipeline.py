@@ -9,12 +9,12 @@ from django.test.utils import CaptureQueriesContext
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskType
 from scheduling.signals import task_transitioned
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task
 

@@ -10,14 +10,15 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from nodes.models import Node
-from scheduling import cycle, lifecycle
+from scheduling import lifecycle
+from scheduling.cycle import run as cycle
 from scheduling.bind import Placement, bind_batch
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskType
 from scheduling.signals import task_transitioned
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

@@ -9,8 +9,8 @@ from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
 from scheduling.bind.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
-from scheduling.snapshot_builder import build_tenancy
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import build_tenancy
 from tenants.models import ShareGroup, Tenant
 from tests.factories import make_node, make_task
 

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent

@@ -8,8 +8,9 @@ import pytest
 
 from nodes.models import GPU, Node
 from scheduling.models import PluginConfig
-from scheduling import immediate_queue, lifecycle
-from scheduling.cycle import CYCLE_LIMIT, run_cycle
+from scheduling import lifecycle
+from scheduling.queue import immediate_queue
+from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter, resource_filter

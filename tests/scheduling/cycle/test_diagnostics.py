@@ -5,7 +5,7 @@ import pytest
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_counts
 from scheduling.diagnostics.cluster_view import fragmentation
 from scheduling.models import AttemptCodeCount, SchedulingAttempt
-from scheduling.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot
 from tests.factories import make_node, make_task
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.models import SchedulingAttempt, Task
 from tests.factories import make_node, make_task
@@ -29,7 +29,7 @@ def test_a_plugin_raising_for_one_task_is_that_tasks_internal_error_and_the_othe
     broken = make_task(tenant=tenant, gpu_required=1, priority=50, labels={"explode": "true"})
     after = make_task(tenant=tenant, gpu_required=1, priority=10)
 
-    with caplog.at_level(logging.ERROR, logger="scheduling.cycle"):
+    with caplog.at_level(logging.ERROR, logger="scheduling.cycle.run"):
         result = run_cycle()
 
     assert (result.considered, result.bound, result.failed) == (3, 2, 1)

@@ -7,11 +7,11 @@ import pytest
 from django.db import connection
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.fair_share.book import QuotaBook, TypeQuota
-from scheduling.fair_share.order import fair_share_order
+from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.models import Task
 from scheduling.queue.entries import GANG, TASK, QueueEntry
 from tenants.models import Tenant, TenantGpuQuota

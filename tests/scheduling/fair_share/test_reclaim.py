@@ -5,10 +5,10 @@ import random
 import pytest
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.models import SchedulingAttempt, Task
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
 from tests.scheduling.fair_share.test_admission import _borrowers, _tenants

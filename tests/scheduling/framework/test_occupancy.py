@@ -4,9 +4,9 @@ import pytest
 
 from nodes.models import GPU
 from scheduling.framework.occupancy import Occupant, assume, cards_held, forget
-from scheduling.ledger_audit import ledger_audit
+from scheduling.housekeeping.ledger_audit import ledger_audit
 from scheduling.selectors import node_card_holders
-from scheduling.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot
 from tests.factories import make_node, make_task
 from tests.scheduling.framework.builders import make_node as make_node_info
 

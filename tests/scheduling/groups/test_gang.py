@@ -17,7 +17,7 @@ from scheduling.groups.gang_bind import schedule_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
 from scheduling.plugins import build_plugin_set, gpu_filter
-from scheduling.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot
 from tests.factories import make_node
 
 pytestmark = pytest.mark.django_db

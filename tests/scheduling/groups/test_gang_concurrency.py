@@ -16,7 +16,7 @@ from scheduling.groups.gang import GangPlan, GroupInfo, plan_gang
 from scheduling.groups.gang_bind import bind_gang
 from scheduling.groups.services import task_group_create
 from scheduling.models import Task
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import make_node
 
 

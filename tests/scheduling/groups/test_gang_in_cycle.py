@@ -3,7 +3,7 @@
 import pytest
 
 from nodes.models import Node
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.groups.services import task_group_create
 from tests.factories import make_node
 

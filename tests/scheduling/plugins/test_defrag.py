@@ -7,7 +7,7 @@ from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
 from scheduling.plugins import build_plugin_set, default_registry
 from scheduling.plugins.defrag import validate_extra
-from scheduling.plugins.defrag.planner import Mover, plan_defrag
+from scheduling.preemption.defrag_planner import Mover, plan_defrag
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task
 
 

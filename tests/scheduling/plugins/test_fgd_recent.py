@@ -62,7 +62,7 @@ def test_a_window_redis_lost_is_rebuilt_from_the_newest_tasks_in_postgresql(tena
 
 
 def test_the_plugin_state_job_restores_fgds_window(tenant, fgd_window):
-    from scheduling.tickers import plugin_state
+    from scheduling.housekeeping.tickers import plugin_state
 
     make_task(tenant=tenant, gpu_required=2)
 

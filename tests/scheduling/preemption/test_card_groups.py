@@ -3,7 +3,7 @@ vendors, work on cards the preemptor could never use is never evicted — in the
 and for whole and fractional victims alike."""
 
 from nodes.models import GPU
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, statuses

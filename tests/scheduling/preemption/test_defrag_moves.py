@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.models import PluginConfig, Task, TaskEvent
 from scheduling.preemption.moves import MOVE_REASON, moves_in_last_hour
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task

@@ -5,16 +5,16 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from nodes.models import Node
-from scheduling import immediate_queue
-from scheduling.cycle import run_cycle
+from scheduling.queue import immediate_queue
+from scheduling.cycle.run import run_cycle
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
 from scheduling.preemption.candidates import CandidatePool
 from scheduling.preemption.execute import NODE_REASONS_KEPT, PreemptionOutcome, execute_plan
 from scheduling.preemption.planner import PreemptionPlan
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, statuses
 

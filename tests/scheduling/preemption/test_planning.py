@@ -3,7 +3,7 @@
 import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, set_preempt_stage, statuses

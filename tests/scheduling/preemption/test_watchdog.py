@@ -11,7 +11,7 @@ from heteroflow_site.celery import run_periodic_job
 from nodes.models import Node
 from nodes.services import agent_register
 from scheduling.models import Task, TaskEvent
-from scheduling.services.preemption_settle import FORCED_REASON
+from scheduling.preemption.settle import FORCED_REASON
 from scheduling.preemption.watchdog import preemption_watchdog
 from scheduling.services.agent_reports import agent_report_status
 from tests.factories import make_node

@@ -1,7 +1,7 @@
 """`closest_node` (design §16.3): the node with the most free cards for the job, lowest id among equals, found
 without looking at every node of a large idle cluster."""
 
-from scheduling.gpu_models import MODEL_LABEL
+from scheduling.framework.gpu_models import MODEL_LABEL
 from scheduling.queue import reservation
 from tests.scheduling.framework.builders import make_cards, make_node, make_snapshot, make_task, occupy
 

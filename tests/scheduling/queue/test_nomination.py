@@ -2,10 +2,10 @@
 preemptor, not given to lower-priority work while the victims stop."""
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.models import Task
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, running_stage, statuses  # noqa: F401 (fixture)
 

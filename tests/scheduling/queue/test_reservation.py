@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.metrics import ClusterCollector
 from scheduling.groups.services import task_group_create

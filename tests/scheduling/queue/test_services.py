@@ -176,7 +176,7 @@ def test_work_one_scheduler_process_parked_is_parked_for_every_other_process(ten
     # A backoff longer than a process start, so the second process meets the task still parked.
     cycle = ("import django; django.setup(); from scheduling.queue import services; "
              "services.BACKOFF_INITIAL_SECONDS = 600; "
-             "from scheduling.cycle import run_cycle; print(run_cycle().considered)")
+             "from scheduling.cycle.run import run_cycle; print(run_cycle().considered)")
 
     first = subprocess.run([sys.executable, "-c", cycle], env=env, cwd=settings.BASE_DIR, capture_output=True,
                            text=True, timeout=120)

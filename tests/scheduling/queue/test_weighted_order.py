@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling import lifecycle
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task, TaskGroup, TaskType
 from scheduling.queue.entries import take_active
 from scheduling.queue.weighted import entry_facts

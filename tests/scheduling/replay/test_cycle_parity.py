@@ -8,12 +8,12 @@ from itertools import islice
 import pytest
 
 from nodes.models import GPU, Node
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import Task
 from scheduling.plugins.fgd.workload import TargetWorkload
 from scheduling.replay.simulate import POLICIES, TraceReplay
 from scheduling.replay.trace import CARD_MB, GPU_TYPE
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tests.factories import make_task
 from tests.scheduling.replay.test_simulate import NODES, PODS
 

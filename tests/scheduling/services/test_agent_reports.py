@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling.lifecycle import IllegalTransition
-from scheduling.loops import enforce_task_timeouts
+from scheduling.housekeeping.loops import enforce_task_timeouts
 from scheduling.models import Task
 from scheduling.services.agent_reports import AgentArcRefused, NotThisNodesTask, agent_report_status
 from scheduling.services.task_transition import task_transition

@@ -2,7 +2,7 @@ import logging
 
 from nodes.models import Node
 from nodes.services import node_heartbeat_apply
-from scheduling.services.node_ledger import node_gpu_used_recount
+from scheduling.housekeeping.node_ledger import node_gpu_used_recount
 from tests.factories import make_node, make_task
 from tests.nodes.conftest import card
 
@@ -20,7 +20,7 @@ class TestRecount:
                              ("pending", 4), ("succeeded", 3), ("failed", 2)]:
             make_task(tenant=tenant, node=node, status=status, gpu_required=gpus)
         Node.objects.filter(id=node.id).update(gpu_used=7)
-        with caplog.at_level(logging.WARNING, logger="scheduling.services.node_ledger"):
+        with caplog.at_level(logging.WARNING, logger="scheduling.housekeeping.node_ledger"):
             assert node_gpu_used_recount(node_id=node.id) == 5
         node.refresh_from_db()
         assert node.gpu_used == 5

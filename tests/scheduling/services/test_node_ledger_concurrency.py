@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection
 from django.db.models import Sum
 
 from nodes.services import node_heartbeat_apply
-from scheduling.services.node_ledger import node_gpu_used_recount
+from scheduling.housekeeping.node_ledger import node_gpu_used_recount
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
@@ -50,7 +50,7 @@ def test_recount_under_concurrent_transitions_keeps_the_ledger_exact(tenant, cap
         finally:
             connection.close()
 
-    with caplog.at_level(logging.WARNING, logger="scheduling.services.node_ledger"):
+    with caplog.at_level(logging.WARNING, logger="scheduling.housekeeping.node_ledger"):
         threads = [threading.Thread(target=churn)] + [threading.Thread(target=heartbeats) for _ in range(2)]
         for thread in threads:
             thread.start()

@@ -1,7 +1,7 @@
 import pytest
 
 from heteroflow_site.errors import DomainError
-from scheduling import immediate_queue
+from scheduling.queue import immediate_queue
 from scheduling.models import Task
 from scheduling.services.task_create import task_create
 from tenants.models import Tenant

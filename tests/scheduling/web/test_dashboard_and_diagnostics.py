@@ -60,7 +60,7 @@ def test_diagnostics_page_shows_attempt_counts_and_pending_summaries(admin_web, 
 @pytest.mark.django_db
 def test_run_a_cycle_now_queues_one_and_returns_the_cycles_fragment(admin_web, tenant):
     from heteroflow_site.celery import run_periodic_job
-    from scheduling import immediate_queue
+    from scheduling.queue import immediate_queue
 
     make_node(cards=8)
     make_task(tenant=tenant, gpu_required=1)
@@ -91,7 +91,7 @@ def test_run_a_cycle_without_htmx_redirects_back(admin_web):
 def test_diagnostics_and_the_task_page_show_a_parked_task_with_its_reason_and_when_it_is_retried(
     admin_web, tenant_web, tenant, monkeypatch
 ):
-    from scheduling.cycle import run_cycle
+    from scheduling.cycle.run import run_cycle
     from scheduling.queue import services
 
     # A first backoff of 1 s can run out before the pages are read on a loaded machine.

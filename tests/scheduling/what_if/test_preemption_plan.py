@@ -3,9 +3,9 @@
 import pytest
 
 from scheduling import metrics
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task
-from scheduling.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.what_if import preemption_plan as plan_module
 from scheduling.what_if.preemption_plan import FITS_NOW, NOT_PENDING, preemption_plan
 from tests.factories import make_node, make_task

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from tenants.cli import main as hf
 from tenants.models import Tenant
 from tenants.services import tenant_user_create

@@ -4,14 +4,14 @@ Their names and periods are in heteroflow_site.periodic_jobs: Celery beat runs t
 `manage.py run_loops --once` runs them in-process, for cron, operators and tests.
 """
 
-from scheduling import immediate_queue
+from scheduling.queue import immediate_queue
 from nodes.services import nodes_mark_silent_offline
-from scheduling.cycle import run_cycle
+from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.windows import apply_scheduling_windows
-from scheduling.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
-from scheduling.node_lost import release_lost_nodes
+from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
+from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.plugins import restore_lost_plugin_state
 from scheduling.preemption.watchdog import preemption_watchdog
 

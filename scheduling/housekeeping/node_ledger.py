@@ -10,7 +10,7 @@ from django.dispatch import receiver
 from nodes.models import Node, NodeAuditEntry
 from nodes.signals import heartbeat_recorded
 from scheduling import metrics
-from scheduling.ledger_audit import LedgerAudit
+from scheduling.housekeeping.ledger_audit import LedgerAudit
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from scheduling.queue.services import queue_activate
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 CORRECTION_ACTION = "ledger.correct"
 
 
-@receiver(heartbeat_recorded, dispatch_uid="scheduling.services.node_ledger.recount_on_heartbeat")
+@receiver(heartbeat_recorded, dispatch_uid="scheduling.housekeeping.node_ledger.recount_on_heartbeat")
 def recount_on_heartbeat(sender, *, node_id: int, **kwargs) -> None:
     if node_gpu_used_recount(node_id=node_id) is not None:
         # The ledger may have freed cards: parked work may fit now (design §15.1).

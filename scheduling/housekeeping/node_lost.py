@@ -26,7 +26,7 @@ from scheduling import lifecycle
 from scheduling.groups.restart import reconciles_deferred
 from scheduling.lifecycle import ACTIVE_STATES, AGENT_LOST_REASON, NODE_LOST_REASON
 from scheduling.models import Task
-from scheduling.services.preemption_settle import settle_preempted
+from scheduling.preemption.settle import settle_preempted
 from scheduling.services.task_transition import task_transition
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The ledger audit behind `manage.py audit_ledgers`: recount what the tasks say, compare with what is stored and
-with what the agents last reported. Reads only; `scheduling.services.node_ledger.node_ledgers_correct` corrects.
+with what the agents last reported. Reads only; `scheduling.housekeeping.node_ledger.node_ledgers_correct` corrects.
 
 Stored ledgers: each node's `gpu_used` (design §7). Host CPU cores and memory (design §16.1) have no stored ledger:
 they are recounted from the active tasks and compared with the node's registered size. Tenant usage has no stored ledger (quotas sum the active tasks
@@ -19,7 +19,7 @@ from scheduling.framework.occupancy import cards_held
 from scheduling.framework.snapshot import HOST_EPSILON
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskStatus
-from scheduling.quotas import tenant_gpu_usage
+from scheduling.fair_share.quotas import tenant_gpu_usage
 from tenants.models import Tenant
 
 

@@ -6,7 +6,8 @@ import redis
 from django.db import transaction
 from django.db.models import F
 
-from scheduling import immediate_queue, lifecycle
+from scheduling import lifecycle
+from scheduling.queue import immediate_queue
 from scheduling.models import SchedulingAttempt
 from scheduling.services.task_transition import task_transition
 

@@ -46,7 +46,7 @@ _check_positional(CardInfo, _CARD_FIELDS[1:])
 
 def build_snapshot() -> ClusterSnapshot:
     """Every node (whatever its state, so diagnostics can name why it was passed over) with cards and occupancy.
-    A scheduling cycle takes its snapshot from the process's cache instead (`scheduling.snapshot_cache`)."""
+    A scheduling cycle takes its snapshot from the process's cache instead (`scheduling.cache.snapshot_cache`)."""
     nodes = read_nodes()
     return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
 

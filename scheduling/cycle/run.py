@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling import immediate_queue, lifecycle, metrics
+from scheduling import lifecycle, metrics
+from scheduling.queue import immediate_queue
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.fair_share.order import fair_share_order
+from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -44,12 +45,12 @@ from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
-from scheduling.quotas import inactive_tenant_ids, load_quota_book
+from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
-from scheduling.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
-from scheduling.cycle_turns import TurnLost, cycle_turn
-from scheduling.snapshot_cache import snapshot_cache
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
+from scheduling.cycle.turns import TurnLost, cycle_turn
+from scheduling.cache.snapshot_cache import snapshot_cache
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class CycleResult:
 
 def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit: int = CYCLE_LIMIT,
               plugin_settings: list[PluginSetting] | None = None) -> CycleResult:
-    """Run one cycle, in turn with the other scheduler instances (`scheduling.cycle_turns`); an empty result
+    """Run one cycle, in turn with the other scheduler instances (`scheduling.cycle.turns`); an empty result
     with `skipped` when another instance kept its turn too long, or when this one lost its turn with its database
     session in the middle of the cycle. `plugin_settings` overrides the stored plugin
     configuration (tests, benchmarks)."""
