@@ -19,9 +19,9 @@ from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import Occupant
 from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.result import ScheduleResult
-from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.models import Task, TaskEvent, TaskType
-from scheduling.preemption.defrag_planner import DefragPlan, Mover, plan_defrag
+from scheduling.preemption.defrag_planner import DefragPlan, Move, Mover, plan_defrag
 from scheduling.preemption.execute import PreemptionOutcome, note_on_victim
 from scheduling.services.task_transition import task_transition
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
@@ -102,13 +102,27 @@ def carry_out(plan: DefragPlan) -> PreemptionOutcome:
                 lost.append(move)
     Task.objects.filter(id=plan.job.id, status=lifecycle.PENDING).update(nominated_node_id=plan.node.id)
     message = f"Defragmentation: moving {_count(won)} off {plan.node.name}"
-    message += (f" ({', '.join(f'task {move.task.id} to {move.to_node.name}' for move in won)})"
-                if won else "")
+    message += f" ({_describe(won, plan.job.tenant_id)})" if won else ""
     if lost:
         message += f"; {_count(lost)} changed state meanwhile"
     return PreemptionOutcome(code=PREEMPTION_PENDING, message=message + "; it binds once they have stopped.",
                              node_name=plan.node.name, node_id=plan.node.id,
                              victims=tuple(move.task.id for move in won), lost=tuple(move.task.id for move in lost))
+
+
+def _describe(moves: tuple[Move, ...] | list[Move], tenant_id: int) -> str:
+    """What the job's tenant reads (design §15.6, as the preemption plan shows victims): its own moves by id and
+    target, other tenants' only counted, and no node named that is dedicated to another tenant."""
+    parts = [f"task {move.task.id} to {_node_name(move.to_node, tenant_id)}" for move in moves
+             if move.task.tenant_id == tenant_id]
+    others = sum(1 for move in moves if move.task.tenant_id != tenant_id)
+    if others:
+        parts.append(f"{others} {'task' if others == 1 else 'tasks'} of other tenants")
+    return ", ".join(parts)
+
+
+def _node_name(node: NodeInfo, tenant_id: int) -> str:
+    return node.name if node.dedicated_tenant_id in (None, tenant_id) else "a node of another tenant"
 
 
 def _count(moves) -> str:

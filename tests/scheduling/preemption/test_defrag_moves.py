@@ -161,3 +161,26 @@ def test_the_settings_are_edited_like_other_plugins_and_checked(admin_client):
     assert weighted.status_code == 200
     # Always on: switching it off is a 400 naming `enabled`, as for the filters that must stay on.
     assert admin_client.put("/api/v1/plugins/queue-sort", {"enabled": False}, format="json").status_code == 400
+
+
+def test_the_jobs_tenant_reads_other_tenants_moves_counted_and_no_node_dedicated_to_them(tenant, other_tenant,
+                                                                                          running_stage):
+    """big: another tenant's 2-card task and the job's tenant's 1-card task (5 free); private: dedicated to the other
+    tenant, 2 free; spare: 1 free. Emptying big moves the other tenant's task to its private node."""
+    big = make_node(name="big")
+    private = make_node(name="globex-private-node", dedicated_tenant=other_tenant)
+    spare = make_node(name="spare")
+    theirs = placed_task(tenant=other_tenant, node=big, gpus=[0, 1], type="batch")
+    mine = placed_task(tenant=tenant, node=big, gpus=[2], type="batch")
+    placed_task(tenant=other_tenant, node=private, gpus=list(range(6)), preemptible=False)
+    placed_task(tenant=tenant, node=spare, gpus=list(range(7)), preemptible=False)
+    job = make_task(tenant=tenant, gpu_type="nvidia", gpu_required=8)
+    Task.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(seconds=600))
+    set_defrag()
+
+    run_cycle()
+
+    assert Task.objects.get(id=theirs.id).nominated_node_id == private.id
+    message = Task.objects.get(id=job.id).attempt.message
+    assert f"moving 2 tasks off big (task {mine.id} to spare, 1 task of other tenants)" in message
+    assert f"task {theirs.id}" not in message and "globex-private-node" not in message
