@@ -2,7 +2,9 @@
 
 `X-Forwarded-For` is whatever the client wrote, plus one entry per proxy on the way. Without proxy settings it is
 ignored and the peer's address (`REMOTE_ADDR`) is the client's. `NUM_PROXIES=n` (n proxies, each appending the
-address it saw): the n-th entry from the right. `TRUSTED_PROXIES` (addresses or networks): the peer must be one of
+address it saw): the n-th entry from the right, believed only when the peer is a private or loopback address (a
+proxy in front of the site has one; a client reaching the site directly, past the proxy, does not and could
+otherwise name any address it likes). `TRUSTED_PROXIES` (addresses or networks): the peer must be one of
 them, and the rightmost entry not among them is the client's. API throttles and django-axes' login lockouts both
 key on this, so neither a forged header nor a shared proxy address decides whom they slow down.
 """
@@ -28,7 +30,7 @@ def client_ip(request) -> str:
             if not _is_trusted(address, trusted):
                 return address
         return forwarded[0]
-    if settings.NUM_PROXIES:
+    if settings.NUM_PROXIES and _is_internal(remote):
         return forwarded[-min(settings.NUM_PROXIES, len(forwarded))]
     return remote
 
@@ -44,6 +46,14 @@ def _is_trusted(address: str, networks) -> bool:
     except ValueError:
         return False
     return any(parsed in network for network in networks)
+
+
+def _is_internal(address: str) -> bool:
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return parsed.is_private or parsed.is_loopback
 
 
 class ClientAddressIdent:

@@ -28,6 +28,29 @@ def test_num_proxies_takes_the_address_the_outermost_proxy_saw(settings):
     assert _address(settings, forwarded="198.51.100.4", num_proxies=3) == "198.51.100.4"
 
 
+def test_num_proxies_believes_forwarded_for_only_from_a_private_or_loopback_peer(settings):
+    """A client reaching the site directly (past the proxy) has a public address: what it writes is not believed."""
+    # (The documentation ranges, 203.0.113.0/24 and the like, count as private.)
+    assert _address(settings, remote="93.184.216.34", forwarded="6.6.6.6", num_proxies=1) == "93.184.216.34"
+    assert _address(settings, remote="2606:2800:220:1::1", forwarded="6.6.6.6", num_proxies=1) == \
+        "2606:2800:220:1::1"
+    assert _address(settings, remote="", forwarded="6.6.6.6", num_proxies=1) == ""
+    for proxy in ("127.0.0.1", "::1", "172.18.0.1", "192.168.1.10", "fd00::2"):
+        assert _address(settings, remote=proxy, forwarded="6.6.6.6, 198.51.100.4", num_proxies=1) == \
+            "198.51.100.4", proxy
+
+
+@pytest.mark.django_db
+def test_a_direct_client_cannot_dodge_the_lockout_with_forwarded_for_under_num_proxies(tenant_client, settings):
+    settings.AXES_FAILURE_LIMIT, settings.NUM_PROXIES = 3, 1
+    for n in range(3):
+        Client(REMOTE_ADDR="93.184.216.34", HTTP_X_FORWARDED_FOR=f"198.51.100.{n}").post(
+            "/login/", {"username": "alice", "password": "wrong"})
+    right = Client(REMOTE_ADDR="93.184.216.34", HTTP_X_FORWARDED_FOR="198.51.100.200").post(
+        "/login/", {"username": "alice", "password": "tenant-password"})
+    assert right.status_code == 429
+
+
 def test_trusted_proxies_take_the_rightmost_untrusted_address_from_a_trusted_peer_only(settings):
     trusted = ("10.0.0.0/8",)
     assert _address(settings, forwarded="6.6.6.6, 198.51.100.4, 10.0.0.9", trusted=trusted) == "198.51.100.4"

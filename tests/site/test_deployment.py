@@ -35,7 +35,8 @@ def test_every_process_runs_from_the_one_image_against_the_compose_services():
         assert services[name]["build"] == "." and services[name]["image"] == "heteroflow:latest", name
         environment = services[name]["environment"]
         assert environment["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in environment["DATABASE_URL"]
-        assert environment["REDIS_URL"] == "redis://redis:6379/0"
+        assert environment["REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?") and \
+            environment["REDIS_URL"].endswith("@redis:6379/0")
     assert services["web"]["environment"]["DATABASE_POOL"] == "true"
     assert all("DATABASE_POOL" not in services[name]["environment"] for name in APP_SERVICES - {"web"}), \
         "schedulers and workers hold session advisory locks on their one connection"
@@ -65,3 +66,29 @@ def test_only_the_procfiles_web_process_pools_its_database_connections():
     processes = dict(line.split(":", 1) for line in (REPOSITORY / "Procfile").read_text().splitlines() if line)
     assert "DATABASE_POOL=true" in processes["web"]
     assert all("DATABASE_POOL" not in command for name, command in processes.items() if name != "web")
+
+
+def test_compose_has_no_default_password_and_redis_asks_for_one():
+    """No `${POSTGRES_PASSWORD:-heteroflow}`: PostgreSQL and Redis take their passwords from the environment or
+    compose refuses to start, the demo profile included (it runs the same database and Redis)."""
+    text = (REPOSITORY / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    assert "POSTGRES_PASSWORD:-" not in text and "REDIS_PASSWORD:-" not in text
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    for name in APP_SERVICES:
+        assert ":${POSTGRES_PASSWORD:?" in services[name]["environment"]["DATABASE_URL"], name
+    redis = services["redis"]
+    password = redis["command"][redis["command"].index("--requirepass") + 1]
+    assert password.startswith("${REDIS_PASSWORD:?")
+    assert redis["environment"]["REDISCLI_AUTH"] == password, "the health check's redis-cli authenticates"
+    assert "ports" not in services["postgres"] and "ports" not in redis
+
+
+def test_compose_publishes_the_web_port_on_the_hosts_loopback_by_default():
+    """A client reaching Daphne directly could write its own X-Forwarded-For; by default only the host (its proxy)
+    reaches the published port."""
+    services = yaml.safe_load((REPOSITORY / "docker-compose.yml").read_text())["services"]
+    [published] = services["web"]["ports"]
+    address, _, rest = published.partition(":${HETEROFLOW_PORT")
+    assert address == "${HETEROFLOW_BIND:-127.0.0.1}" and rest.endswith(":8000")
+    assert all("ports" not in service for name, service in services.items() if name != "web")
