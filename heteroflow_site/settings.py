@@ -231,6 +231,8 @@ REST_FRAMEWORK = {
         "auth_token": env.str("HETEROFLOW_THROTTLE_AUTH_TOKEN", default="20/min"),
         # GET /api/v1/tasks/{id}/preemption-plan per user: each call plans over the whole cluster (issue 27 item 4).
         "preemption_plan": env.str("HETEROFLOW_THROTTLE_PREEMPTION_PLAN", default="30/min"),
+        # DELETE /api/v1/tokens/{key} and the tokens page's Revoke, per user.
+        "token_revoke": env.str("HETEROFLOW_THROTTLE_TOKEN_REVOKE", default="30/min"),
     },
 }
 

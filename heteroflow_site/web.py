@@ -27,3 +27,12 @@ def render_page(request, template: str, context: dict, *, fragment: str | None =
     """The whole page, or only `fragment` (a partialdef of the same template) for htmx requests."""
     name = f"{template}#{fragment}" if fragment and request.htmx else template
     return TemplateResponse(request, name, context, status=status)
+
+
+def throttled_for(request, throttle_class) -> float | None:
+    """A DRF throttle spent by a page: the page and its API endpoint draw on one budget (the throttle's scope and
+    the user). None when the request may go on, else the seconds to wait."""
+    throttle = throttle_class()
+    if throttle.allow_request(request, None):
+        return None
+    return throttle.wait() or 0.0

@@ -3,14 +3,16 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from knox.models import AuthToken
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import GPU_QUOTA_MAX, NameField
+from tenants.authentication import UserTokenAuthentication
 from tenants.models import MAX_PRIORITY, ShareGroup, Tenant
 from tenants.services import (
     share_group_create,
@@ -168,14 +170,26 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(request=None, responses={201: CreatedOutput})
     def post(self, request):
+        if not isinstance(request.successful_authenticator, UserTokenAuthentication):
+            # A browser's session mints on the tokens page, which asks for the password again: a session left open
+            # (or stolen) does not turn into tokens that outlive it.
+            raise PermissionDenied("issue tokens with an API token, with POST /api/v1/auth/token, or on the tokens "
+                                   "page (it asks for your password)")
         instance, token = user_token_issue(user=request.user)
         body = {"token": token, "token_key": instance.token_key, "created": instance.created,
                 "expiry": instance.expiry}
         return Response(self.CreatedOutput(body).data, status=status.HTTP_201_CREATED)
 
 
+class TokenRevokeThrottle(UserRateThrottle):
+    """Per user, the page's revocations included: revoking is cheap to ask for and each one is audited."""
+
+    scope = "token_revoke"
+
+
 class TokenDetailApi(APIView):
     permission_classes = [IsAuthenticated]
+    throttle_classes = [*APIView.throttle_classes, TokenRevokeThrottle]
 
     @extend_schema(responses={204: None})
     def delete(self, request, token_key: str):

@@ -67,15 +67,18 @@ def user_token_issue(*, user) -> tuple[AuthToken, str]:
     return instance, token
 
 
-def user_tokens_revoke(*, user, actor, token_key: str | None = None) -> int:
-    """Revoke one of `user`'s API tokens (by its `token_key`, the first characters) or all of them; how many."""
+def user_tokens_revoke(*, user, actor, token_key: str | None = None, reason: str = "") -> int:
+    """Revoke one of `user`'s API tokens (by its `token_key`, the first characters) or all of them; how many.
+    Only a revocation that revoked something is audited: a key the user does not hold writes nothing."""
     with transaction.atomic():
         tokens = AuthToken.objects.filter(user=user)
         if token_key is not None:
             tokens = tokens.filter(token_key=token_key)
         revoked, _ = tokens.delete()
-        TenancyAuditEntry.objects.create(actor=actor, action="token.revoke", target=user.username,
-                                         details={"token_key": token_key, "revoked": revoked})
+        if revoked:
+            details = {"token_key": token_key, "revoked": revoked, **({"reason": reason} if reason else {})}
+            TenancyAuditEntry.objects.create(actor=actor, action="token.revoke", target=user.username,
+                                             details=details)
     return revoked
 
 

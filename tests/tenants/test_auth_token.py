@@ -91,7 +91,7 @@ def test_requests_are_throttled_per_address(tenant_client, low_auth_rate):
 def test_the_tokens_page_issues_once_lists_and_revokes(tenant_web, other_tenant_web):
     page = tenant_web.get("/tokens/")
     assert page.status_code == 200 and 'id="issue-token"' in page.content.decode()
-    issued = tenant_web.post("/tokens/", {"action": "issue"})
+    issued = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"})
     assert issued["Cache-Control"] == "no-store"
     token = issued.context["issued"]
     assert token in issued.content.decode()
