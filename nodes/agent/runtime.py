@@ -200,12 +200,15 @@ def _bracketed(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
-DockerCommand = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+DockerCommand = Callable[..., subprocess.CompletedProcess]
 
 
-def run_docker(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """Run a docker CLI command; never raises for a non-zero exit (callers read ``returncode``)."""
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+def run_docker(argv: Sequence[str], *, binary: bool = False) -> subprocess.CompletedProcess:
+    """Run a docker CLI command; never raises for a non-zero exit (callers read ``returncode``). Its output is
+    bytes when `binary`, else text in which a byte that is not UTF-8 reads as U+FFFD rather than raising."""
+    if binary:
+        return subprocess.run(list(argv), capture_output=True, check=False)
+    return subprocess.run(list(argv), capture_output=True, text=True, errors="replace", check=False)
 
 
 class DockerRuntime:
@@ -252,17 +255,20 @@ class DockerRuntime:
             self.docker(["docker", "kill", handle])
 
     def read_output(self, handle: str) -> bytes:
-        """The container's output between the last read and now (stdout, then stderr, of that window). An adopted
-        container's is read from its start, so after an agent restart some output may be shipped twice."""
+        """The container's output between the last read and now (stdout, then stderr, of that window), as the
+        bytes the task printed: whatever they are, the window moves on once docker answered (the server decodes
+        with replacement), so no byte can hold a task's log back. An unreachable daemon read nothing, and the
+        window is read again next time. An adopted container's is read from its start, so after an agent restart
+        some output may be shipped twice."""
         until = f"{time.time():.9f}"
         argv = ["docker", "logs", "--until", until]
         if handle in self._output_read_until:
             argv += ["--since", self._output_read_until[handle]]
-        result = self.docker([*argv, handle])
+        result = self.docker([*argv, handle], binary=True)
         if result.returncode != 0:
             return b""
         self._output_read_until[handle] = until
-        return (result.stdout + result.stderr).encode()
+        return bytes(result.stdout or b"") + bytes(result.stderr or b"")
 
     def release(self, handle: str) -> None:
         # Free the name: a preempted task that is rescheduled here starts a container with the same name.

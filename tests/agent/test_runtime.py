@@ -7,7 +7,7 @@ import pytest
 
 from nodes.agent.runtime import (
     CARDS_VISIBLE_TO_EVERY_CONTAINER, CONTAINER_GONE_EXIT_CODE, DockerRuntime, SimulatedRuntime, TaskSpec,
-    docker_run_argv,
+    docker_run_argv, run_docker,
 )
 
 # Every container is confined whatever its task (design §16.5).
@@ -96,9 +96,11 @@ class FakeDocker:
         self.results = results
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv):
+    def __call__(self, argv, *, binary: bool = False):
         self.calls.append(list(argv))
         returncode, stdout, stderr = self.results.get(argv[1], (0, "", ""))
+        if binary:
+            stdout, stderr = (part if isinstance(part, bytes) else part.encode() for part in (stdout, stderr))
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
 
@@ -127,6 +129,24 @@ def test_docker_output_is_read_window_by_window():
     runtime.read_output("heteroflow-task-9")
     assert docker.calls[1][4:] == ["--since", first_until, "heteroflow-task-9"]
     assert float(docker.calls[1][3]) >= float(first_until)
+
+
+def test_output_that_is_not_utf8_is_read_as_bytes_and_the_window_moves_on():
+    """One byte that is not UTF-8 stopped a task's log for good: the strict decode raised, the window stayed."""
+    docker = FakeDocker({"logs": (0, b"caf\xe9 \xff\n", b"ok\n")})
+    runtime = DockerRuntime(docker)
+    assert runtime.read_output("heteroflow-task-9") == b"caf\xe9 \xff\nok\n"
+    docker.results["logs"] = (0, b"later\n", b"")
+    assert runtime.read_output("heteroflow-task-9") == b"later\n"
+    assert docker.calls[1][4:] == ["--since", docker.calls[0][3], "heteroflow-task-9"]
+
+
+def test_the_docker_command_reads_any_bytes(tmp_path):
+    """The real runner, on a stand-in `docker` printing bytes that are not UTF-8: bytes for logs, replacement
+    characters in text, never an exception."""
+    printer = [sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'caf\\xe9\\n')"]
+    assert run_docker(printer, binary=True).stdout == b"caf\xe9\n"
+    assert run_docker(printer).stdout == "caf\ufffd\n"
 
 
 def test_docker_output_of_an_unreachable_daemon_is_read_next_time():
