@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from .agent import Agent
 from .client import AgentClient
 from .detectors import Card, fake_cards_for
-from .runtime import DockerRuntime, Runtime, SimulatedRuntime
+from .runtime import ContainerLimits, DockerRuntime, Runtime, SimulatedRuntime
 
 TOKEN_VARIABLE = "HETEROFLOW_NODE_TOKEN"
 
@@ -35,6 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--publish-address", help="docker runtime: the host address tasks' ports are published on "
                                                   "(default the node's internal address, else 127.0.0.1; "
                                                   "0.0.0.0 publishes them on every interface)")
+    parser.add_argument("--container-log-max-size", default=ContainerLimits.log_max_size, metavar="SIZE",
+                        help="docker runtime: each log file of a container at most this big, e.g. 10m "
+                             f"(default {ContainerLimits.log_max_size})")
+    parser.add_argument("--container-log-max-files", type=int, default=ContainerLimits.log_max_files, metavar="N",
+                        help=f"docker runtime: log files kept per container (default {ContainerLimits.log_max_files})")
+    parser.add_argument("--container-disk-gb", type=int, default=ContainerLimits.disk_gb, metavar="GB",
+                        help="docker runtime: a container's writable layer at most this big where the storage "
+                             f"driver takes a quota, 0 for none (default {ContainerLimits.disk_gb})")
     parser.add_argument("--fake-cards", help="report fabricated cards instead of detecting them, "
                                              "TYPE:MODEL:COUNT:MEMORY_MB")
 
@@ -71,6 +80,18 @@ def node_token(options: Mapping[str, Any], environment: Mapping[str, str] = os.e
     return token
 
 
+def container_limits(options: Mapping[str, Any]) -> ContainerLimits:
+    """The docker runtime's bounds on what a container writes on the node; ValueError names a bad option."""
+    given = {field: options[f"container_{field}"] for field in ("log_max_size", "log_max_files", "disk_gb")
+             if options.get(f"container_{field}") is not None}
+    limits = ContainerLimits(**given)
+    if not re.fullmatch(r"[1-9][0-9]*[kmgKMG]", limits.log_max_size):
+        raise ValueError(f"--container-log-max-size takes a size such as 10m, got {limits.log_max_size!r}")
+    if limits.log_max_files < 1 or limits.disk_gb < 0:
+        raise ValueError("--container-log-max-files takes at least 1, --container-disk-gb at least 0")
+    return limits
+
+
 def agent_from(options: Mapping[str, Any]) -> Agent:
     """The agent the parsed options describe; ValueError names a bad option."""
     extra: dict[str, Any] = {"extra_labels": parse_labels(options["label"])}
@@ -78,7 +99,8 @@ def agent_from(options: Mapping[str, Any]) -> Agent:
         cards = parse_fake_cards(options["fake_cards"])
         extra.update(card_source=lambda: list(cards), topology_source=lambda: None)
     runtime: Runtime = (SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated"
-                        else DockerRuntime(publish_address=options.get("publish_address")))
+                        else DockerRuntime(publish_address=options.get("publish_address"),
+                                           limits=container_limits(options)))
     return Agent(AgentClient(options["server"], node_token(options)), runtime, **extra)
 
 

@@ -10,6 +10,7 @@ what an earlier agent process on this host started and left running, so that a r
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -154,6 +155,28 @@ TENANT_NETWORK_PREFIX = "heteroflow-tenant-"
 PIDS_LIMIT = 4096
 LOOPBACK = "127.0.0.1"
 _CONTAINER_NAME = re.compile(rf"^{CONTAINER_PREFIX}(\d+)$")
+# Storage drivers that take `--storage-opt size=` (a quota on the container's writable layer); overlay2 only on an
+# xfs mounted with `pquota` (which `docker info` does not show: the daemon's refusal of the first run tells).
+QUOTA_DRIVERS = frozenset({"btrfs", "zfs", "devicemapper", "windowsfilter"})
+QUOTA_ON_XFS_DRIVERS = frozenset({"overlay2"})
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    """What a container may write on the node (design §16.5): its output, kept by docker's `local` log driver in
+    at most `log_max_files` files of `log_max_size` (the agent ships it to the server as it goes), and its writable
+    layer, `disk_gb` at most where the storage driver can enforce it (0: no limit)."""
+
+    log_max_size: str = "10m"
+    log_max_files: int = 3
+    disk_gb: int = 100
+
+    def log_args(self) -> list[str]:
+        return ["--log-driver", "local", "--log-opt", f"max-size={self.log_max_size}",
+                "--log-opt", f"max-file={self.log_max_files}"]
+
+    def disk_args(self) -> list[str]:
+        return ["--storage-opt", f"size={self.disk_gb}G"] if self.disk_gb > 0 else []
 
 
 def container_name(task_id: int) -> str:
@@ -164,15 +187,18 @@ def tenant_network(tenant: int) -> str:
     return f"{TENANT_NETWORK_PREFIX}{tenant}"
 
 
-def docker_run_argv(spec: TaskSpec, *, publish_address: str | None = None) -> list[str]:
+def docker_run_argv(spec: TaskSpec, *, publish_address: str | None = None, limits: ContainerLimits = ContainerLimits(),
+                    disk_quota: bool = False) -> list[str]:
     """The exact ``docker run`` command line for ``spec`` (pure, so it is testable without a Docker engine).
 
     The container is confined (design §16.5): the task's CPU and memory as limits (swap included), a process
-    limit, no capabilities, no privilege gain through setuid, its tenant's own network, and its port published on
+    limit, no capabilities, no privilege gain through setuid, bounded output and (with `disk_quota`, where the
+    storage driver supports one) a bounded writable layer, its tenant's own network, and its port published on
     `publish_address` — the node's internal address (loopback without one), never every interface unless the
     agent's operator asks for it (``--publish-address 0.0.0.0``)."""
     argv = ["docker", "run", "-d", "--name", container_name(spec.id),
-            "--pids-limit", str(PIDS_LIMIT), "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+            "--pids-limit", str(PIDS_LIMIT), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            *limits.log_args(), *(limits.disk_args() if disk_quota else ())]
     if spec.cpu_cores > 0:
         argv += ["--cpus", f"{spec.cpu_cores:g}"]
     if spec.memory_mb > 0:
@@ -214,20 +240,51 @@ def run_docker(argv: Sequence[str], *, binary: bool = False) -> subprocess.Compl
 class DockerRuntime:
     """Tasks as detached Docker containers named ``heteroflow-task-<id>``; the handle is that name."""
 
-    def __init__(self, docker: DockerCommand = run_docker, *, publish_address: str | None = None) -> None:
+    def __init__(self, docker: DockerCommand = run_docker, *, publish_address: str | None = None,
+                 limits: ContainerLimits = ContainerLimits()) -> None:
         self.docker = docker
         self.publish_address = publish_address
+        self.limits = limits
         self._networks: set[str] = set()
         # Per container, the time up to which its output was read (`docker logs --until`), the next `--since`.
         self._output_read_until: dict[str, str] = {}
+        # Whether the storage driver takes a writable-layer quota; None until the daemon answered.
+        self._disk_quota: bool | None = None if limits.disk_gb > 0 else False
 
     def start(self, spec: TaskSpec) -> str:
         if spec.tenant is not None:
             self._ensure_network(tenant_network(spec.tenant))
-        result = self.docker(docker_run_argv(spec, publish_address=self.publish_address))
+        if self._disk_quota is None:
+            self._disk_quota = self._storage_driver_takes_a_quota()
+        result = self.docker(docker_run_argv(spec, publish_address=self.publish_address, limits=self.limits,
+                                             disk_quota=bool(self._disk_quota)))
+        if result.returncode != 0 and self._disk_quota and "storage-opt" in result.stderr:
+            # overlay2 on an xfs without `pquota`: the daemon refuses before it creates the container.
+            logger.warning("containers' writable layers are not bounded on this node: %s", result.stderr.strip())
+            self._disk_quota = False
+            result = self.docker(docker_run_argv(spec, publish_address=self.publish_address, limits=self.limits))
         if result.returncode != 0:
             raise RuntimeError(f"docker run failed ({result.returncode}): {result.stderr.strip()}")
         return container_name(spec.id)
+
+    def _storage_driver_takes_a_quota(self) -> bool | None:
+        """From `docker info`: the storage driver, and for overlay2 the filesystem under it. None when the daemon
+        did not answer (asked again at the next start)."""
+        result = self.docker(["docker", "info", "--format", "{{.Driver}} {{json .DriverStatus}}"])
+        if result.returncode != 0:
+            return None
+        driver, _, status = result.stdout.strip().partition(" ")
+        try:
+            backing = dict((pair[0], pair[1]) for pair in json.loads(status or "null") or () if len(pair) == 2)
+        except (ValueError, TypeError):
+            backing = {}
+        takes = driver in QUOTA_DRIVERS or (driver in QUOTA_ON_XFS_DRIVERS
+                                            and backing.get("Backing Filesystem") == "xfs")
+        if not takes:
+            logger.warning("containers' writable layers are not bounded on this node: the %s storage driver%s takes "
+                           "no size quota (docs/operations.md)", driver or "unknown",
+                           f" on {backing['Backing Filesystem']}" if backing.get("Backing Filesystem") else "")
+        return takes
 
     def _ensure_network(self, network: str) -> None:
         """A bridge network per tenant: containers of different tenants on one node cannot reach each other."""

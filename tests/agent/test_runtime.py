@@ -6,12 +6,13 @@ from pathlib import Path
 import pytest
 
 from nodes.agent.runtime import (
-    CARDS_VISIBLE_TO_EVERY_CONTAINER, CONTAINER_GONE_EXIT_CODE, DockerRuntime, SimulatedRuntime, TaskSpec,
-    docker_run_argv, run_docker,
+    CARDS_VISIBLE_TO_EVERY_CONTAINER, CONTAINER_GONE_EXIT_CODE, ContainerLimits, DockerRuntime, SimulatedRuntime,
+    TaskSpec, docker_run_argv, run_docker,
 )
 
-# Every container is confined whatever its task (design §16.5).
-CONFINED = ["--pids-limit", "4096", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+# Every container is confined whatever its task (design §16.5), its output bounded on the node.
+CONFINED = ["--pids-limit", "4096", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--log-driver", "local", "--log-opt", "max-size=10m", "--log-opt", "max-file=3"]
 
 
 def test_docker_argv_for_an_nvidia_inference_task():
@@ -62,7 +63,7 @@ def test_shared_device_vendors_name_host_cards():
 ])
 def test_every_vendor_gets_its_visible_devices_variable(gpu_type, variable):
     argv = docker_run_argv(TaskSpec(id=1, image="img", command="true", gpus=(0,), gpu_type=gpu_type))
-    assert argv[11:13] == ["-e", f"{variable}=0"]
+    assert argv[argv.index(f"{variable}=0") - 1] == "-e"
 
 
 def test_cpu_only_task_gets_no_device_flags_and_unknown_type_with_cards_is_refused():
@@ -173,10 +174,10 @@ def test_docker_start_runs_the_container_on_its_tenants_network_created_once():
     runtime = DockerRuntime(docker, publish_address="10.1.2.3")
     for task_id in (1, 2):
         runtime.start(TaskSpec(id=task_id, image="img", command="serve", port=8000 + task_id, tenant=3))
-    assert [call[:3] for call in docker.calls] == [["docker", "network", "create"], ["docker", "run", "-d"],
-                                                   ["docker", "run", "-d"]]
+    assert [call[:3] for call in docker.calls] == [["docker", "network", "create"], ["docker", "info", "--format"],
+                                                   ["docker", "run", "-d"], ["docker", "run", "-d"]]
     assert docker.calls[0][-1] == "heteroflow-tenant-3"
-    assert "10.1.2.3:8001:8001" in docker.calls[1]
+    assert "10.1.2.3:8001:8001" in docker.calls[2]
 
 
 def test_a_network_that_cannot_be_created_keeps_the_container_from_starting():
@@ -184,6 +185,63 @@ def test_a_network_that_cannot_be_created_keeps_the_container_from_starting():
     with pytest.raises(RuntimeError, match="network create"):
         DockerRuntime(docker).start(TaskSpec(id=1, image="img", command="true", tenant=3))
     assert [call[1] for call in docker.calls] == ["network"]
+
+
+def _run_calls(docker) -> list[list[str]]:
+    return [call for call in docker.calls if call[:2] == ["docker", "run"]]
+
+
+def test_every_container_writes_its_output_through_a_bounded_local_log():
+    """Unbounded json-file logs filled a node's disk with one task's output."""
+    argv = docker_run_argv(TaskSpec(id=3, image="busybox", command="yes"))
+    assert argv[argv.index("--log-driver") + 1] == "local"
+    assert ["--log-opt", "max-size=10m", "--log-opt", "max-file=3"] == argv[argv.index("--log-driver") + 2:][:4]
+    limits = ContainerLimits(log_max_size="50m", log_max_files=2)
+    assert "max-size=50m" in docker_run_argv(TaskSpec(id=3, image="busybox", command="yes"), limits=limits)
+    assert "--storage-opt" not in argv
+
+
+@pytest.mark.parametrize(("info", "bounded"), [
+    ('btrfs null', True),
+    ('zfs [["Zpool","tank"]]', True),
+    ('overlay2 [["Backing Filesystem","xfs"],["Supports d_type","true"]]', True),
+    ('overlay2 [["Backing Filesystem","extfs"],["Supports d_type","true"]]', False),
+    ('overlayfs null', False),
+])
+def test_the_writable_layer_is_bounded_where_the_storage_driver_takes_a_quota(info, bounded):
+    docker = FakeDocker({"info": (0, info + "\n", "")})
+    runtime = DockerRuntime(docker, limits=ContainerLimits(disk_gb=40))
+    for task_id in (1, 2):
+        runtime.start(TaskSpec(id=task_id, image="img", command="true"))
+    runs = _run_calls(docker)
+    assert [("--storage-opt" in run) for run in runs] == [bounded, bounded]
+    if bounded:
+        assert runs[0][runs[0].index("--storage-opt") + 1] == "size=40G"
+    assert [call[1] for call in docker.calls].count("info") == 1, "the driver is asked once"
+
+
+def test_overlay_on_xfs_without_pquota_runs_the_container_unbounded_and_stops_asking(caplog):
+    refusal = "docker: Error response from daemon: --storage-opt is supported only for overlay over xfs with 'pquota' mount option."
+
+    class RefusesQuota(FakeDocker):
+        def __call__(self, argv, *, binary=False):
+            if argv[1] == "run" and "--storage-opt" in argv:
+                self.calls.append(list(argv))
+                return subprocess.CompletedProcess(argv, 125, "", refusal)
+            return super().__call__(argv, binary=binary)
+
+    docker = RefusesQuota({"info": (0, 'overlay2 [["Backing Filesystem","xfs"]]', "")})
+    runtime = DockerRuntime(docker)
+    assert runtime.start(TaskSpec(id=1, image="img", command="true")) == "heteroflow-task-1"
+    runtime.start(TaskSpec(id=2, image="img", command="true"))
+    assert [("--storage-opt" in run) for run in _run_calls(docker)] == [True, False, False]
+    assert "not bounded" in caplog.text
+
+
+def test_no_disk_limit_asks_the_daemon_nothing():
+    docker = FakeDocker({})
+    DockerRuntime(docker, limits=ContainerLimits(disk_gb=0)).start(TaskSpec(id=1, image="img", command="true"))
+    assert [call[1] for call in docker.calls] == ["run"] and "--storage-opt" not in docker.calls[0]
 
 
 def test_docker_start_failure_raises():

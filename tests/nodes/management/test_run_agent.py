@@ -64,3 +64,19 @@ def test_run_agent_without_any_token_names_the_ways_to_give_one(monkeypatch):
     monkeypatch.delenv("HETEROFLOW_NODE_TOKEN", raising=False)
     with pytest.raises(CommandError, match="--token-file PATH, HETEROFLOW_NODE_TOKEN or --token"):
         call_command("run_agent", "--server", "http://127.0.0.1:1", "--runtime", "simulated")
+
+
+def test_the_docker_runtimes_container_limits_come_from_the_command_line():
+    from nodes.agent.command_line import container_limits
+    from nodes.agent.runtime import ContainerLimits
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert container_limits(vars(parser.parse_args(SERVER))) == ContainerLimits("10m", 3, 100)
+    chosen = vars(parser.parse_args([*SERVER, "--container-log-max-size", "50m", "--container-log-max-files", "2",
+                                     "--container-disk-gb", "0"]))
+    assert container_limits(chosen) == ContainerLimits("50m", 2, 0)
+    for bad in (["--container-log-max-size", "lots"], ["--container-log-max-files", "0"],
+                ["--container-disk-gb", "-1"]):
+        with pytest.raises(ValueError, match="--container-"):
+            container_limits(vars(parser.parse_args([*SERVER, *bad])))
