@@ -78,3 +78,36 @@ def test_the_live_fragment_polled_every_3_s_plans_nothing(tenant_web, tenant, cr
     assert planned == []
     tenant_web.get(f"/tasks/{urgent.id}/", HTTP_HX_TARGET="preemption-plan", **HTMX)
     assert len(planned) == 1
+
+
+@pytest.fixture
+def low_plan_rate(settings):
+    from rest_framework.settings import api_settings
+    from rest_framework.throttling import SimpleRateThrottle
+
+    original = SimpleRateThrottle.THROTTLE_RATES
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                               "DEFAULT_THROTTLE_RATES": {**original, "preemption_plan": "2/min"}}
+    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    yield
+    SimpleRateThrottle.THROTTLE_RATES = original
+
+
+def test_the_page_plans_within_the_apis_budget_for_the_user(tenant_web, tenant_client, tenant, crowded, monkeypatch,
+                                                            low_plan_rate):
+    """The page computed a plan on every load and refresh, without the throttle of the API's plan endpoint."""
+    from scheduling.web import preemption_plan
+
+    urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
+    planned = []
+    real = preemption_plan.preemption_plan_panel
+    monkeypatch.setattr(preemption_plan, "preemption_plan_panel",
+                        lambda **kwargs: planned.append(kwargs) or real(**kwargs))
+
+    assert tenant_client.get(f"/api/v1/tasks/{urgent.id}/preemption-plan").status_code == 200
+    assert "Would preempt" in _panel(tenant_web.get(f"/tasks/{urgent.id}/").content.decode())
+    refused = tenant_web.get(f"/tasks/{urgent.id}/", HTTP_HX_TARGET="preemption-plan", **HTMX)
+    assert refused.status_code == 200 and "Not planned just now" in refused.content.decode()
+    assert 'hx-trigger="every 15s"' in refused.content.decode(), "the panel asks again later"
+    assert len(planned) == 1
+    assert tenant_client.get(f"/api/v1/tasks/{urgent.id}/preemption-plan").status_code == 429
