@@ -5,7 +5,7 @@ share among equal priorities, then creation) or `weighted`, seed 002's weighted 
     score = 0.4 × SLA + 0.3 × utilisation + 0.2 × priority / 100 + 0.1 × waiting
 
 each term in [0, 1]: SLA = the share of its time to `deadline` already used, (now − created) / (deadline −
-created), 1 once the deadline passed, 0 without a deadline; utilisation = the share of the cards of its GPU type
+created), that span at least SLA_MIN_SPAN_SECONDS, 1 once the deadline passed, 0 without a deadline; utilisation = the share of the cards of its GPU type
 (all cards without one) allocated once it is placed, (allocated + its cards) / total, or allocated / total when its
 cards are more than the free ones; waiting = its wait over an hour, at most 1. Highest score first; ties keep the
 priority order. The cycle reorders the window it took from the queue (`scheduling.queue.weighted`); the scores are
@@ -26,6 +26,10 @@ ORDERS = (PRIORITY, WEIGHTED)
 WEIGHTS = {"sla": 0.4, "utilisation": 0.3, "priority": 0.2, "waiting": 0.1}
 # A wait this long counts fully.
 WAITING_FULL_SECONDS = 3600.0
+# A deadline sooner than this after submission counts as this far away: the SLA term of a deadline one second off
+# would be 1 at the next cycle, twice the whole priority term, for any tenant who writes one. So capped it grows no
+# faster than a ten-minute deadline's.
+SLA_MIN_SPAN_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,9 @@ def terms(facts: EntryFacts, *, now: datetime, cards: Mapping[str, Cards]) -> di
     case), "" for the whole cluster."""
     sla = 0.0
     if facts.deadline is not None:
-        span = (facts.deadline - facts.created_at).total_seconds()
+        span = max((facts.deadline - facts.created_at).total_seconds(), SLA_MIN_SPAN_SECONDS)
         used = (now - facts.created_at).total_seconds()
-        sla = 1.0 if span <= 0 else min(max(used / span, 0.0), 1.0)
+        sla = min(max(used / span, 0.0), 1.0)
     pool = cards.get(facts.gpu_type.lower()) or cards.get("") or Cards(0, 0)
     utilisation = 0.0
     if pool.total:

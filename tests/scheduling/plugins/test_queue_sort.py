@@ -47,6 +47,19 @@ def test_a_passed_deadline_counts_fully_and_a_wait_of_an_hour_too():
     assert terms(late, now=NOW, cards=CARDS)["waiting"] == 1.0
 
 
+def test_a_deadline_a_second_away_does_not_outweigh_the_priority_term():
+    """The SLA term of a deadline closer than ten minutes grows as a ten-minute deadline's does."""
+    low_with_deadline = EntryFacts(priority=0, created_at=NOW - timedelta(seconds=5),
+                                   deadline=NOW - timedelta(seconds=4), gpu_type="", cards=0)
+    high = EntryFacts(priority=100, created_at=NOW - timedelta(seconds=5), deadline=None, gpu_type="", cards=0)
+    assert terms(low_with_deadline, now=NOW, cards=CARDS)["sla"] == pytest.approx(5 / 600)
+    assert weighted_score(high, now=NOW, cards=CARDS) > weighted_score(low_with_deadline, now=NOW, cards=CARDS)
+    # A deadline in the past when submitted counts no faster either; it counts fully ten minutes on.
+    backdated = EntryFacts(priority=0, created_at=NOW - timedelta(minutes=10), deadline=NOW - timedelta(days=1),
+                           gpu_type="", cards=0)
+    assert terms(backdated, now=NOW, cards=CARDS)["sla"] == 1.0
+
+
 def test_the_setting_reaches_the_plugin_set_and_is_validated():
     registry = default_registry(extra_plugins=())
     assert build_plugin_set([], registry).queue_order == "priority"
