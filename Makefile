@@ -25,8 +25,7 @@ $(INSTALLED): requirements.txt pyproject.toml
 RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false
 
 run: $(INSTALLED)
-	mkdir -p .data && (test -s .data/secret_key || $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" \
-		> .data/secret_key)
+	$(PY) -c "from heteroflow_site.configuration import keep_local_secret_key; keep_local_secret_key('.data')"
 	@$(PY) -m heteroflow_site.local_services run --tracked -- $(MAKE) --no-print-directory serve
 
 serve: $(INSTALLED)

@@ -9,6 +9,7 @@ Redis — into two lines and exit status 1 instead of a traceback, which `--trac
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -30,6 +31,22 @@ class SettingsEnv(environ.Env):
             return super().get_value(var, cast=cast, default=default, parse_default=parse_default)
         except (ValueError, TypeError) as error:
             raise ImproperlyConfigured(f"{var}={self.ENVIRON.get(var)!r} is malformed: {error}") from error
+
+
+def keep_local_secret_key(data_dir: Path | str) -> Path:
+    """`make run`'s key in the data folder: created once, readable by its owner only (0600, whatever the umask;
+    a key kept by an earlier version, 0644, is narrowed too). The path."""
+    path = Path(data_dir) / SECRET_KEY_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(descriptor, "w") as key_file:
+            key_file.write(secrets.token_urlsafe(50) + "\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def local_secret_key(data_dir: Path) -> str:

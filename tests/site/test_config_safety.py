@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -112,3 +113,31 @@ def test_seed_demo_refuses_a_database_with_real_users_unless_forced(settings):
     assert not get_user_model().objects.filter(username="alice").exists()
     call_command("seed_demo", force=True)
     assert get_user_model().objects.filter(username="alice").exists()
+
+
+def test_the_local_secret_key_is_readable_by_its_owner_only(tmp_path):
+    """It was written 0644 by a shell redirection: every user of the machine could read it."""
+    import stat
+
+    from heteroflow_site.configuration import keep_local_secret_key
+
+    old_umask = os.umask(0o022)
+    try:
+        path = keep_local_secret_key(tmp_path / "data")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    key = path.read_text()
+    assert len(key.strip()) >= 50
+    assert keep_local_secret_key(tmp_path / "data").read_text() == key, "kept, not replaced"
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "secret_key").write_text("kept-by-an-earlier-make-run-" + "k" * 30 + "\n")
+    (earlier / "secret_key").chmod(0o644)
+    assert stat.S_IMODE(keep_local_secret_key(earlier).stat().st_mode) == 0o600
+
+
+def test_make_run_keeps_its_key_through_that_function():
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert "keep_local_secret_key('.data')" in makefile and "> .data/secret_key" not in makefile
