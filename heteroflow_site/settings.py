@@ -37,7 +37,8 @@ if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH and not DEBUG:
     raise ImproperlyConfigured(f"SECRET_KEY has {len(SECRET_KEY)} characters; at least {MIN_SECRET_KEY_LENGTH} "
                                "are needed with DEBUG off\nMake one: python3 -c 'import secrets; "
                                "print(secrets.token_urlsafe(50))'")
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+# Django's test client's host ("testserver") is added by the test environment (setup_test_environment), not here.
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
 
 # Transport security (README "Production settings"): secure cookies unless DEBUG; HSTS and the proxy header are

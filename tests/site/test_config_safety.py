@@ -141,3 +141,15 @@ def test_the_local_secret_key_is_readable_by_its_owner_only(tmp_path):
 def test_make_run_keeps_its_key_through_that_function():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert "keep_local_secret_key('.data')" in makefile and "> .data/secret_key" not in makefile
+
+
+def test_allowed_hosts_by_default_are_the_local_ones_only(tmp_path, settings):
+    """`testserver` (Django's test client's host) was allowed by default in every deployment."""
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'heteroflow_site.settings'; django.setup(); "
+            "from django.conf import settings as s; print(','.join(s.ALLOWED_HOSTS))")
+    environment = {key: value for key, value in os.environ.items() if key != "ALLOWED_HOSTS"}
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**environment, "HETEROFLOW_DATA_DIR": str(tmp_path)})
+    assert fresh.stdout.strip() == "127.0.0.1,localhost", fresh.stderr
+    # The tests' own client is let in by the test environment.
+    assert "testserver" in settings.ALLOWED_HOSTS
