@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .port_guard import PortGuard
+
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10
@@ -154,6 +156,8 @@ TENANT_NETWORK_PREFIX = "heteroflow-tenant-"
 # Processes per container: enough for data loaders and compilers, not for a fork bomb that starves the node.
 PIDS_LIMIT = 4096
 LOOPBACK = "127.0.0.1"
+# The bridge of docker's default network, where a task without a tenant runs.
+DEFAULT_BRIDGE = "docker0"
 _CONTAINER_NAME = re.compile(rf"^{CONTAINER_PREFIX}(\d+)$")
 # Storage drivers that take `--storage-opt size=` (a quota on the container's writable layer); overlay2 only on an
 # xfs mounted with `pquota` (which `docker info` does not show: the daemon's refusal of the first run tells).
@@ -214,11 +218,14 @@ def docker_run_argv(spec: TaskSpec, *, publish_address: str | None = None, limit
     for key, value in spec.env.items():
         argv += ["-e", f"{key}={value}"]
     if spec.port is not None:
-        address = publish_address or spec.node_address or LOOPBACK
-        argv += ["-p", f"{_bracketed(address)}:{spec.port}:{spec.port}"]
+        argv += ["-p", f"{_bracketed(published_on(spec, publish_address))}:{spec.port}:{spec.port}"]
     if access is not None:
         argv += access.docker_args(spec.gpus)
     return argv + [spec.image, "sh", "-c", spec.command]
+
+
+def published_on(spec: TaskSpec, publish_address: str | None) -> str:
+    return publish_address or spec.node_address or LOOPBACK
 
 
 def _bracketed(address: str) -> str:
@@ -230,7 +237,8 @@ DockerCommand = Callable[..., subprocess.CompletedProcess]
 
 
 def run_docker(argv: Sequence[str], *, binary: bool = False) -> subprocess.CompletedProcess:
-    """Run a docker CLI command; never raises for a non-zero exit (callers read ``returncode``). Its output is
+    """Run a command of the host (the docker CLI, iptables); never raises for a non-zero exit (callers read
+    ``returncode``). Its output is
     bytes when `binary`, else text in which a byte that is not UTF-8 reads as U+FFFD rather than raising."""
     if binary:
         return subprocess.run(list(argv), capture_output=True, check=False)
@@ -245,15 +253,22 @@ class DockerRuntime:
         self.docker = docker
         self.publish_address = publish_address
         self.limits = limits
-        self._networks: set[str] = set()
+        # Each tenant network created, with its bridge interface (None when docker did not say).
+        self._networks: dict[str, str | None] = {}
+        self.port_guard = PortGuard(docker)
         # Per container, the time up to which its output was read (`docker logs --until`), the next `--since`.
         self._output_read_until: dict[str, str] = {}
         # Whether the storage driver takes a writable-layer quota; None until the daemon answered.
         self._disk_quota: bool | None = None if limits.disk_gb > 0 else False
 
     def start(self, spec: TaskSpec) -> str:
+        bridge: str | None = DEFAULT_BRIDGE
         if spec.tenant is not None:
-            self._ensure_network(tenant_network(spec.tenant))
+            bridge = self._ensure_network(tenant_network(spec.tenant))
+        if spec.port is not None:
+            # Before the port exists: no moment in which another tenant's container reaches it.
+            self.port_guard.admit_only(task_name=container_name(spec.id), port=spec.port, bridge=bridge,
+                                       ipv6=":" in published_on(spec, self.publish_address))
         if self._disk_quota is None:
             self._disk_quota = self._storage_driver_takes_a_quota()
         result = self.docker(docker_run_argv(spec, publish_address=self.publish_address, limits=self.limits,
@@ -264,6 +279,7 @@ class DockerRuntime:
             self._disk_quota = False
             result = self.docker(docker_run_argv(spec, publish_address=self.publish_address, limits=self.limits))
         if result.returncode != 0:
+            self.port_guard.forget(container_name(spec.id))
             raise RuntimeError(f"docker run failed ({result.returncode}): {result.stderr.strip()}")
         return container_name(spec.id)
 
@@ -286,14 +302,22 @@ class DockerRuntime:
                            f" on {backing['Backing Filesystem']}" if backing.get("Backing Filesystem") else "")
         return takes
 
-    def _ensure_network(self, network: str) -> None:
-        """A bridge network per tenant: containers of different tenants on one node cannot reach each other."""
+    def _ensure_network(self, network: str) -> str | None:
+        """A bridge network per tenant: containers of different tenants on one node cannot reach each other. Its
+        bridge interface: the one docker names after the network's id unless the network names its own."""
         if network in self._networks:
-            return
+            return self._networks[network]
         result = self.docker(["docker", "network", "create", "--driver", "bridge", network])
         if result.returncode != 0 and "already exists" not in result.stderr:
             raise RuntimeError(f"docker network create failed ({result.returncode}): {result.stderr.strip()}")
-        self._networks.add(network)
+        inspected = self.docker(["docker", "network", "inspect", "-f",
+                                 '{{.Id}} {{index .Options "com.docker.network.bridge.name"}}', network])
+        network_id, _, named = inspected.stdout.strip().partition(" ")
+        bridge = None
+        if inspected.returncode == 0 and network_id:
+            bridge = named.strip() or f"br-{network_id[:12]}"
+        self._networks[network] = bridge
+        return bridge
 
     def poll(self, handle: str) -> int | None:
         result = self.docker(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", handle])
@@ -330,6 +354,7 @@ class DockerRuntime:
     def release(self, handle: str) -> None:
         # Free the name: a preempted task that is rescheduled here starts a container with the same name.
         self.docker(["docker", "rm", "-f", handle])
+        self.port_guard.forget(handle)
         self._output_read_until.pop(handle, None)
 
     def adopt(self) -> dict[int, str]:

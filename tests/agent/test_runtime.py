@@ -92,6 +92,11 @@ def test_only_the_vendors_whose_containers_see_every_card_are_single_tenant():
     assert CARDS_VISIBLE_TO_EVERY_CONTAINER == {"hygon", "metax", "biren"}
 
 
+def _docker_calls(fake) -> list[list[str]]:
+    """The docker commands among a fake's calls (the port guard's iptables ones aside)."""
+    return [call for call in fake.calls if call[0] == "docker"]
+
+
 class FakeDocker:
     def __init__(self, results: dict[str, tuple[int, str, str]]):
         self.results = results
@@ -112,7 +117,7 @@ def test_docker_stop_is_graceful_then_kill_and_the_container_stays_until_release
     assert docker.calls == [["docker", "stop", "-t", "10", "heteroflow-task-9"],
                             ["docker", "kill", "heteroflow-task-9"]]
     runtime.release("heteroflow-task-9")
-    assert docker.calls[-1] == ["docker", "rm", "-f", "heteroflow-task-9"]
+    assert _docker_calls(docker)[-1] == ["docker", "rm", "-f", "heteroflow-task-9"]
 
 
 def test_docker_stop_without_kill_when_graceful_stop_works():
@@ -174,10 +179,12 @@ def test_docker_start_runs_the_container_on_its_tenants_network_created_once():
     runtime = DockerRuntime(docker, publish_address="10.1.2.3")
     for task_id in (1, 2):
         runtime.start(TaskSpec(id=task_id, image="img", command="serve", port=8000 + task_id, tenant=3))
-    assert [call[:3] for call in docker.calls] == [["docker", "network", "create"], ["docker", "info", "--format"],
-                                                   ["docker", "run", "-d"], ["docker", "run", "-d"]]
-    assert docker.calls[0][-1] == "heteroflow-tenant-3"
-    assert "10.1.2.3:8001:8001" in docker.calls[2]
+    calls = _docker_calls(docker)
+    assert [call[:3] for call in calls] == [["docker", "network", "create"], ["docker", "network", "inspect"],
+                                            ["docker", "info", "--format"], ["docker", "run", "-d"],
+                                            ["docker", "run", "-d"]]
+    assert calls[0][-1] == "heteroflow-tenant-3"
+    assert "10.1.2.3:8001:8001" in calls[3]
 
 
 def test_a_network_that_cannot_be_created_keeps_the_container_from_starting():
