@@ -228,7 +228,8 @@ def test_the_writable_layer_is_bounded_where_the_storage_driver_takes_a_quota(in
 
 
 def test_overlay_on_xfs_without_pquota_runs_the_container_unbounded_and_stops_asking(caplog):
-    refusal = "docker: Error response from daemon: --storage-opt is supported only for overlay over xfs with 'pquota' mount option."
+    refusal = ("docker: Error response from daemon: --storage-opt is supported only for overlay over xfs with "
+               "'pquota' mount option.")
 
     class RefusesQuota(FakeDocker):
         def __call__(self, argv, *, binary=False):

@@ -5,11 +5,12 @@ share among equal priorities, then creation) or `weighted`, seed 002's weighted 
     score = 0.4 × SLA + 0.3 × utilisation + 0.2 × priority / 100 + 0.1 × waiting
 
 each term in [0, 1]: SLA = the share of its time to `deadline` already used, (now − created) / (deadline −
-created), that span at least SLA_MIN_SPAN_SECONDS, 1 once the deadline passed, 0 without a deadline; utilisation = the share of the cards of its GPU type
+created), 1 once the deadline passed, 0 without a deadline; utilisation = the share of the cards of its GPU type
 (all cards without one) allocated once it is placed, (allocated + its cards) / total, or allocated / total when its
 cards are more than the free ones; waiting = its wait over an hour, at most 1. Highest score first; ties keep the
 priority order. The cycle reorders the window it took from the queue (`scheduling.queue.weighted`); the scores are
-pure functions here. docs/scheduling.md has a worked example.
+pure functions here. docs/scheduling.md has a worked example. A deadline closer than SLA_MIN_SPAN_SECONDS after
+submission counts as that far away.
 """
 
 from collections.abc import Mapping
