@@ -3,7 +3,7 @@ tenant's container on the same node (design §16.5): the iptables command lines 
 
 import subprocess
 
-from nodes.agent.port_guard import CHAIN, PortGuard
+from nodes.agent.port_guard import CHAIN, FORWARD_CHAIN, PortGuard
 from nodes.agent.runtime import DockerRuntime, TaskSpec
 
 
@@ -33,15 +33,15 @@ class FakeHost:
         elif argv[1] == "-D":
             self.rules.remove(["-A", *argv[2:]])
         elif argv[1] == "-S":
-            listed = "\n".join(" ".join(rule) for rule in self.rules)
-            return subprocess.CompletedProcess(argv, 0, f"-N {CHAIN}\n{listed}\n", "")
+            listed = "\n".join(" ".join(rule) for rule in self.rules if rule[1] == argv[2])
+            return subprocess.CompletedProcess(argv, 0, f"-N {argv[2]}\n{listed}\n", "")
         elif argv[1] == "-C":
             return subprocess.CompletedProcess(argv, 1, "", "Bad rule")
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
-def _rules(host, tool="iptables"):
-    return [call[1:] for call in host.calls if call[0] == tool and call[1] == "-A"]
+def _rules(host, tool="iptables", chain=CHAIN):
+    return [call[1:] for call in host.calls if call[0] == tool and call[1:3] == ["-A", chain]]
 
 
 def test_a_published_port_admits_its_tenants_bridge_and_drops_every_other_docker_bridge():
@@ -53,9 +53,16 @@ def test_a_published_port_admits_its_tenants_bridge_and_drops_every_other_docker
     assert ["iptables", "-N", CHAIN] in host.calls
     assert ["iptables", "-I", "INPUT", "1", "-j", CHAIN] in host.calls
     tagged = ["-p", "tcp", "--dport", "8001", "-m", "comment", "--comment", "heteroflow-task-12"]
-    assert _rules(host) == [["-A", CHAIN, "-i", "br-0123456789ab", *tagged, "-j", "RETURN"],
+    own = "br-0123456789ab"
+    assert _rules(host) == [["-A", CHAIN, "-i", own, *tagged, "-j", "RETURN"],
                             ["-A", CHAIN, "-i", "br-+", *tagged, "-j", "DROP"],
                             ["-A", CHAIN, "-i", "docker0", *tagged, "-j", "DROP"]]
+    # The NATed way in: forwarded from another bridge to the owner's.
+    assert ["iptables", "-I", "DOCKER-USER", "1", "-j", FORWARD_CHAIN] in host.calls
+    assert _rules(host, chain=FORWARD_CHAIN) == [
+        ["-A", FORWARD_CHAIN, "-i", own, "-o", own, *tagged, "-j", "RETURN"],
+        ["-A", FORWARD_CHAIN, "-i", "br-+", "-o", own, *tagged, "-j", "DROP"],
+        ["-A", FORWARD_CHAIN, "-i", "docker0", "-o", own, *tagged, "-j", "DROP"]]
     run = next(index for index, call in enumerate(host.calls) if call[:2] == ["docker", "run"])
     assert max(index for index, call in enumerate(host.calls) if call[0] == "iptables") < run, \
         "guarded before the port exists"
@@ -71,7 +78,7 @@ def test_releasing_the_task_removes_its_rules_only():
     DockerRuntime(host).release("heteroflow-task-12")
 
     assert {rule[rule.index("--comment") + 1] for rule in host.rules} == {"heteroflow-task-13"}
-    assert len(host.rules) == 3
+    assert len(host.rules) == 6
 
 
 def test_an_ipv6_node_address_is_guarded_with_ip6tables_and_a_task_without_a_port_is_not_guarded():
@@ -104,3 +111,18 @@ def test_an_unknown_bridge_lets_no_docker_bridge_in():
     guard = PortGuard(guard_host)
     assert guard.admit_only(task_name="heteroflow-task-9", port=8009, bridge=None)
     assert [rule[rule.index("-j") + 1] for rule in _rules(guard_host)] == ["DROP", "DROP"]
+    assert [rule[rule.index("-j") + 1] for rule in _rules(guard_host, chain=FORWARD_CHAIN)] == ["DROP"] * 4
+
+
+def test_without_docker_user_the_input_guard_still_stands():
+    """A daemon that manages no iptables has no DOCKER-USER chain, and no NAT to guard."""
+
+    class NoDockerUser(FakeHost):
+        def _iptables(self, argv):
+            if "DOCKER-USER" in argv:
+                return subprocess.CompletedProcess(argv, 1, "", "iptables: No chain/target/match by that name.")
+            return super()._iptables(argv)
+
+    host = NoDockerUser()
+    assert PortGuard(host).admit_only(task_name="heteroflow-task-9", port=8009, bridge="br-0123456789ab")
+    assert len(_rules(host)) == 3 and not _rules(host, chain=FORWARD_CHAIN)
