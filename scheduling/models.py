@@ -25,6 +25,14 @@ class TaskType(models.TextChoices):
     INFERENCE = "inference"
 
 
+# The states of a task that holds its node's resources (`scheduling.lifecycle.ACTIVE_STATES`, where the rest of
+# the code reads them), and the types preemption never evicts (design §9): the conditions of the partial indexes.
+_HOLDING_NODE = Q(node__isnull=False, status__in=[TaskStatus.SCHEDULED, TaskStatus.RUNNING, TaskStatus.PREEMPTING,
+                                                  TaskStatus.STOPPING])
+_EVICTABLE = Q(status=TaskStatus.PREEMPTING) | Q(preemptible=True) & ~Q(type__in=[TaskType.TRAINING,
+                                                                                   TaskType.INFERENCE])
+
+
 class Parallelism(models.TextChoices):
     TENSOR = "tensor"
     DATA = "data"
@@ -143,6 +151,11 @@ class Task(models.Model):
         indexes = [
             models.Index(fields=["status", "-priority", "created_at", "id"], name="task_queue_order"),
             models.Index(fields=["parked_until"], name="task_parked", condition=Q(parked_until__isnull=False)),
+            # The reads of a node's active tasks and of the nodes where preemption may act stay index reads of the
+            # few rows they return whatever the planner's statistics say (a plan estimated at one row became a
+            # scan of every active task per active task once the statistics were taken with none active).
+            models.Index(fields=["node"], name="task_holding_node", condition=_HOLDING_NODE),
+            models.Index(fields=["node"], name="task_evictable_on_node", condition=_HOLDING_NODE & _EVICTABLE),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(priority__gte=0, priority__lte=100), name="task_priority_0_100"),

@@ -53,16 +53,23 @@ def _use_database(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
+# The planner statistics a benchmark runs under (`bench_scheduler --stats`): none at all, those taken once right
+# after seeding (every task pending, none active: the state in which a plan was seen to flip) or kept fresh while
+# it runs, as autovacuum keeps a production database's.
+STATISTICS_STATES = ("none", "seeded", "fresh")
+
+
 @contextmanager
-def statistics_kept(*, every_seconds: float = 10.0) -> Iterator[None]:
-    """ANALYZE the current database now and, when the server's autovacuum is off, again every `every_seconds` while
-    the block runs, as autovacuum does for a production database. Without statistics PostgreSQL plans the
-    scheduler's reads of a few nodes' tasks as scans of every active task (a cost that grows with the run)."""
-    _execute_autocommit("ANALYZE")
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SHOW autovacuum")
-        autovacuum = cursor.fetchone()[0] == "on"
-    if autovacuum:
+def statistics_kept(state: str = "fresh", *, every_seconds: float = 10.0) -> Iterator[None]:
+    """Run the block under the planner statistics `state` of the current database. Autovacuum is turned off for
+    its tables whatever the server's setting, so no state changes by itself in the middle of a run: `seeded` is an
+    ANALYZE now, `fresh` one now and another every `every_seconds` while the block runs."""
+    if state not in STATISTICS_STATES:
+        raise ValueError(f"statistics state {state!r}: expected one of {', '.join(STATISTICS_STATES)}")
+    _without_autovacuum()
+    if state != "none":
+        _execute_autocommit("ANALYZE")
+    if state != "fresh":
         yield
         return
     stop = threading.Event()
@@ -81,3 +88,22 @@ def statistics_kept(*, every_seconds: float = 10.0) -> Iterator[None]:
     finally:
         stop.set()
         keeper.join()
+
+
+def _without_autovacuum() -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'public'")
+        tables = [name for (name,) in cursor.fetchall()]
+        for table in tables:
+            cursor.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)")
+
+
+def explain_slow_statements(name: str, *, over_ms: int) -> None:
+    """Sessions opened on database `name` from now on log the plan of every statement slower than `over_ms`, with
+    its actual rows and buffers, to the server's log (PostgreSQL's auto_explain; needs a superuser)."""
+    settings_sql = {
+        "session_preload_libraries": "auto_explain", "auto_explain.log_min_duration": f"{over_ms}",
+        "auto_explain.log_analyze": "on", "auto_explain.log_buffers": "on", "auto_explain.log_nested_statements": "on",
+    }
+    for setting, value in settings_sql.items():
+        _execute_autocommit(f'ALTER DATABASE "{name}" SET {setting} = \'{value}\'')

@@ -26,3 +26,15 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
     # After the command name: state is field 3, utime and stime are fields 14 and 15 of proc(5).
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rows_read() -> int:
+    """Table rows the server has read in the current database so far, by sequential and index scans (PostgreSQL's
+    cumulative statistics; a session's counts arrive when it ends)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) "
+                       "FROM pg_stat_user_tables")
+        return int(cursor.fetchone()[0])

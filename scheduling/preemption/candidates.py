@@ -129,9 +129,13 @@ class CandidatePool:
     def _tasks_by_node(self) -> dict[int, dict[int, ActiveTask]]:
         if self._on_node is None:
             self._on_node = {}
-            acting = Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).filter(
-                Q(status=lifecycle.PREEMPTING) | Q(preemptible=True) & ~Q(type__in=NEVER_VICTIM_TYPES))
-            self._read(Task.objects.filter(node__in=acting.values("node_id")))
+            # Two statements, not a semi-join: the nodes first (none, on most clusters, and then no second read),
+            # then their tasks by a list of ids, whose size the planner knows.
+            acting = set(Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False).filter(
+                Q(status=lifecycle.PREEMPTING) | Q(preemptible=True) & ~Q(type__in=NEVER_VICTIM_TYPES)
+            ).values_list("node_id", flat=True).distinct())
+            if acting:
+                self._read(Task.objects.filter(node_id__in=sorted(acting)))
         return self._on_node
 
     def _read(self, tasks) -> None:

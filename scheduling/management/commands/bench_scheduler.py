@@ -10,7 +10,9 @@ passes that then find nothing more to bind are in `wall_s`, not in the rate) bes
 cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without;
 `--layout spread,fgd` likewise runs each layout scorer on a fresh database of the same seed and prints each one's
 cost against the first's (the same run's reference); `--big-jobs off,on,defrag` likewise without and with design
-§16.3's taints, tolerations and reservation, and with the defrag plugin enabled as well.
+§16.3's taints, tolerations and reservation, and with the defrag plugin enabled as well. `--stats none,seeded,fresh`
+runs each case under each state of PostgreSQL's planner statistics (`scheduling.bench.database.statistics_kept`) and
+prints the worst; `--explain-over MS` has the server log the plan of every statement slower than that.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -29,8 +31,14 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 from django.db import connections
 
-from scheduling.bench.database import database_url, statistics_kept, throwaway_database
-from scheduling.bench.figures import max_rss_mb, percentile, process_cpu_seconds
+from scheduling.bench.database import (
+    STATISTICS_STATES,
+    database_url,
+    explain_slow_statements,
+    statistics_kept,
+    throwaway_database,
+)
+from scheduling.bench.figures import max_rss_mb, percentile, process_cpu_seconds, rows_read
 
 GPU_TYPE_WEIGHTS = {
     "nvidia": 40, "ascend": 10, "musa": 6, "hygon": 8, "metax": 6, "enflame": 6, "iluvatar": 6, "biren": 6,
@@ -78,19 +86,28 @@ class Command(BaseCommand):
                                  "a fifth of the others tolerate them, and reservation acts at once "
                                  "(HETEROFLOW_RESERVE_AFTER=0; off: never); defrag: on with the defrag plugin enabled "
                                  "(design §16.3); the seeded tasks are the same; each against the first")
+        parser.add_argument("--stats", type=_modes(*STATISTICS_STATES), default=["fresh"],
+                            help="planner statistics of each run: none (never analyzed), seeded (analyzed once, "
+                                 "right after seeding: every task pending), fresh (analyzed again every 10 s); "
+                                 "comma-separated runs each on a fresh database and prints the worst")
+        parser.add_argument("--explain-over", type=int, metavar="MS",
+                            help="the server logs the plan (auto_explain, actual rows and buffers) of every "
+                                 "statement of the run slower than MS milliseconds")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
-               layout: list[str], quotas: list[str], big_jobs: list[str], **options):
+               layout: list[str], quotas: list[str], big_jobs: list[str], stats: list[str],
+               explain_over: int | None, **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
-        runs = [(count, mode, name, pools) for count in instances for mode in quotas for name in layout
-                for pools in big_jobs]
-        for count, quota_mode, layout_name, pools_mode in runs:
+        runs = [(count, mode, name, pools, state) for count in instances for mode in quotas for name in layout
+                for pools in big_jobs for state in stats]
+        by_state = {}
+        for count, quota_mode, layout_name, pools_mode, stats_state in runs:
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
                 rng = random.Random(seed)
@@ -104,11 +121,13 @@ class Command(BaseCommand):
                     _seed_pools(random.Random(seed), defrag=pools_mode == "defrag")
                 _use_layout(layout_name)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
-                                  f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode} (migrated and seeded "
-                                  f"in {time.perf_counter() - started:.1f} s)")
+                                  f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode} (statistics "
+                                  f"{stats_state}; migrated and seeded in {time.perf_counter() - started:.1f} s)")
+                if explain_over is not None:
+                    explain_slow_statements(bench, over_ms=explain_over)
                 connections.close_all()
                 try:
-                    with statistics_kept():
+                    with statistics_kept(stats_state):
                         report = _run_instances(
                             bench, count, seed, live_updates=not without_live_updates, metrics=not without_metrics,
                             concurrent_cycles=concurrent_cycles,
@@ -117,8 +136,22 @@ class Command(BaseCommand):
                     _forget_window()
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
-                throughput[count, quota_mode, layout_name, pools_mode] = (
-                    self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
+                figures = (self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
+                by_state[count, quota_mode, layout_name, pools_mode, stats_state] = figures + (ceiling.per_second,)
+        # Every other comparison is between the worst statistics state of each case.
+        for count, quota_mode, layout_name, pools_mode, stats_state in runs:
+            figures = by_state[count, quota_mode, layout_name, pools_mode, stats_state]
+            case = (count, quota_mode, layout_name, pools_mode)
+            if case not in throughput or figures[0] < throughput[case][0]:
+                throughput[case] = figures[:2]
+        if len(stats) > 1:
+            for case, (rate, _) in throughput.items():
+                per_state = {state: by_state[case + (state,)] for state in stats}
+                self.stdout.write(
+                    f"statistics instances={case[0]} layout={case[2]}: " + "; ".join(
+                        f"{state} tasks_per_second={rate_:.1f} cycle_ms_p50={p50:.1f} ratio={rate_ / ceiling:.3f}"
+                        for state, (rate_, (p50, _), ceiling) in per_state.items())
+                    + f"; worst tasks_per_second={rate:.1f}")
         if len(instances) > 1:
             rates = {count: throughput[count, quotas[0], layout[0], big_jobs[0]][0] for count in instances}
             first = rates[instances[0]] or 1.0
@@ -173,6 +206,10 @@ class Command(BaseCommand):
                 f"cpu_ms_per_bound_task scheduler={1000 * report['cpu_s'] / report['bound']:.3f} postgres="
                 + (f"{1000 * database / report['bound']:.3f}" if database is not None else "unknown")
                 + " (the scheduler processes' own CPU and their PostgreSQL sessions')")
+            # Counts, not times: the same on a busy machine as on an idle one, and they grow with a bad plan.
+            self.stdout.write(f"per_bound_task statements={report['statements'] / report['bound']:.2f} "
+                              f"rows_read={report['rows_read'] / report['bound']:.1f} (the cycles' statements; "
+                              f"table rows the server read for the scheduler processes)")
         tasks_per_second = report["bound"] / binding if binding else 0.0
         self.stdout.write(f"tasks_per_second={tasks_per_second:.1f} bind_ceiling_per_s={ceiling:.1f} "
                           f"ratio={tasks_per_second / ceiling if ceiling else 0.0:.3f}")
@@ -254,6 +291,7 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
     ]
     for process in processes:
         process.start()
+    rows_read_before = rows_read()
     ready.wait()
     started = time.monotonic()
     reports = [results.get() for _ in processes]
@@ -261,6 +299,9 @@ def _run_instances(database: str, instances: int, seed: int, *, live_updates: bo
     for process in processes:
         process.join()
     return {
+        # The schedulers' sessions have ended, so their counts are in the server's statistics.
+        "rows_read": rows_read() - rows_read_before,
+        "statements": sum(report["statements"] for report in reports),
         "instances": instances,
         "wall_s": wall,
         # Until the end of the last cycle that bound a task: what follows is the instances finding nothing more.
@@ -302,8 +343,16 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
     ready.wait()
     cpu_started, database_cpu_started = time.process_time(), process_cpu_seconds(backend)
     durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
+    statements = 0
+
+    def count(execute, sql, params, many, context):
+        nonlocal statements
+        statements += 1
+        return execute(sql, params, many, context)
+
     while True:
-        result = run_cycle(instance=instance, rng=rng)
+        with database.execute_wrapper(count):
+            result = run_cycle(instance=instance, rng=rng)
         if result.skipped:
             continue
         durations.append(result.duration_ms)
@@ -320,7 +369,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
     if database.connection.info.backend_pid != backend or database_cpu is None or database_cpu_started is None:
         database_cpu = database_cpu_started = None
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
-                 "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds),
+                 "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds), "statements": statements,
                  "rss_mb": max_rss_mb(), "cpu_s": time.process_time() - cpu_started,
                  "database_cpu_s": None if database_cpu is None else database_cpu - database_cpu_started})
 

@@ -44,3 +44,23 @@ def test_bench_scheduler_compares_two_settings_in_one_run(option, values, title,
     figure = rf"{first}=[\d.]+ {second}=[\d.]+ {second}/{first}=[\d.]+"
     assert re.search(rf"^{title} instances=1: cycle_ms_p50 {figure}; cycle_ms_per_task {figure}; "
                      rf"tasks_per_second {figure}$", output, re.MULTILINE), output
+
+
+# Reads per bound task of the 300-node case when every statement keeps a good plan (~120 rows, 0.2 statements);
+# a plan that flips with the statistics multiplies the rows (1,300–11,000 per task were seen).
+MOST_ROWS_PER_BOUND_TASK = 400
+MOST_STATEMENTS_PER_BOUND_TASK = 1.0
+
+
+@pytest.mark.django_db
+def test_a_cycle_reads_a_bounded_number_of_rows_per_bound_task_in_every_statistics_state():
+    output = run_benchmark("bench_scheduler", "--nodes", "300", "--pending", "600", "--stats", "none,seeded,fresh")
+
+    states = re.findall(r"^database \S+: .* \(statistics (\w+);", output, re.MULTILINE)
+    counts = re.findall(r"^per_bound_task statements=([\d.]+) rows_read=([\d.]+) ", output, re.MULTILINE)
+    assert states == ["none", "seeded", "fresh"] and len(counts) == 3, output
+    for state, (statements, rows) in zip(states, counts):
+        assert float(statements) <= MOST_STATEMENTS_PER_BOUND_TASK, (state, output)
+        assert float(rows) <= MOST_ROWS_PER_BOUND_TASK, (state, output)
+    assert re.search(r"^statistics instances=1 layout=spread: none .*; seeded .*; fresh .*; worst tasks_per_second=",
+                     output, re.MULTILINE), output
