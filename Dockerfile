@@ -20,4 +20,4 @@ USER heteroflow
 
 EXPOSE 8000
 # The web process; docker-compose.yml runs the others from the same image with their own commands.
-CMD ["daphne", "-v", "0", "-b", "0.0.0.0", "-p", "8000", "heteroflow_site.asgi:application"]
+CMD ["python", "-m", "heteroflow_site.web_workers", "--bind", "0.0.0.0", "--port", "8000", "-v", "0"]

@@ -6,7 +6,9 @@ scheduler runs cycles (`--phases` chooses).
 Prints `bind_ceiling_per_s` (measured in the same run, before the load), the size of a 100-task list after the load
 (the newest tasks, with the attempts the cycles wrote), then per phase and request kind the count, p50, p99, max
 latency in milliseconds and the errors (non-2xx answers and failed connections), and the cycles that ran while the
-clients did. `--scheduler-nice N` runs the scheduler at that lower OS priority, so the figures show what the web
+clients did. `--web-processes 1,2` runs it all once per count of web processes on one port
+(`heteroflow_site.web_workers`, as compose runs the web tier), each on a fresh database of the same seed.
+`--scheduler-nice N` runs the scheduler at that lower OS priority, so the figures show what the web
 process answers when it does not compete with the scheduler for the cores. Bounded: each client stops after
 --requests requests or --seconds, whichever comes first, in each phase.
 """
@@ -27,6 +29,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from scheduling.bench.arguments import counts
 from scheduling.bench.bind_ceiling import measure_bind_ceiling
 from scheduling.bench.database import database_url, statistics_kept, throwaway_database
 from scheduling.bench.figures import percentile
@@ -70,28 +73,34 @@ class Command(BaseCommand):
                             help="idle (no scheduler), cycling (a scheduler runs cycles), or both in that order")
         parser.add_argument("--scheduler-nice", type=int, default=0,
                             help="run the scheduler at this lower OS priority (os.nice increment)")
+        parser.add_argument("--web-processes", type=counts, default=[1],
+                            help="Daphne processes serving the port; comma-separated runs each count")
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--keep", action="store_true", help="keep the benchmark database (for profiling)")
 
     def handle(self, *args, nodes: int, pending: int, clients: int, requests: int, seconds: float,
-               phases: list[str], scheduler_nice: int, seed: int, keep: bool, **options):
+               phases: list[str], scheduler_nice: int, seed: int, keep: bool, web_processes: list[int],
+               **options):
         import random
 
         from scheduling.management.commands.bench_scheduler import _seed_synthetic
 
-        with throwaway_database(keep=keep) as name:
-            nodes_made, tasks_made = _seed_synthetic(random.Random(seed), nodes, pending)
-            users = _client_users(clients)
-            ceiling = measure_bind_ceiling()
-            connections.close_all()
-            self.stdout.write(f"database {name}: {nodes_made} nodes, {tasks_made} pending tasks, {clients} clients")
-            self.stdout.write(f"bind_ceiling_per_s={ceiling.per_second:.1f}")
-            with statistics_kept():
-                runs = _run_load(database_url(name), users, requests, seconds, phases=phases,
-                                 scheduler_nice=scheduler_nice)
-        self.stdout.write(f"list_bytes={runs.list_bytes} (GET /api/v1/tasks, {LIST_SIZE} tasks)")
-        for phase, (samples, wall, cycles) in runs.phases.items():
-            self._print(phase, samples, wall, cycles)
+        for processes in web_processes:
+            with throwaway_database(keep=keep) as name:
+                nodes_made, tasks_made = _seed_synthetic(random.Random(seed), nodes, pending)
+                users = _client_users(clients)
+                ceiling = measure_bind_ceiling()
+                connections.close_all()
+                self.stdout.write(f"database {name}: {nodes_made} nodes, {tasks_made} pending tasks, {clients} "
+                                  f"clients, {processes} web process(es)")
+                self.stdout.write(f"bind_ceiling_per_s={ceiling.per_second:.1f}")
+                with statistics_kept():
+                    runs = _run_load(database_url(name), users, requests, seconds, phases=phases,
+                                     scheduler_nice=scheduler_nice, web_processes=processes)
+            self.stdout.write(f"web_processes={processes}")
+            self.stdout.write(f"list_bytes={runs.list_bytes} (GET /api/v1/tasks, {LIST_SIZE} tasks)")
+            for phase, (samples, wall, cycles) in runs.phases.items():
+                self._print(phase, samples, wall, cycles)
 
     def _print(self, phase: str, samples: list[Sample], wall: float, cycles: tuple[int, int] | None) -> None:
         self.stdout.write(f"phase={phase} wall_s={wall:.2f} requests={len(samples)} "
@@ -114,6 +123,8 @@ def _phases(text: str) -> list[str]:
     if not phases or any(phase not in (IDLE, CYCLING) for phase in phases):
         raise argparse.ArgumentTypeError(f"phases are {IDLE} and {CYCLING}: {text!r}")
     return phases
+
+
 
 
 def _client_users(clients: int) -> list[Client]:
@@ -142,7 +153,7 @@ class _Runs:
 
 
 def _run_load(url: str, clients: list[Client], requests_each: int, seconds: float, *, phases: list[str],
-              scheduler_nice: int) -> _Runs:
+              scheduler_nice: int, web_processes: int) -> _Runs:
     """Start the server on the database at `url`, run the clients once per phase (a scheduler running cycles
     during the cycling phase), stop everything."""
     from scheduling.models import CycleRecord
@@ -150,8 +161,8 @@ def _run_load(url: str, clients: list[Client], requests_each: int, seconds: floa
     environment = {**_environment(), "DATABASE_URL": url}
     port = free_port()
     with tempfile.TemporaryDirectory() as logs:
-        server = _start([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                         "heteroflow_site.asgi:application"], {**environment, "DATABASE_POOL": "true"},
+        server = _start([sys.executable, "-m", "heteroflow_site.web_workers", "--bind", "127.0.0.1", "--port",
+                         str(port), "--processes", str(web_processes)], {**environment, "DATABASE_POOL": "true"},
                         Path(logs) / "server.log")
         scheduler = None
         runs = _Runs(list_bytes=0, phases={})
@@ -255,7 +266,9 @@ def _wait_until_serving(base: str, server: subprocess.Popen, log: Path) -> None:
         try:
             requests.get(f"{base}/api/v1/tasks", timeout=5)
             return
-        except requests.ConnectionError:
+        # The port listens before the processes start (web_workers binds it first): a request made meanwhile
+        # waits in the backlog rather than being refused.
+        except (requests.ConnectionError, requests.Timeout):
             time.sleep(0.2)
     raise CommandError(f"the server did not answer within {SERVER_START_SECONDS} s:\n{log.read_text()}")
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 from django.db import connections
 
+from scheduling.bench.arguments import counts
 from scheduling.bench.database import (
     STATISTICS_STATES,
     database_url,
@@ -63,7 +64,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--nodes", type=int, default=300)
         parser.add_argument("--pending", type=int, default=2000)
-        parser.add_argument("--instances", type=_instance_counts, default=[1],
+        parser.add_argument("--instances", type=counts, default=[1],
                             help="scheduler processes, or a list (1,2,4): each count runs on a fresh database")
         parser.add_argument("--concurrent-cycles", action="store_true",
                             help="instances run cycles at once instead of in turns (HETEROFLOW_CONCURRENT_CYCLES)")
@@ -243,14 +244,6 @@ def _layouts(text: str) -> list[str]:
     return names
 
 
-def _instance_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of instance counts: {text!r}") from None
-    if min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"instance counts must be at least 1: {text!r}")
-    return counts
 
 
 def _use_layout(layout: str) -> None:
