@@ -18,6 +18,7 @@ from scheduling.queue.selectors import queue_state
 from scheduling.selectors import task_list_visible_to, tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
+from scheduling.diagnostics.submission_warnings import submission_warnings
 from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.web import preemption_plan
 from scheduling.web.forms import TASK_FORM_FIELDS, error_context, submitted, task_form_payload
@@ -73,6 +74,10 @@ def task_new(request):
         task, errors = submitted(lambda: _submit_task(request, admin=admin))
         if task is not None:
             messages.success(request, f"Task “{task.name}” submitted.")
+            for warning in submission_warnings(tenant_id=task.tenant_id, gpu_type=task.gpu_type,
+                                               gpu_required=task.gpu_required, gpu_memory_mb=task.gpu_memory_mb,
+                                               cpu_cores=task.cpu_cores, memory_mb=task.memory_mb):
+                messages.warning(request, f"{warning['code']}: {warning['message']}")
             return redirect("task-detail", task_id=task.id)
     labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
     context = {
