@@ -43,4 +43,5 @@ class TaskGroupInput(StrictSerializer):
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
     tolerations = tolerations_field(required=False, default=list)
     node_selector = LabelsField(required=False, default=dict)
+    labels = LabelsField(required=False, default=dict)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)

@@ -16,6 +16,7 @@ from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
+from scheduling.services.task_resubmit import task_resubmit
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
 from scheduling.diagnostics.submission_warnings import submission_warnings
@@ -213,6 +214,17 @@ class TaskDetailApi(APIView):
     def get(self, request, task_id: int):
         task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
         return Response(TaskOutput(task, context=output_context(request)).data)
+
+
+class TaskResubmitApi(APIView):
+    @extend_schema(request=None, responses={201: TaskCreatedOutput})
+    def post(self, request, task_id: int):
+        """A finished task submitted again with the fields it was submitted with (409 while it is active)."""
+        task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
+        created = task_resubmit(task=task)
+        created = tasks_visible_to(request.user).get(id=created.id)
+        return Response(TaskCreatedOutput(created, context=output_context(request)).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class TaskStopApi(APIView):
