@@ -274,6 +274,8 @@ SPECTACULAR_SETTINGS = {
     ],
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
+        # Named as before the group's 201 answer (TaskGroupCreatedOutput) shared it with TaskGroupOutput.
+        "TaskGroupOutputStatusEnum": "scheduling.models.TaskGroup.Status",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
         "NodeStatusEnum": "nodes.models.Node.Status",
         "TaskTypeEnum": "scheduling.models.TaskType",
