@@ -38,7 +38,10 @@ if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH and not DEBUG:
                                "are needed with DEBUG off\nMake one: python3 -c 'import secrets; "
                                "print(secrets.token_urlsafe(50))'")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
+# The port the web process serves on (`make run PORT=…`, the Procfile): the default CSRF origins follow it.
+WEB_PORT = env.int("PORT", default=8000)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS",
+                                default=[f"http://127.0.0.1:{WEB_PORT}", f"http://localhost:{WEB_PORT}"])
 
 # Transport security (README "Production settings"): secure cookies unless DEBUG; HSTS and the proxy header are
 # opt-in because they are only right behind TLS / a proxy that sets the header.
