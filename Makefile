@@ -22,8 +22,8 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(INSTALLED)
 
-# The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README,
-# "Production settings", for a real deployment).
+# The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README, For operators,
+# "Production", for a real deployment).
 # honcho gives each process a PORT of its own (web the first, `-p`); the fleet reads the web's from HETEROFLOW_WEB_PORT.
 RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false PORT=$(PORT) \
 	HETEROFLOW_WEB_PORT=$(PORT)

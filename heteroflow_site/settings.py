@@ -22,7 +22,8 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 ensure_local_services(DATA_DIR)
 
 DEVELOPMENT_SECRET_KEY = "heteroflow-development-only-secret-key-change-me"
-# A local run's management commands use the key `make run` keeps in the data folder (README, "Running commands").
+# A local run's management commands use the key `make run` keeps in the data folder (docs/development.md,
+# "Running commands").
 SECRET_KEY = env.str("SECRET_KEY", default="") or local_secret_key(DATA_DIR) or DEVELOPMENT_SECRET_KEY
 DEBUG = env.bool("DEBUG", default=False)
 MIN_SECRET_KEY_LENGTH = 50
@@ -43,7 +44,7 @@ WEB_PORT = env.int("PORT", default=8000)
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS",
                                 default=[f"http://127.0.0.1:{WEB_PORT}", f"http://localhost:{WEB_PORT}"])
 
-# Transport security (README "Production settings"): secure cookies unless DEBUG; HSTS and the proxy header are
+# Transport security (README, "Production" and "Settings"): secure cookies unless DEBUG; HSTS and the proxy header are
 # opt-in because they are only right behind TLS / a proxy that sets the header.
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)

@@ -18,12 +18,14 @@ def _node_sizes() -> list[NodeInfo]:
                                                      largest=Max("memory_total_mb"))
              .values_list("node_id", "types", "largest")}
     sizes = []
-    for node_id, name, dedicated_tenant_id, gpu_type, gpu_total, cpu_cores, memory_gb in Node.objects.values_list(
-            "id", "name", "dedicated_tenant_id", "gpu_type", "gpu_total", "cpu_cores", "memory_gb"):
+    rows = Node.objects.values_list("id", "name", "dedicated_tenant_id", "gpu_type", "gpu_total", "cpu_cores",
+                                    "memory_gb")
+    for node_id, name, dedicated_tenant_id, gpu_type, gpu_total, cpu_cores, memory_gb in rows:
         types, largest = cards.get(node_id, ((), 0))
         sizes.append(NodeInfo(id=node_id, name=name, dedicated_tenant_id=dedicated_tenant_id, gpu_type=gpu_type,
                               gpu_total=gpu_total, cpu_cores=cpu_cores, memory_gb=memory_gb,
-                              cards=[CardInfo(index=0, type=card_type, memory_total_mb=largest) for card_type in types]))
+                              cards=[CardInfo(index=0, type=card_type, memory_total_mb=largest)
+                                     for card_type in types]))
     return sizes
 
 
@@ -31,6 +33,7 @@ def submission_warnings(*, tenant_id: int, gpu_type: str, gpu_required: int, gpu
                         memory_mb: int) -> list[dict[str, str]]:
     """`[{code, message}]` for a submission of the tenant's with these figures (a task, or one member of a
     group)."""
-    message = never_fits_message(tenant_id=tenant_id, gpu_type=gpu_type, gpu_required=gpu_required, gpu_memory_mb=gpu_memory_mb,
-                                 cpu_cores=cpu_cores, memory_mb=memory_mb, nodes=_node_sizes())
+    message = never_fits_message(tenant_id=tenant_id, gpu_type=gpu_type, gpu_required=gpu_required,
+                                 gpu_memory_mb=gpu_memory_mb, cpu_cores=cpu_cores, memory_mb=memory_mb,
+                                 nodes=_node_sizes())
     return [] if message is None else [{"code": reasons.NEVER_FITS, "message": message}]

@@ -62,7 +62,8 @@ def _holds(shape: _Shape, node: NodeInfo) -> bool:
 
 
 def _message(shape: _Shape, nodes: list[NodeInfo]) -> str:
-    largest = max(nodes, key=lambda node: (node.gpu_total, _largest_card_mb(node), node.cpu_cores, node.memory_gb))
+    largest = max(nodes, key=lambda node: (node.gpu_total, _largest_card_mb(node), node.cpu_cores,
+                                           node.memory_gb))
     most_cards = max(node.gpu_total for node in nodes)
     most_card_mb = max(_largest_card_mb(node) for node in nodes)
     most_cpu = max(node.cpu_cores for node in nodes)
@@ -93,8 +94,8 @@ def _message(shape: _Shape, nodes: list[NodeInfo]) -> str:
             f"{largest.cpu_cores} CPU cores, {largest.memory_gb} GB of memory. Way out: {'; '.join(ways_out)}.")
 
 
-def never_fits_message(*, tenant_id: int, gpu_type: str, gpu_required: int, gpu_memory_mb: int, cpu_cores: float, memory_mb: int,
-                       nodes: Iterable[NodeInfo]) -> str | None:
+def never_fits_message(*, tenant_id: int, gpu_type: str, gpu_required: int, gpu_memory_mb: int, cpu_cores: float,
+                       memory_mb: int, nodes: Iterable[NodeInfo]) -> str | None:
     """Why no node of `nodes` could ever hold a task of `tenant_id` with these figures, with the way out; None
     when one could (or when none of the task's type is registered)."""
     shape = _Shape.of(gpu_type=gpu_type, gpu_required=gpu_required, gpu_memory_mb=gpu_memory_mb,

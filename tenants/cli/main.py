@@ -492,7 +492,8 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="hf", description="HeteroFlow command-line client")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler, help_text: str, *, listing: bool = False, under=commands) -> argparse.ArgumentParser:
+    def command(name: str, handler, help_text: str, *, listing: bool = False,
+                under=commands) -> argparse.ArgumentParser:
         sub = under.add_parser(name, help=help_text, description=help_text)
         if handler is not None:
             sub.set_defaults(handler=handler)
