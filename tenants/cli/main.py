@@ -91,7 +91,8 @@ def _print_warnings(created: dict) -> None:
 # --- commands ---------------------------------------------------------------------------------------------------
 
 
-def _secret(prompt: str, *, from_stdin: bool) -> str:
+def _secret(prompt: str, *, from_stdin: bool = False) -> str:
+    """Asked without echo at a terminal; else (or when `from_stdin`) the first line of standard input."""
     if from_stdin or not sys.stdin.isatty():
         return sys.stdin.readline().strip()
     return getpass.getpass(prompt)
@@ -104,7 +105,7 @@ def login(args) -> None:
     if args.token:
         _warn("--token shows the token to every user in `ps` and stays in your shell history; "
               "prefer --token-stdin or the prompt")
-    token = args.token or (_secret("Token: ", from_stdin=True) if args.token_stdin else None)
+    token = args.token or (_secret("Token: ") if args.token_stdin else None)
     if not token:
         username = args.username or input("Username: ")
         password = _secret("Password: ", from_stdin=args.password_stdin)
@@ -117,7 +118,10 @@ def login(args) -> None:
 def submit(args) -> None:
     api = _api()
     body = _template_fields(api, args.template) if args.template else {}
-    body.update(_submission_body(args, require_name=not body.get("name")))
+    given = _submission_body(args, require_name=not body.get("name"))
+    if "labels" in given:
+        given["labels"] = {**(body.get("labels") or {}), **given["labels"]}
+    body.update(given)
     is_group = "world_size" in body
     created = api.post("task-groups" if is_group else "tasks", body).json()
     _report_created(args, created, "group" if is_group else "task")

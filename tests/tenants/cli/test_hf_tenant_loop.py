@@ -208,9 +208,11 @@ def test_a_template_saved_from_flags_submits_with_overrides_and_is_the_tenants_o
                                                  "memory_mb": 0, "preemptible": False, "labels": {"team": "vision"},
                                                  "tolerations": [], "node_selector": {}}
     assert "resnet" in signed_in("template", "ls")[1]
-    status, out, _ = signed_in("submit", "--template", "resnet", "--name", "run-7", "--gpus", "4")
+    status, out, _ = signed_in("submit", "--template", "resnet", "--name", "run-7", "--gpus", "4", "--label",
+                               "run=7")
     task = Task.objects.get(id=int(out.split()[2]))
-    assert (task.name, task.gpu_required, task.image, task.labels) == ("run-7", 4, "img:1", {"team": "vision"})
+    assert (task.name, task.gpu_required, task.image, task.labels) == (
+        "run-7", 4, "img:1", {"team": "vision", "run": "7"})
     assert signed_in("template", "save", "resnet", "--gpus", "1")[2].startswith("hf: conflict: ")
     assert signed_in("submit", "--template", "nope", "--name", "x")[2].startswith("hf: not_found: ")
     assert signed_in("template", "rm", "resnet")[0] == 0 and not TaskTemplate.objects.exists()
