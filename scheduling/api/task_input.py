@@ -72,9 +72,14 @@ class TaskInput(StrictSerializer):
         return deadline
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
-        """`gpu-model` must name at least one card model, in the grammar the scheduler matches (design §15.2)."""
-        if MODEL_LABEL in labels:
-            error = patterns_error(labels[MODEL_LABEL])
-            if error:
-                raise serializers.ValidationError(f"{MODEL_LABEL}: {error}")
-        return labels
+        return valid_task_labels(labels)
+
+
+def valid_task_labels(labels: dict[str, str]) -> dict[str, str]:
+    """A task's (or a group's members') labels: `gpu-model` must name at least one card model, in the grammar the
+    scheduler matches (design §15.2)."""
+    if MODEL_LABEL in labels:
+        error = patterns_error(labels[MODEL_LABEL])
+        if error:
+            raise serializers.ValidationError(f"{MODEL_LABEL}: {error}")
+    return labels

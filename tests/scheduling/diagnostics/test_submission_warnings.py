@@ -60,3 +60,4 @@ def test_the_form_refuses_a_task_asking_for_nothing_beside_the_image_field(tenan
     assert response.status_code == 400
     assert '<div class="field-error" data-field="image">' in response.content.decode()
     assert not Task.objects.exists()
+
