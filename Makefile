@@ -7,6 +7,8 @@ INSTALLED := $(VENV)/.installed
 # the servers it started when the command ends, Ctrl-C included.
 WITH_SERVICES := $(PY) -m heteroflow_site.local_services run --
 PYTEST_ARGS ?=
+# The demo's web port (`make run PORT=8100`): Daphne, the simulated fleet, the CSRF origins and the URLs printed.
+PORT ?= 8000
 
 .PHONY: run serve test fuzz install bench soak stop clean-data
 
@@ -20,9 +22,11 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(INSTALLED)
 
-# The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README,
-# "Production settings", for a real deployment).
-RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false
+# The local demo speaks plain HTTP on 127.0.0.1 and keeps a secret key of its own in .data/ (see README, For operators,
+# "Production", for a real deployment).
+# honcho gives each process a PORT of its own (web the first, `-p`); the fleet reads the web's from HETEROFLOW_WEB_PORT.
+RUN_ENV = SECRET_KEY="$$(cat .data/secret_key)" SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false PORT=$(PORT) \
+	HETEROFLOW_WEB_PORT=$(PORT)
 
 run: $(INSTALLED)
 	$(PY) -c "from heteroflow_site.configuration import keep_local_secret_key; keep_local_secret_key('.data')"
@@ -32,13 +36,13 @@ serve: $(INSTALLED)
 	$(RUN_ENV) $(PY) manage.py migrate --noinput
 	$(RUN_ENV) $(PY) manage.py seed_demo --force
 	@echo ""
-	@echo "HeteroFlow control plane: http://127.0.0.1:8000/   (admin: admin / heteroflow-admin)"
-	@echo "API: http://127.0.0.1:8000/api/v1/tasks   OpenAPI: http://127.0.0.1:8000/api/schema/docs/"
-	@echo "Health: http://127.0.0.1:8000/readyz   Ctrl-C stops everything, the embedded PostgreSQL and Redis too."
+	@echo "HeteroFlow control plane: http://127.0.0.1:$(PORT)/   (admin: admin / heteroflow-admin; alice / alice-password)"
+	@echo "API: http://127.0.0.1:$(PORT)/api/v1/tasks   OpenAPI: http://127.0.0.1:$(PORT)/api/schema/docs/"
+	@echo "Health: http://127.0.0.1:$(PORT)/readyz   Ctrl-C stops everything, the embedded PostgreSQL and Redis too."
 	@echo "If a process is left over (a killed terminal): make stop"
 	@echo ""
 	@# Ctrl-C (exit 130) is how a run ends.
-	$(RUN_ENV) $(VENV)/bin/honcho start -f Procfile || [ $$? -eq 130 ]
+	$(RUN_ENV) $(VENV)/bin/honcho start -f Procfile -p $(PORT) || [ $$? -eq 130 ]
 
 # pytest exits 5 when it collected no tests: that is a failure here like any other non-zero exit.
 test: $(INSTALLED)

@@ -1,9 +1,10 @@
 """Reading the configuration from the environment, and saying what is wrong with it in a line or two.
 
 The settings read every variable through `SettingsEnv`, so a malformed value names its variable; `local_secret_key`
-gives management commands of a local run the key `make run` keeps in the data folder (README, "Running commands");
-`run_management_command` (manage.py) turns a configuration error — a refused setting, an unreachable PostgreSQL or
-Redis — into two lines and exit status 1 instead of a traceback, which `--traceback` or `DEBUG` still show.
+gives management commands of a local run the key `make run` keeps in the data folder (docs/development.md,
+"Running commands"); `run_management_command` (manage.py) turns a configuration error — a refused setting, an
+unreachable PostgreSQL or Redis — into two lines and exit status 1 instead of a traceback, which `--traceback` or
+`DEBUG` still show.
 """
 
 from __future__ import annotations
@@ -94,13 +95,15 @@ def configuration_error(error: BaseException) -> tuple[str, str] | None:
     if isinstance(error, ImproperlyConfigured):
         # A message of two lines brings its own fix.
         what, _, fix = str(error).partition("\n")
-        return what, fix or "Set it in the environment or in .env (README, Environment)."
+        return what, fix or "Set it in the environment or in .env (README, For operators, Settings)."
     if (database_error := _database_connection_error(error)) is not None:
         return (f"cannot connect to PostgreSQL at {_database_location()} (DATABASE_URL): {_first_line(database_error)}",
-                "Start PostgreSQL or correct DATABASE_URL; unset it to use the embedded one (README, Running commands).")
+                "Start PostgreSQL or correct DATABASE_URL; unset it to use the embedded one "
+                "(docs/development.md, Running commands).")
     if (redis_error := _redis_connection_error(error)) is not None:
         return (f"cannot reach Redis at {_redis_location()} (REDIS_URL): {_first_line(redis_error)}",
-                "Start Redis or correct REDIS_URL; unset it to use the embedded one (README, Running commands).")
+                "Start Redis or correct REDIS_URL; unset it to use the embedded one "
+                "(docs/development.md, Running commands).")
     return None
 
 

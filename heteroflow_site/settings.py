@@ -22,7 +22,8 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 ensure_local_services(DATA_DIR)
 
 DEVELOPMENT_SECRET_KEY = "heteroflow-development-only-secret-key-change-me"
-# A local run's management commands use the key `make run` keeps in the data folder (README, "Running commands").
+# A local run's management commands use the key `make run` keeps in the data folder (docs/development.md,
+# "Running commands").
 SECRET_KEY = env.str("SECRET_KEY", default="") or local_secret_key(DATA_DIR) or DEVELOPMENT_SECRET_KEY
 DEBUG = env.bool("DEBUG", default=False)
 MIN_SECRET_KEY_LENGTH = 50
@@ -39,9 +40,12 @@ if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH and not DEBUG:
                                "print(secrets.token_urlsafe(50))'")
 # Django's test client's host ("testserver") is added by the test environment (setup_test_environment), not here.
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=["http://127.0.0.1:8000", "http://localhost:8000"])
+# The port the web process serves on (`make run PORT=…`, the Procfile): the default CSRF origins follow it.
+WEB_PORT = env.int("PORT", default=8000)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS",
+                                default=[f"http://127.0.0.1:{WEB_PORT}", f"http://localhost:{WEB_PORT}"])
 
-# Transport security (README "Production settings"): secure cookies unless DEBUG; HSTS and the proxy header are
+# Transport security (README, "Production" and "Settings"): secure cookies unless DEBUG; HSTS and the proxy header are
 # opt-in because they are only right behind TLS / a proxy that sets the header.
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
@@ -277,6 +281,8 @@ SPECTACULAR_SETTINGS = {
     ],
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "scheduling.models.TaskStatus",
+        # Named as before the group's 201 answer (TaskGroupCreatedOutput) shared it with TaskGroupOutput.
+        "TaskGroupOutputStatusEnum": "scheduling.models.TaskGroup.Status",
         "TenantStatusEnum": "tenants.models.Tenant.Status",
         "NodeStatusEnum": "nodes.models.Node.Status",
         "TaskTypeEnum": "scheduling.models.TaskType",

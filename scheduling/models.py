@@ -77,6 +77,8 @@ class TaskGroup(models.Model):
     # design §16.3: every member's tolerations and node selector.
     tolerations = models.JSONField(default=list, blank=True)
     node_selector = models.JSONField(default=dict, blank=True)
+    # Every member's labels, as a task's (members created later, rebuilt replicas and restarts, get them too).
+    labels = models.JSONField(default=dict, blank=True)
     # The latest gang attempt: {code, message, member, reason}.
     diagnostics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -268,3 +270,20 @@ class TaskLog(models.Model):
     # offset of the output's end, which a follower passes back as `offset` to read only what came after.
     dropped_bytes = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class TaskTemplate(models.Model):
+    """A tenant's named submission to start from (the form's "start from", `hf submit --template NAME`): the
+    fields of a task submission as `TaskInput` validated them, the name optional."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="task_templates")
+    name = models.CharField(max_length=100)
+    fields = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="task_template_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.name

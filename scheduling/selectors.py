@@ -11,7 +11,7 @@ from scheduling import lifecycle
 from scheduling.framework.occupancy import cards_held
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
 from scheduling.framework.snapshot import TaskInfo
-from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskType
+from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskTemplate, TaskType
 from scheduling.plugins import default_registry
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tenants.selectors import tenant_of
@@ -26,6 +26,10 @@ def _visible_to(rows: QuerySet, user) -> QuerySet:
         return rows
     tenant = tenant_of(user)
     return rows.filter(tenant=tenant) if tenant else rows.none()
+
+
+def templates_visible_to(user) -> QuerySet[TaskTemplate]:
+    return _visible_to(TaskTemplate.objects.all(), user)
 
 
 def tasks_visible_to(user) -> QuerySet[Task]:

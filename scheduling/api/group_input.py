@@ -14,6 +14,7 @@ from heteroflow_site.validation import (
 )
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
+from scheduling.api.task_input import valid_task_labels
 from scheduling.models import Parallelism
 
 
@@ -43,4 +44,8 @@ class TaskGroupInput(StrictSerializer):
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, required=False, default=3)
     tolerations = tolerations_field(required=False, default=list)
     node_selector = LabelsField(required=False, default=dict)
+    labels = LabelsField(required=False, default=dict, help_text="every member's labels, as a task's")
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+    def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        return valid_task_labels(labels)

@@ -5,7 +5,7 @@ import django_filters
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,8 +16,10 @@ from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
 from scheduling.selectors import tasks_visible_to
+from scheduling.services.task_resubmit import task_resubmit
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
+from scheduling.diagnostics.submission_warnings import submission_warnings
 from scheduling.diagnostics.visibility import attempt_diagnostics
 from tenants.selectors import tenant_of
 
@@ -48,6 +50,24 @@ class TaskOutput(serializers.ModelSerializer):
             return None
         # Without a viewer in the context, the tenant's view: nothing of other tenants.
         return attempt_diagnostics(attempt, tenant_id=self.context.get("viewer_tenant_id", task.tenant_id))
+
+
+class SubmissionWarning(serializers.Serializer):
+    code = serializers.CharField(help_text="`NeverFits`: no registered node of the task's type could ever hold it")
+    message = serializers.CharField(help_text="why, the largest node's figures, and the way out")
+
+
+class TaskCreatedOutput(TaskOutput):
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(TaskOutput.Meta):
+        fields = [*TaskOutput.Meta.fields, "warnings"]
+
+    @extend_schema_field(SubmissionWarning(many=True))
+    def get_warnings(self, task: Task) -> list[dict]:
+        return submission_warnings(tenant_id=task.tenant_id, gpu_type=task.gpu_type, gpu_required=task.gpu_required,
+                                   gpu_memory_mb=task.gpu_memory_mb, cpu_cores=task.cpu_cores,
+                                   memory_mb=task.memory_mb)
 
 
 def _datetime(value) -> str:
@@ -178,13 +198,15 @@ class TaskListCreateApi(APIView):
         page = paginator.paginate_queryset(tasks.qs, request, view=self)
         return paginator.get_paginated_response(TaskOutput(page, many=True, context=output_context(request)).data)
 
-    @extend_schema(request=TaskInput, responses={201: TaskOutput})
+    @extend_schema(request=TaskInput, responses={201: TaskCreatedOutput})
     def post(self, request):
+        """The task as created, with `warnings` a submitter should read at once (work no node could ever hold)."""
         payload = TaskInput(data=request.data)
         payload.is_valid(raise_exception=True)
         task = task_submit(user=request.user, fields=payload.validated_data)
         task = tasks_visible_to(request.user).get(id=task.id)
-        return Response(TaskOutput(task, context=output_context(request)).data, status=status.HTTP_201_CREATED)
+        return Response(TaskCreatedOutput(task, context=output_context(request)).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class TaskDetailApi(APIView):
@@ -192,6 +214,17 @@ class TaskDetailApi(APIView):
     def get(self, request, task_id: int):
         task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
         return Response(TaskOutput(task, context=output_context(request)).data)
+
+
+class TaskResubmitApi(APIView):
+    @extend_schema(request=None, responses={201: TaskCreatedOutput})
+    def post(self, request, task_id: int):
+        """A finished task submitted again with the fields it was submitted with (409 while it is active)."""
+        task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
+        created = task_resubmit(task=task)
+        created = tasks_visible_to(request.user).get(id=created.id)
+        return Response(TaskCreatedOutput(created, context=output_context(request)).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class TaskStopApi(APIView):

@@ -15,6 +15,13 @@ from scheduling.models import TaskType
 
 
 MAX_DEADLINE_AHEAD = timedelta(days=366)
+# A task without any of these runs nothing and holds nothing: a mistake, not work. Each with the schema bound
+# that makes it count.
+ASKING_FOR_SOMETHING = {
+    "image": {"minLength": 1}, "command": {"minLength": 1}, "gpu_required": {"minimum": 1},
+    "gpu_memory_mb": {"minimum": 1}, "cpu_cores": {"exclusiveMinimum": 0}, "memory_mb": {"minimum": 1},
+}
+NOTHING_ASKED = "a task must ask for something: an image, a command, GPUs, GPU memory, CPU or memory"
 
 
 class TaskInput(StrictSerializer):
@@ -41,6 +48,18 @@ class TaskInput(StrictSerializer):
     group = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
 
+    @classmethod
+    def request_schema(cls, schema: dict) -> dict:
+        """A task asks for something to run or something to hold: the schema says so as `anyOf`, so a body the
+        schema allows is never refused for asking for nothing."""
+        asks = [{"required": [name], "properties": {name: bound}} for name, bound in ASKING_FOR_SOMETHING.items()]
+        return {**schema, "anyOf": asks}
+
+    def validate(self, data: dict) -> dict:
+        if not any(data.get(name) for name in ASKING_FOR_SOMETHING):
+            raise serializers.ValidationError({"image": NOTHING_ASKED})
+        return data
+
     def validate_deadline(self, deadline):
         # A rule of the moment, which no schema can state: a well-formed deadline outside it is a 403, not a 400.
         if deadline is None:
@@ -53,9 +72,14 @@ class TaskInput(StrictSerializer):
         return deadline
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
-        """`gpu-model` must name at least one card model, in the grammar the scheduler matches (design §15.2)."""
-        if MODEL_LABEL in labels:
-            error = patterns_error(labels[MODEL_LABEL])
-            if error:
-                raise serializers.ValidationError(f"{MODEL_LABEL}: {error}")
-        return labels
+        return valid_task_labels(labels)
+
+
+def valid_task_labels(labels: dict[str, str]) -> dict[str, str]:
+    """A task's (or a group's members') labels: `gpu-model` must name at least one card model, in the grammar the
+    scheduler matches (design §15.2)."""
+    if MODEL_LABEL in labels:
+        error = patterns_error(labels[MODEL_LABEL])
+        if error:
+            raise serializers.ValidationError(f"{MODEL_LABEL}: {error}")
+    return labels

@@ -8,6 +8,7 @@ from scheduling.api import (
     preemption_plan_apis,
     scheduler_apis,
     task_apis,
+    template_apis,
     tenant_loop_apis,
 )
 from scheduling.fair_share import apis as fair_share_apis
@@ -25,6 +26,10 @@ urlpatterns = [
     path("tasks", task_apis.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/<int:task_id>", task_apis.TaskDetailApi.as_view(), name="api-task-detail"),
     path("tasks/<int:task_id>/stop", task_apis.TaskStopApi.as_view(), name="api-task-stop"),
+    path("tasks/<int:task_id>/resubmit", task_apis.TaskResubmitApi.as_view(), name="api-task-resubmit"),
+    path("task-templates", template_apis.TaskTemplateListCreateApi.as_view(), name="api-task-templates"),
+    path("task-templates/<int:template_id>", template_apis.TaskTemplateDetailApi.as_view(),
+         name="api-task-template-detail"),
     path("tasks/<int:task_id>/preemption-plan", preemption_plan_apis.PreemptionPlanApi.as_view(),
          name="api-task-preemption-plan"),
     path("scheduler/cycles", scheduler_apis.SchedulerCycleApi.as_view(), name="api-scheduler-cycles"),

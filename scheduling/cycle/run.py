@@ -32,6 +32,7 @@ from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
+from scheduling.framework.never_fits import never_fits
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
@@ -273,6 +274,11 @@ class _Placer:
         result = self.framework.schedule(task, self.snapshot, self.rng)
         if result.node is None:
             try:
+                impossible = never_fits(task, self.snapshot)
+                if impossible is not None:
+                    # Ahead of quota and the 0/N line: waiting would not help (docs/design.md §12).
+                    self.attempts.add(task.id, reasons.NEVER_FITS, impossible)
+                    return reasons.NEVER_FITS
                 if result.pre_filtered:
                     self.attempts.add(task.id, result.code, result.message)
                     return result.code

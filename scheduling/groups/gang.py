@@ -16,6 +16,7 @@ from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import AvailabilityFilter, TenantFilter
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.framework import Framework, refusal_code
+from scheduling.framework.never_fits import never_fits
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
@@ -92,6 +93,11 @@ def place_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnaps
     """A gang's whole attempt short of Bind, in the cycle's order: its PreFilters once with its totals, each member
     through Filter, Score and Reserve (`plan_gang`), then the gang Permit. The cycle binds what it returns; the
     what-if preview applies it to its copy of the cluster."""
+    for rank, member in enumerate(members):
+        impossible = never_fits(member, snapshot)
+        if impossible is not None:
+            message = f"gang {group.name}: member rank {rank} (task {member.id}): {impossible}"
+            return GangFailure(group, reasons.NEVER_FITS, message, rank=rank, task_id=member.id, reason=impossible)
     admission = framework.pre_filter_gang(members, snapshot)
     if not admission.is_success:
         return GangFailure(group, refusal_code(admission), f"gang {group.name}: {admission.reason}",

@@ -81,6 +81,7 @@ def create_member(group: TaskGroup, *, rank: int) -> Task:
         rank=rank,
         tolerations=group.tolerations,
         node_selector=group.node_selector,
+        labels=group.labels,
     )
 
 

@@ -25,6 +25,7 @@ def task_group_create(
     max_restarts: int = 3,
     tolerations: list[dict[str, str]] | None = None,
     node_selector: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -46,6 +47,7 @@ def task_group_create(
             parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
             window=window, image=image, command=command, max_restarts=max_restarts,
             tolerations=[dict(item) for item in tolerations or []], node_selector=node_selector or {},
+            labels=labels or {},
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         ensure_pending_capacity(tenant=tenant, adding=count)
@@ -56,6 +58,6 @@ def task_group_create(
             task_create(
                 tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
-                tolerations=group.tolerations, node_selector=group.node_selector,
+                tolerations=group.tolerations, node_selector=group.node_selector, labels=group.labels,
             )
     return group

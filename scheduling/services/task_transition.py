@@ -45,7 +45,9 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         if to_status == lifecycle.PENDING:
             changes = {**_PLACEMENT_CLEARED, **changes}
         changes.update(_timestamps(to_status, now))
-        if reason:
+        # A task that ends says why it ended (this arc's reason, or from `stopping` the one its stop was asked
+        # with), or nothing: the placement's "bound to <node>" does not outlive the placement.
+        if reason or (to_status in lifecycle.TERMINAL_STATES and from_status != lifecycle.STOPPING):
             changes["reason"] = reason
         won = Task.objects.filter(id=task_id, status=from_status).update(
             status=to_status, status_changed_at=now, **changes

@@ -5,22 +5,30 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 
-from heteroflow_site.errors import DomainError
+from django.urls import reverse
+from rest_framework import serializers
+
+from heteroflow_site.errors import Conflict, DomainError
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import FORM_TEXT
-from heteroflow_site.validation import positive_int_or_none
+from heteroflow_site.validation import NameField, positive_int_or_none
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
-from scheduling.models import TaskStatus, TaskType
+from scheduling.api.template_apis import TemplateFieldsInput, template_fields
+from scheduling.models import TaskStatus, TaskTemplate, TaskType
 from scheduling.queue.selectors import queue_state
-from scheduling.selectors import task_list_visible_to, tasks_visible_to
+from scheduling.selectors import task_list_visible_to, tasks_visible_to, templates_visible_to
+from scheduling.services.task_resubmit import task_resubmit
 from scheduling.services.task_stop import task_stop
+from scheduling.services.task_submit import submitting_tenant
+from scheduling.services.task_templates import task_template_create
 from scheduling.services.task_submit import task_submit
+from scheduling.diagnostics.submission_warnings import submission_warnings
 from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.web import preemption_plan
-from scheduling.web.forms import TASK_FORM_FIELDS, error_context, submitted, task_form_payload
+from scheduling.web.forms import TASK_FORM_FIELDS, TASK_FORM_INPUTS, error_context, submitted, task_form_payload
 from tenants.models import Tenant
 
 TASK_PAGE_SIZE = 200
@@ -64,19 +72,69 @@ def _submit_task(request, *, admin: bool):
     return task_submit(user=request.user, fields=payload.validated_data)
 
 
+class _TemplateNameInput(serializers.Serializer):
+    template_name = NameField()
+
+
+def _save_template(request, *, admin: bool) -> TaskTemplate:
+    """The form's fields as a template of the tenant's (nothing submitted): errors beside the fields, the name's
+    beside "Template name"."""
+    payload = task_form_payload(request.POST, admin=admin)
+    tenant_id = payload.pop("tenant", None)
+    payload.pop("deadline", None)
+    if not payload.get("name"):
+        payload.pop("name", None)
+    name = _TemplateNameInput(data={"template_name": request.POST.get("template_name", "").strip()},
+                              context=FORM_TEXT)
+    name.is_valid(raise_exception=True)
+    fields = TemplateFieldsInput(data=payload, context=FORM_TEXT)
+    fields.is_valid(raise_exception=True)
+    tenant = submitting_tenant(user=request.user, tenant_id=positive_int_or_none(tenant_id or ""))
+    try:
+        return task_template_create(tenant=tenant, name=name.validated_data["template_name"],
+                                    fields=template_fields(fields.validated_data))
+    except Conflict as taken:
+        raise Conflict(taken.message, field="template_name") from None
+
+
+def _template_values(template: TaskTemplate) -> tuple[dict, list[tuple[str, str]]]:
+    """A template as the form's values and label rows."""
+    fields = template.fields
+    values = {name: str(fields[name]) for name in TASK_FORM_INPUTS if fields.get(name) is not None}
+    values["preemptible"] = bool(fields.get("preemptible"))
+    return values, list((fields.get("labels") or {}).items())
+
+
 @login_required
 def task_new(request):
     admin = is_admin(request.user)
     errors: dict[str, list[str]] = {}
     values = request.POST if request.method == "POST" else {}
-    if request.method == "POST":
+    labels: list[tuple[str, str]] = []
+    templates = templates_visible_to(request.user)
+    if request.method == "GET" and "template" in request.GET:
+        values, labels = _template_values(
+            get_object_or_404(templates, id=positive_int_or_none(request.GET["template"]) or 0))
+    if request.method == "POST" and request.POST.get("action") == "save_template":
+        template, errors = submitted(lambda: _save_template(request, admin=admin))
+        if template is not None:
+            messages.success(request, f"Template “{template.name}” saved: submit from it with "
+                                      f"hf submit --template {template.name}, or pick it here.")
+            return redirect(f"{reverse('task-new')}?template={template.id}")
+    elif request.method == "POST":
         task, errors = submitted(lambda: _submit_task(request, admin=admin))
         if task is not None:
             messages.success(request, f"Task “{task.name}” submitted.")
+            for warning in submission_warnings(tenant_id=task.tenant_id, gpu_type=task.gpu_type,
+                                               gpu_required=task.gpu_required, gpu_memory_mb=task.gpu_memory_mb,
+                                               cpu_cores=task.cpu_cores, memory_mb=task.memory_mb):
+                messages.warning(request, f"{warning['code']}: {warning['message']}")
             return redirect("task-detail", task_id=task.id)
-    labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value"))) if values else []
+    if request.method == "POST":
+        labels = list(zip(request.POST.getlist("label_key"), request.POST.getlist("label_value")))
     context = {
-        **error_context(errors, TASK_FORM_FIELDS),
+        **error_context(errors, TASK_FORM_FIELDS | {"template_name"}),
+        "templates": templates,
         "values": values,
         "labels": [pair for pair in labels if pair[0] or pair[1]] or [("", "")],
         "admin": admin,
@@ -113,6 +171,14 @@ def why_pending(attempt, *, admin: bool) -> dict | None:
 @login_required
 def task_detail(request, task_id: int):
     task = get_object_or_404(tasks_visible_to(request.user).select_related("nominated_node"), id=task_id)
+    if request.method == "POST" and request.POST.get("action") == "resubmit":
+        try:
+            created = task_resubmit(task=task)
+        except DomainError as error:
+            messages.error(request, error.message)
+            return redirect("task-detail", task_id=task.id)
+        messages.success(request, f"Resubmitted as task #{created.id}.")
+        return redirect("task-detail", task_id=created.id)
     if request.method == "POST":
         try:
             task_stop(task=task)

@@ -39,6 +39,12 @@ class Api:
     def post(self, path: str, body: dict | None = None) -> requests.Response:
         return self._call("POST", path, json=body)
 
+    def delete(self, path: str) -> requests.Response:
+        return self._call("DELETE", path)
+
+    def patch(self, path: str, body: dict) -> requests.Response:
+        return self._call("PATCH", path, json=body)
+
     def _call(self, method: str, path: str, *, absolute: bool = False, **kwargs) -> requests.Response:
         url = path if absolute else f"{self.server}/api/v1/{path}"
         try:

@@ -17,6 +17,15 @@ class Config:
     token: str
 
 
+def with_scheme(server: str) -> tuple[str, bool]:
+    """The server address with `http://` put in front when it has no scheme (`127.0.0.1:8100`), and whether it
+    was."""
+    server = server.strip().rstrip("/")
+    if "://" in server:
+        return server, False
+    return f"http://{server}", True
+
+
 def config_path() -> Path:
     return Path(os.environ.get("HF_CONFIG") or Path.home() / ".config" / "hf" / "config.json")
 
@@ -33,7 +42,7 @@ def load() -> Config:
     token = os.environ.get("HF_TOKEN") or stored.get("token")
     if not server or not token:
         raise ConfigError("not logged in: run `hf login --server URL` (or set HF_SERVER and HF_TOKEN)")
-    return Config(server=server.rstrip("/"), token=token)
+    return Config(server=with_scheme(server)[0], token=token)
 
 
 def save(config: Config) -> Path:

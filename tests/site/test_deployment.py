@@ -1,7 +1,10 @@
 """The production shape: one image from requirements.txt, and a compose file that the compose tool accepts."""
 
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,32 @@ def test_compose_publishes_the_web_port_on_the_hosts_loopback_by_default():
     address, _, rest = published.partition(":${HETEROFLOW_PORT")
     assert address == "${HETEROFLOW_BIND:-127.0.0.1}" and rest.endswith(":8000")
     assert all("ports" not in service for name, service in services.items() if name != "web")
+
+
+def test_the_demo_port_is_one_setting_for_make_run_the_procfile_and_the_urls_it_prints():
+    """`make run PORT=8100`: honcho starts the Procfile with that base port (the web process's PORT), the fleet is
+    told the web's port apart (honcho gives every process a PORT of its own), and the printed URLs say it."""
+    dry_run = subprocess.run(["make", "-n", "serve", "PORT=8100"], cwd=REPOSITORY, capture_output=True, text=True,
+                             timeout=30)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "http://127.0.0.1:8100/" in dry_run.stdout and "http://127.0.0.1:8000" not in dry_run.stdout
+    assert "HETEROFLOW_WEB_PORT=8100" in dry_run.stdout and "honcho start -f Procfile -p 8100" in dry_run.stdout
+    processes = dict(line.split(":", 1) for line in (REPOSITORY / "Procfile").read_text().splitlines() if line)
+    assert "-p ${PORT:-8000}" in processes["web"]
+    assert "--server http://127.0.0.1:${HETEROFLOW_WEB_PORT:-8000}" in processes["fleet"]
+
+
+@pytest.mark.parametrize("port,origins", [
+    (None, ["http://127.0.0.1:8000", "http://localhost:8000"]),
+    ("8100", ["http://127.0.0.1:8100", "http://localhost:8100"]),
+])
+def test_the_default_csrf_origins_follow_the_port(port, origins):
+    environment = {key: value for key, value in os.environ.items() if key not in ("PORT", "CSRF_TRUSTED_ORIGINS")}
+    environment.update({"DJANGO_SETTINGS_MODULE": "heteroflow_site.settings", "DEBUG": "true"})
+    if port:
+        environment["PORT"] = port
+    read = subprocess.run([sys.executable, "-c", "import json, django; django.setup(); from django.conf import "
+                           "settings; print(json.dumps(settings.CSRF_TRUSTED_ORIGINS))"],
+                          cwd=REPOSITORY, env=environment, capture_output=True, text=True, timeout=60)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout.strip().splitlines()[-1]) == origins

@@ -15,7 +15,7 @@ def test_admin_creates_a_tenant_and_a_user_whose_token_works(admin_client):
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {user.data['token']}")
-    created = client.post("/api/v1/tasks", {"name": "job"}, format="json")
+    created = client.post("/api/v1/tasks", {"name": "job", "gpu_required": 1}, format="json")
     assert created.status_code == 201
     assert created.data["tenant"] == tenant.data["id"]
     assert TenancyAuditEntry.objects.filter(action="membership.add", target="umbrella").exists()

@@ -2,7 +2,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduling.groups.replicas import rebuild_inference_groups
+from scheduling.groups.replicas import create_member, rebuild_inference_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import Task, TaskGroup
 
@@ -88,3 +88,18 @@ def test_the_group_list_is_paged_like_tasks_and_reads_members_once_per_page(tena
     assert all(len(group["members"]) == 2 for group in response.json())
     assert len(more.captured_queries) == len(few.captured_queries)
     assert tenant_client.get("/api/v1/task-groups?limit=0").status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_group_takes_labels_for_every_member_checked_like_a_tasks(tenant_client):
+    created = tenant_client.post("/api/v1/task-groups", {"name": "svc", "type": "inference", "world_size": 2,
+                                                         "gpus_per_worker": 1, "labels": {"team": "search"}},
+                                 format="json")
+    assert created.status_code == 201 and created.json()["labels"] == {"team": "search"}
+    assert set(map(str, Task.objects.values_list("labels", flat=True))) == {str({"team": "search"})}
+    group = TaskGroup.objects.get(name="svc")
+    assert create_member(group, rank=5).labels == {"team": "search"}, "a rebuilt replica keeps them"
+    bad = tenant_client.post("/api/v1/task-groups", {"name": "bad", "type": "training", "world_size": 2,
+                                                     "gpus_per_worker": 1, "labels": {"gpu-model": "|"}},
+                             format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "labels"

@@ -91,6 +91,8 @@ def test_spec_walkthrough_binds_to_the_free_nvidia_node_and_explains_every_other
 
 def test_a_task_that_fits_nowhere_stays_pending_with_its_code_and_the_code_is_counted(tenant):
     make_node(name="small", cards=2)
+    # A node that could hold it when it is back: the task fits nowhere now, not never (that is NeverFits).
+    make_node(name="away", cards=4, status="offline")
     task = make_task(tenant=tenant, gpu_required=4)
 
     result = run_cycle()
@@ -100,7 +102,8 @@ def test_a_task_that_fits_nowhere_stays_pending_with_its_code_and_the_code_is_co
     assert task.status == lifecycle.PENDING
     attempt = SchedulingAttempt.objects.get(task=task)
     assert attempt.code == reasons.INSUFFICIENT_RESOURCES
-    assert attempt.message.startswith(f"0/1 nodes are available: 1 {reasons.INSUFFICIENT_GPU}.")
+    assert attempt.message.startswith(
+        f"0/2 nodes are available: 1 {reasons.INSUFFICIENT_GPU}, 1 {reasons.NODE_OFFLINE}.")
     assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 1
     assert run_cycle().considered == 0  # parked
     end_backoffs()

@@ -21,4 +21,5 @@ def test_every_spec_error_code_is_defined():
         "BindConflict", "TenantInactive", "InternalError",  # design §15.6, issue 13 (fault isolation)
         "InsufficientHostResources",  # design §16.1
         "ReclaimPending",  # design §16.2
+        "NeverFits",  # no registered node could ever hold the task (scheduling.framework.never_fits)
     }

@@ -148,3 +148,19 @@ def test_concurrent_cas_has_exactly_one_winner_each_time(tenant):
     assert Task.objects.filter(status=lifecycle.RUNNING).count() == rounds
     assert TaskEvent.objects.filter(to_status=lifecycle.RUNNING).count() == rounds
     assert connection.vendor == "postgresql"
+
+
+@pytest.mark.django_db
+def test_the_placements_reason_does_not_outlive_the_task_but_a_stops_reason_does(tenant):
+    node = make_node(cards=2)
+    done, stopped = make_task(tenant=tenant, gpu_required=1), make_task(tenant=tenant, gpu_required=1)
+    for task, card in ((done, 0), (stopped, 1)):
+        assert task_transition(task.id, lifecycle.PENDING, lifecycle.SCHEDULED, reason=f"bound to {node.name}",
+                               node=node, gpus=[card])
+        assert task_transition(task.id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+    assert task_transition(done.id, lifecycle.RUNNING, lifecycle.SUCCEEDED)
+    assert task_transition(stopped.id, lifecycle.RUNNING, lifecycle.STOPPING, reason="stopped by user")
+    assert task_transition(stopped.id, lifecycle.STOPPING, lifecycle.STOPPED)
+    done.refresh_from_db()
+    stopped.refresh_from_db()
+    assert (done.reason, stopped.reason) == ("", "stopped by user")

@@ -98,6 +98,7 @@ def test_diagnostics_and_the_task_page_show_a_parked_task_with_its_reason_and_wh
     monkeypatch.setattr(services, "BACKOFF_INITIAL_SECONDS", 60)
 
     make_node(cards=1)
+    make_node(cards=8, status="offline")  # they could fit when it is back: waiting, not NeverFits
     task = make_task(tenant=tenant, gpu_required=4)
     waiting = make_task(tenant=tenant, gpu_required=8, priority=10)
     run_cycle()
