@@ -2,7 +2,7 @@
 
     python -m heteroflow_site.web_workers --bind 0.0.0.0 --port 8000 --processes 2 [daphne options]
 
-binds the listening socket once and starts that many Daphne processes on it (`daphne --fd`): the kernel hands each
+binds the listening socket once and starts that many Daphne processes on it (Daphne's `--fd` option): the kernel hands each
 new connection to one of them, so one port needs no load balancer in front. A worker that exits is started again
 (a second later, so a crash loop does not spin); SIGTERM or SIGINT stops every worker, then this process.
 Websockets behave as with one process: the Channels layer (Redis) carries group messages between the processes,

@@ -41,6 +41,8 @@ NOT_RUN = [
     (r"manage\.py simulate_fleet\b", "runs simulated agents until stopped, against a live web server"),
     (r"^python -m nodes\.agent\b", "the node agent runs until stopped against a live server (tests/agent)"),
     (r"^celery ", "a Celery worker or beat runs until stopped"),
+    (r"^python -m heteroflow_site\.web_workers\b", "the web tier serves until stopped; tests/site/test_web_workers.py "
+                                                  "runs it"),
     (r"^(hf|curl)\b|^python -m tenants\.cli\b",
      "the tenant's client talks to a running web server (make run); tests/tenants/cli and the API tests cover it"),
     (r"manage\.py soak\b|^make soak\b", "the soak test runs for minutes to hours (docs/soak-test.md)"),
