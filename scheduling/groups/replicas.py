@@ -81,6 +81,8 @@ def create_member(group: TaskGroup, *, rank: int) -> Task:
         rank=rank,
         tolerations=group.tolerations,
         node_selector=group.node_selector,
+        timeout_seconds=group.timeout_seconds,
+        termination_grace_seconds=group.termination_grace_seconds,
     )
 
 

@@ -24,7 +24,10 @@ def test_training_group_creates_ranked_pending_members(tenant_client):
 @pytest.mark.parametrize("body,field,status", [
     ({"world_size": 0}, "world_size", 400),
     ({"parallelism": "magic"}, "parallelism", 400),
-    ({"replicas": 2}, "replicas", 403),          # the schema allows it; a training group has no replicas
+    ({"replicas": 2}, "replicas", 400),          # a training group has no replicas: the schema says so (if/then)
+    ({"window": {"start": "09:00", "end": "18:00", "action": "pause"}}, "window", 400),
+    ({"timeout_seconds": 59}, "timeout_seconds", 400),
+    ({"termination_grace_seconds": 601}, "termination_grace_seconds", 400),
     ({"elastic": True}, "elastic", 400),
     ({"max_restarts": -1}, "max_restarts", 400),
     ({"max_restarts": "often"}, "max_restarts", 400),

@@ -43,11 +43,12 @@ def test_out_of_range_fields_are_400s_naming_the_field(tenant_client, field, val
 
 
 @pytest.mark.django_db
-def test_training_and_preemptible_is_a_403(tenant_client):
+def test_training_and_preemptible_is_a_400_naming_preemptible(tenant_client):
+    """design §17.1, the seed's rule: a 400, which the published schema states too (`if`/`then`)."""
     response = tenant_client.post("/api/v1/tasks", {**VALID, "type": "training", "preemptible": True}, format="json")
 
-    assert response.status_code == 403
-    assert "preemptible" in response.data["errors"]
+    assert response.status_code == 400
+    assert (response.data["code"], response.data["field"]) == ("invalid", "preemptible")
     assert not Task.objects.exists()
 
 
