@@ -141,7 +141,10 @@ def agent_work(node: Node) -> dict:
             }
             for task in to_start
         ],
-        "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
+        # One stop path for a user's stop, a preemption and a timeout: each gives the container its grace
+        # (design §17.1).
+        "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.termination_grace_seconds}
+                 for task in to_stop.only("id", "status", "termination_grace_seconds")],
     }
 
 
