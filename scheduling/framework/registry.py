@@ -48,6 +48,8 @@ class PluginSpec:
     always_on: bool = False
     # Names of the plugins that may not be enabled together with this one (a single name is accepted too).
     exclusive_with: tuple[str, ...] = ()
+    # Which of several such plugins found enabled together is kept: the highest, then the one registered first.
+    precedence: int = 0
     default: PluginSetting | None = None
     kinds: frozenset[str] = frozenset()
     # Raises ValueError for a bad `extra`; None accepts any JSON object.
@@ -84,6 +86,7 @@ class PluginSpec:
             name=name, factory=factory, kinds=kinds,
             always_on=getattr(factory, "always_on", False),
             exclusive_with=getattr(factory, "exclusive_with", ()),
+            precedence=getattr(factory, "precedence", 0),
             default=getattr(factory, "default", None),
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
@@ -114,6 +117,21 @@ def import_dotted(path: str) -> Any:
         return getattr(import_module(module_path), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"extra plugin {path!r} cannot be imported: {exc}") from exc
+
+
+def outranked(enabled: Iterable[str], registry: Registry) -> set[str]:
+    """Of the `enabled` plugins, those that give way to an enabled plugin they exclude (higher `precedence`, or equal
+    and registered earlier). The config service never stores two of them enabled; a stored row, the Django admin or
+    a migration may, and then binpack wins (design §17.1, the seed's "启用时 binpack 优先")."""
+    enabled = set(enabled)
+    position = {name: index for index, name in enumerate(registry)}
+
+    def rank(name: str) -> tuple[int, int]:
+        return registry[name].precedence, -position[name]
+
+    return {name for name in enabled if name in registry
+            for other in registry[name].exclusive_with if other in enabled and other in registry
+            and rank(other) > rank(name)}
 
 
 def validate_extra(name: str, extra: Any, registry: Registry) -> None:
@@ -164,19 +182,20 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
     enabled scorer with weight 0 gets weight 1 (design §6). Settings naming unknown plugins are ignored (a custom
-    plugin removed from settings leaves its row behind). If two mutually exclusive plugins are both enabled — the
-    config service prevents it, this is a guard — the one registered first wins: spread is kept, binpack dropped.
+    plugin removed from settings leaves its row behind). Of mutually exclusive plugins found enabled together, only
+    the one `outranked` leaves runs.
     """
     given = {setting.name: setting for setting in settings}
-    plugin_set = PluginSet()
-    chosen: set[str] = set()
+    resolved = {}
     for name, spec in registry.items():
         setting = given.get(name, spec.default)
-        if spec.always_on:
-            setting = PluginSetting(name, True, setting.weight, setting.extra)
-        if not setting.enabled or any(other in chosen for other in spec.exclusive_with):
+        resolved[name] = PluginSetting(name, True, setting.weight, setting.extra) if spec.always_on else setting
+    losers = outranked([name for name, setting in resolved.items() if setting.enabled], registry)
+    plugin_set = PluginSet()
+    for name, spec in registry.items():
+        setting = resolved[name]
+        if not setting.enabled or name in losers:
             continue
-        chosen.add(name)
         plugin = spec.factory(setting)
         for kind, points in _POINTS:
             if kind in spec.kinds:

@@ -25,6 +25,7 @@ def factory(setting: PluginSetting) -> Binpack:
     return Binpack()
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "fgd"), default=PluginSetting(NAME, False, 0),
+# Found enabled together with spread or fgd (a stored row, a migration), binpack is the one kept (design §17.1).
+SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "fgd"), precedence=1, default=PluginSetting(NAME, False, 0),
                   kinds=frozenset({SCORE}),
                   description="Prefers the most used nodes, packing tasks to keep whole nodes free.")

@@ -33,10 +33,18 @@ def test_enabled_scorer_with_weight_zero_counts_as_one():
     assert {"name": "rdma", "weight": 5} in plugin_set.describe()["scorers"]
 
 
-def test_spread_wins_if_both_are_somehow_enabled():
-    plugin_set = build_plugin_set([PluginSetting("spread", True, 1), PluginSetting("binpack", True, 3)], registry())
+@pytest.mark.parametrize("others", [["spread"], ["fgd"], ["spread", "fgd"]])
+def test_binpack_wins_if_it_is_somehow_enabled_with_another_layout(others):
+    """design §17.1, the seed's "启用时 binpack 优先"."""
+    settings = [PluginSetting("binpack", True, 3), *(PluginSetting(name, True, 1) for name in others)]
+    names = [scorer["name"] for scorer in build_plugin_set(settings, registry()).describe()["scorers"]]
+    assert "binpack" in names and not set(others) & set(names)
+
+
+def test_of_spread_and_fgd_both_enabled_the_one_registered_first_is_kept():
+    plugin_set = build_plugin_set([PluginSetting("spread", True, 1), PluginSetting("fgd", True, 1)], registry())
     names = [scorer["name"] for scorer in plugin_set.describe()["scorers"]]
-    assert "spread" in names and "binpack" not in names
+    assert "spread" in names and "fgd" not in names
 
 
 def test_disabled_plugins_are_left_out():
