@@ -319,10 +319,10 @@ class SimulatedRuntime:
     would (``simulated_workload.py``) into ``<task id>.log``, the output the agent ships, and exits.
 
     Duration, exit code and the time it takes to wind down once stopped come from the task's env or labels
-    (``HETEROFLOW_SIM_SECONDS``, ``HETEROFLOW_SIM_EXIT_CODE``, ``HETEROFLOW_SIM_STOP_SECONDS``), env first. With a ``state_dir`` each process is recorded there
-    (``<task id>.pid``) and writes its exit code beside it (``<task id>.exit``) when it ends, so that an agent
-    started later on the same directory adopts it, learns how it ended, and can stop it. Without one, the output
-    files go to a temporary directory removed with the runtime.
+    (``HETEROFLOW_SIM_SECONDS``, ``HETEROFLOW_SIM_EXIT_CODE``, ``HETEROFLOW_SIM_STOP_SECONDS``), env first. With a
+    ``state_dir`` each process is recorded there (``<task id>.pid``) and writes its exit code beside it
+    (``<task id>.exit``) when it ends, so that an agent started later on the same directory adopts it, learns how it
+    ended, and can stop it. Without one, the output files go to a temporary directory removed with the runtime.
     """
 
     def __init__(self, state_dir: str | Path | None = None) -> None:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
+from scheduling.framework.settings_schema import SettingError, check_settings_schema, settings_problem
+
 PRE_FILTER = "pre_filter"
 FILTER = "filter"
 POST_FILTER = "post_filter"
@@ -52,7 +54,10 @@ class PluginSpec:
     precedence: int = 0
     default: PluginSetting | None = None
     kinds: frozenset[str] = frozenset()
-    # Raises ValueError for a bad `extra`; None accepts any JSON object.
+    # The JSON Schema of `extra` (`scheduling.framework.settings_schema`): published in the API's schema and checked
+    # on every write, a refusal naming the setting; None: any JSON object.
+    settings_schema: Mapping[str, Any] | None = None
+    # A rule across settings the schema cannot state: raises ValueError for an `extra` it refuses.
     validate_extra: Callable[[Mapping[str, Any]], None] | None = None
     # What the plugin does, in the words of the plugin page ("" falls back to the factory's docstring).
     description: str = ""
@@ -69,11 +74,14 @@ class PluginSpec:
             object.__setattr__(self, "default", PluginSetting(self.name))
         if isinstance(self.exclusive_with, str) or self.exclusive_with is None:
             object.__setattr__(self, "exclusive_with", (self.exclusive_with,) if self.exclusive_with else ())
+        if self.settings_schema is not None:
+            check_settings_schema(self.name, self.settings_schema)
 
     @classmethod
     def from_factory(cls, factory: Any) -> PluginSpec:
         """A spec from a factory object carrying the spec attributes (`name`, `kinds`, optional `always_on`,
-        `exclusive_with`, `default`, `validate_extra`, `description`) and callable as `factory(setting) -> plugin`."""
+        `exclusive_with`, `default`, `settings_schema`, `validate_extra`, `description`) and callable as
+        `factory(setting) -> plugin`."""
         if isinstance(factory, PluginSpec):
             return factory
         try:
@@ -88,6 +96,7 @@ class PluginSpec:
             exclusive_with=getattr(factory, "exclusive_with", ()),
             precedence=getattr(factory, "precedence", 0),
             default=getattr(factory, "default", None),
+            settings_schema=getattr(factory, "settings_schema", None),
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
             on_tasks_created=getattr(factory, "on_tasks_created", None),
@@ -135,12 +144,17 @@ def outranked(enabled: Iterable[str], registry: Registry) -> set[str]:
 
 
 def validate_extra(name: str, extra: Any, registry: Registry) -> None:
-    """Raise ValueError with a message fit for a 400 when `extra` is not valid for plugin `name`."""
+    """Raise SettingError when `extra` is not what plugin `name`'s settings schema allows (naming the setting), or
+    ValueError when the plugin's own rule (`validate_extra`) refuses it."""
     spec = registry.get(name)
     if spec is None:
         raise ValueError(f"unknown plugin {name!r}")
     if not isinstance(extra, Mapping):
-        raise ValueError("extra must be a JSON object")  # noqa: TRY004 - callers turn ValueError into a 400
+        raise SettingError("extra must be a JSON object")
+    if spec.settings_schema is not None:
+        problem = settings_problem(name, spec.settings_schema, extra)
+        if problem is not None:
+            raise problem
     if spec.validate_extra is not None:
         spec.validate_extra(extra)
 

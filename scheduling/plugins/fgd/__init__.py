@@ -25,7 +25,7 @@ its submodules are its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -235,26 +235,16 @@ def _task_key(task: TaskInfo) -> tuple:
             str(task.labels.get(MODEL_LABEL, "")).strip())
 
 
-def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown fgd setting(s): {', '.join(sorted(unknown))}")
-    if extra.get("tie_break", DEFAULTS["tie_break"]) not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {'|'.join(TIE_BREAKS)}, not {extra['tie_break']!r}")
-    weight = extra.get("cpu_weight", DEFAULTS["cpu_weight"])
-    if not _is_number(weight) or not 0 <= weight <= MAX_CPU_WEIGHT:
-        raise ValueError(f"cpu_weight must be a number from 0 to {MAX_CPU_WEIGHT}, not {weight!r}")
-    weight = extra.get("gap_weight", DEFAULTS["gap_weight"])
-    if not _is_number(weight) or not 0 <= weight <= MAX_GAP_WEIGHT:
-        raise ValueError(f"gap_weight must be a number from 0 to {MAX_GAP_WEIGHT}, not {weight!r}")
-    horizon = extra.get("gap_horizon", DEFAULTS["gap_horizon"])
-    if not _is_number(horizon) or not GAP_HORIZONS[0] <= horizon <= GAP_HORIZONS[1]:
-        raise ValueError(f"gap_horizon must be a number of arrivals from {GAP_HORIZONS[0]} to {GAP_HORIZONS[1]}, "
-                         f"not {horizon!r}")
-
-
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float)
+SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "tie_break": {"type": "string", "enum": list(TIE_BREAKS), "default": DEFAULTS["tie_break"],
+                  "description": "best-fit: whole score points, ties to the node left with the least GPU and CPU"},
+    "cpu_weight": {"type": "number", "minimum": 0, "maximum": MAX_CPU_WEIGHT, "default": DEFAULTS["cpu_weight"],
+                   "description": "weight of the idle cards the node's free CPU cannot feed"},
+    "gap_weight": {"type": "number", "minimum": 0, "maximum": MAX_GAP_WEIGHT, "default": DEFAULTS["gap_weight"],
+                   "description": "weight of the waste a shard's card gap finally leaves"},
+    "gap_horizon": {"type": "number", "minimum": GAP_HORIZONS[0], "maximum": GAP_HORIZONS[1],
+                    "default": DEFAULTS["gap_horizon"], "description": "arrivals a gap waits for a task to fill it"},
+}}
 
 
 def factory(setting: PluginSetting) -> Fgd:
@@ -283,7 +273,7 @@ def target_workload_summary() -> dict[str, Any]:
 
 
 SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0, DEFAULTS),
-                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra,
+                  kinds=frozenset({SCORE, RESERVE}), settings_schema=SETTINGS_SCHEMA,
                   on_tasks_created=recent.record_shapes, restore_state=recent.restore_window,
                   description="Prefers the node and card where GPU fragmentation, measured against the recent "
                               "tasks' shapes, grows least (Fragmentation Gradient Descent).")

@@ -8,6 +8,7 @@ import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NO_CODE, NodeTable
 
@@ -40,5 +41,6 @@ def factory(setting: PluginSetting) -> Topology:
 
 
 SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({SCORE}),
+                  settings_schema=no_settings(),
                   description="Prefers the region, zone and rack a task asks for; topology: required makes them "
                               "hard limits.")

@@ -1,6 +1,7 @@
 import pytest
 
 from scheduling.framework.registry import PluginSetting, PluginSpec, Registry, build_plugin_set, validate_extra
+from scheduling.framework.settings_schema import SettingError
 from scheduling.plugins import default_registry
 
 EXAMPLE = "tests.example_plugins.cool_cards.factory"
@@ -62,10 +63,14 @@ def test_preempt_stage():
 
 def test_validate_extra():
     validate_extra("preempt", {"preempt_stage": "scheduled"}, registry())
-    with pytest.raises(ValueError, match="preempt_stage must be one of disabled|scheduled|running"):
+    with pytest.raises(SettingError, match="preempt_stage must be one of disabled|scheduled|running") as refused:
         validate_extra("preempt", {"preempt_stage": "always"}, registry())
-    with pytest.raises(ValueError, match="unknown preempt setting"):
+    assert refused.value.key == "preempt_stage"
+    with pytest.raises(SettingError, match="unknown preempt setting") as refused:
         validate_extra("preempt", {"stage": "running"}, registry())
+    assert refused.value.key == "stage"
+    with pytest.raises(SettingError, match="unknown spread setting"):
+        validate_extra("spread", {"anything": 1}, registry())
     with pytest.raises(ValueError, match="JSON object"):
         validate_extra("spread", ["x"], registry())
     with pytest.raises(ValueError, match="unknown plugin"):

@@ -165,8 +165,8 @@ def test_best_fit_breaks_score_ties_towards_the_fuller_node():
     ({"cpu_weight": "1"}, "cpu_weight must be a number from 0 to 10"),
     ({"lookahead": 2}, "unknown fgd setting(s): lookahead"),
     ({"gap_weight": 11}, "gap_weight must be a number from 0 to 10"),
-    ({"gap_horizon": 0}, "gap_horizon must be a number of arrivals from 1 to 100000"),
-    ({"gap_horizon": True}, "gap_horizon must be a number of arrivals from 1 to 100000"),
+    ({"gap_horizon": 0}, "gap_horizon must be a number from 1 to 100000"),
+    ({"gap_horizon": True}, "gap_horizon must be a number from 1 to 100000"),
 ])
 def test_bad_settings_are_refused_with_their_reason(extra, message):
     from scheduling.framework.registry import validate_extra
