@@ -35,6 +35,12 @@ class PluginChangeInput(PluginSettingsInput):
     # `name` and something to do with it.
     min_fields = 2
 
+    @classmethod
+    def request_schema(cls, schema: dict) -> dict:
+        from plugins_admin.api_schema import change_rules
+
+        return change_rules(super().request_schema(schema))
+
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not {"action", "weight", "extra"} & data.keys():
             raise serializers.ValidationError("send action, weight and/or extra")
