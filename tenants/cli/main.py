@@ -94,8 +94,11 @@ def _submission_body(args) -> dict:
         body.update(loaded)
     flags = {"name": args.name, "type": args.type, "image": args.image, "command": args.command,
              "gpu_type": args.gpu_type, "gpu_required": args.gpus, "gpu_memory_mb": args.gpu_memory_mb,
-             "cpu_cores": args.cpu, "memory_mb": args.memory_mb, "priority": args.priority}
+             "cpu_cores": args.cpu, "memory_mb": args.memory_mb, "priority": args.priority,
+             "termination_grace_seconds": args.grace}
     body.update({key: value for key, value in flags.items() if value is not None})
+    if args.timeout is not None:
+        body["timeout_seconds"] = None if args.timeout == "none" else _whole_number(args.timeout, "--timeout")
     if args.preemptible:
         body["preemptible"] = True
     for label in args.label:
@@ -104,6 +107,20 @@ def _submission_body(args) -> dict:
     if "name" not in body:
         raise ApiError("invalid", "name: a task needs a name (--name or `name:` in the file)")
     return body
+
+
+def _whole_number(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ApiError("invalid", f"{flag}: a number of seconds, or none") from None
+
+
+def _stops(task: dict) -> str:
+    """design §17.1: how long it may run, and the grace every stop gives it."""
+    timeout = task.get("timeout_seconds")
+    runs = f"stopped after {timeout} s" if timeout is not None else "runs until stopped"
+    return f"{runs}; {task.get('termination_grace_seconds', 10)} s from SIGTERM to kill"
 
 
 def ls(args) -> None:
@@ -145,7 +162,7 @@ def describe(args) -> None:
               ("Request", f"{task['gpu_required']} GPU {task['gpu_type'] or 'any type'}, "
                           f"{task['gpu_memory_mb']} MB GPU memory, {task['cpu_cores']} CPU, {task['memory_mb']} MB"),
               ("Priority", f"{task['priority']}{' (preemptible)' if task['preemptible'] else ''}"),
-              ("Created", task["created_at"])]
+              ("Timeout", _stops(task)), ("Created", task["created_at"])]
     if task["status"] == "pending" or diagnostics.get("code"):
         fields.append(("Why", f"{diagnostics.get('code') or '-'}: {diagnostics.get('message') or 'not attempted yet'}"))
     width = max(len(label) for label, _ in fields) + 1
@@ -246,6 +263,11 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--memory-mb", type=int)
     sub.add_argument("--priority", type=int)
     sub.add_argument("--preemptible", action="store_true")
+    sub.add_argument("--timeout", metavar="SECONDS|none",
+                     help="stop it after this long (60 s to 30 days), none: run until stopped; left out: the default "
+                          "of its type (batch and training 2 hours, inference none)")
+    sub.add_argument("--grace", type=int, metavar="SECONDS",
+                     help="seconds from the stop signal to the kill, on every stop (0-600, default 10)")
     sub.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
 
     sub = command("ls", ls, "list tasks, newest first", listing=True)

@@ -91,3 +91,20 @@ def test_the_group_list_is_paged_like_tasks_and_reads_members_once_per_page(tena
     assert all(len(group["members"]) == 2 for group in response.json())
     assert len(more.captured_queries) == len(few.captured_queries)
     assert tenant_client.get("/api/v1/task-groups?limit=0").status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_group_passes_its_timeout_and_grace_to_every_member(tenant_client, settings):
+    """design §17.1: a training gang has the batch default, a service none, unless the group says otherwise."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "default_task_timeout": 7200}
+    base = {"world_size": 2, "gpus_per_worker": 1}
+    gang = tenant_client.post("/api/v1/task-groups", {"name": "gang", "type": "training", **base}, format="json")
+    service = tenant_client.post("/api/v1/task-groups", {"name": "svc", "type": "inference", **base,
+                                                         "timeout_seconds": 86400, "termination_grace_seconds": 120},
+                                 format="json")
+
+    assert (gang.data["timeout_seconds"], gang.data["termination_grace_seconds"]) == (7200, 10)
+    assert (service.data["timeout_seconds"], service.data["termination_grace_seconds"]) == (86400, 120)
+    members = {group: set(Task.objects.filter(group_id=body.data["id"]).values_list(
+        "timeout_seconds", "termination_grace_seconds")) for group, body in (("gang", gang), ("svc", service))}
+    assert members == {"gang": {(7200, 10)}, "svc": {(86400, 120)}}
