@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from heteroflow_site.serializers import StrictSerializer, validated
+from plugins_admin.api_schema import change_rules
 from plugins_admin.rules import MAX_WEIGHT, MIN_WEIGHT, PluginChangeRequest
 
 PLUGIN_ACTIONS = {"enable": True, "disable": False}
@@ -37,8 +38,6 @@ class PluginChangeInput(PluginSettingsInput):
 
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
-        from plugins_admin.api_schema import change_rules
-
         return change_rules(super().request_schema(schema))
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
