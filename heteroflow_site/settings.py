@@ -276,6 +276,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "heteroflow_site.api_errors.add_error_responses",
         "heteroflow_site.schema.add_links",
+        "plugins_admin.api_schema.publish_plugin_settings",
         "heteroflow_site.schema.close_request_bodies",
         "heteroflow_site.schema.any_value_without_null_variant",
     ],

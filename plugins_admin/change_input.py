@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from heteroflow_site.serializers import StrictSerializer, validated
+from plugins_admin.api_schema import change_rules
 from plugins_admin.rules import MAX_WEIGHT, MIN_WEIGHT, PluginChangeRequest
 
 PLUGIN_ACTIONS = {"enable": True, "disable": False}
@@ -34,6 +35,10 @@ class PluginChangeInput(PluginSettingsInput):
 
     # `name` and something to do with it.
     min_fields = 2
+
+    @classmethod
+    def request_schema(cls, schema: dict) -> dict:
+        return change_rules(super().request_schema(schema))
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not {"action", "weight", "extra"} & data.keys():

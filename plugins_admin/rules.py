@@ -8,6 +8,7 @@ from typing import Any
 
 from heteroflow_site.errors import DomainError, NotAllowed, NotFoundReference
 from scheduling.framework.registry import PluginSetting, PluginSpec, Registry, validate_extra
+from scheduling.framework.settings_schema import SettingError
 
 MIN_WEIGHT = 0
 MAX_WEIGHT = 100
@@ -66,6 +67,9 @@ def check_update(specs: Registry, spec: PluginSpec, *, weight: Any = None, extra
     if extra is not None:
         try:
             validate_extra(spec.name, extra, specs)
+        except SettingError as exc:
+            # What the plugin's published schema refuses: a 400 naming the setting (design §17.1).
+            raise DomainError(str(exc), field=f"extra.{exc.key}" if exc.key else "extra") from None
         except ValueError as exc:
             raise NotAllowed(str(exc), field="extra") from None
 

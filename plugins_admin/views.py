@@ -104,7 +104,9 @@ def _plugin_change(request: HttpRequest, name: str, field: str, change: Callable
     try:
         change()
     except DomainError as exc:
-        return _plugin_errors(request, name, exc.field or field, exc.message, submitted=submitted)
+        # A setting's refusal (`extra.cpu_weight`) goes beside the settings field.
+        page_field = (exc.field or field).partition(".")[0]
+        return _plugin_errors(request, name, page_field, exc.message, submitted=submitted)
     if not request.htmx:
         messages.success(request, f"Saved {name}.")
         return redirect(request.path)

@@ -71,6 +71,7 @@ def _row_errors(detail: dict, entries: list[dict]) -> dict[str, dict[str, str]]:
     errors: dict[str, dict[str, str]] = {}
     for key, messages in detail.items():
         position, _, field = str(key).partition("].")
+        field = field.partition(".")[0]  # a setting's refusal (`extra.cpu_weight`) goes beside the settings field
         index = position.removeprefix("[").rstrip("]")
         name = entries[int(index)]["name"] if index.isdigit() and int(index) < len(entries) else ""
         field = {"enabled": "action", "extra": "preempt_stage" if name == PREEMPT else "settings",

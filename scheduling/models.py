@@ -6,6 +6,12 @@ from scheduling.framework.snapshot import is_fractional
 
 # A task's reason and its timeline rows' (lifecycle.fitting_reason shortens longer ones in one place).
 REASON_MAX_LENGTH = 300
+# design §17.1: a task or group may run for 60 s to 30 days (or without a timeout), and is given 0–600 s between
+# the stop signal and the kill (10: the seed's `docker stop -t 10`).
+TIMEOUT_MIN_SECONDS = 60
+TIMEOUT_MAX_SECONDS = 30 * 24 * 3600
+GRACE_MAX_SECONDS = 600
+DEFAULT_GRACE_SECONDS = 10
 
 
 class TaskStatus(models.TextChoices):
@@ -79,6 +85,9 @@ class TaskGroup(models.Model):
     node_selector = models.JSONField(default=dict, blank=True)
     # Every member's labels, as a task's (members created later, rebuilt replicas and restarts, get them too).
     labels = models.JSONField(default=dict, blank=True)
+    # design §17.1, passed to every member: None runs until stopped; the grace between stop signal and kill.
+    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    termination_grace_seconds = models.PositiveIntegerField(default=DEFAULT_GRACE_SECONDS)
     # The latest gang attempt: {code, message, member, reason}.
     diagnostics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -87,6 +96,13 @@ class TaskGroup(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(world_size__gte=1), name="group_world_size_positive"),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__isnull=True)
+                | Q(timeout_seconds__gte=TIMEOUT_MIN_SECONDS, timeout_seconds__lte=TIMEOUT_MAX_SECONDS),
+                name="group_timeout_60s_30d",
+            ),
+            models.CheckConstraint(condition=Q(termination_grace_seconds__lte=GRACE_MAX_SECONDS),
+                                   name="group_grace_at_most_600s"),
         ]
 
     def __str__(self) -> str:
@@ -141,6 +157,11 @@ class Task(models.Model):
     reserved_at = models.DateTimeField(null=True, blank=True)
     # When the submitter needs it done by (optional): the SLA term of the weighted queue order (design §16.3).
     deadline = models.DateTimeField(null=True, blank=True)
+    # design §17.1: stopped (failing with `Timeout`) once running this long, None: runs until stopped — set at
+    # creation, `default_task_timeout` for batch and training unless the submitter said otherwise. Every stop
+    # (the user's, a preemption, the timeout, a drain) gives the container this long between signal and kill.
+    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    termination_grace_seconds = models.PositiveIntegerField(default=DEFAULT_GRACE_SECONDS)
     reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
@@ -173,6 +194,13 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=~Q(type=TaskType.TRAINING, preemptible=True), name="task_training_not_preemptible"
             ),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__isnull=True)
+                | Q(timeout_seconds__gte=TIMEOUT_MIN_SECONDS, timeout_seconds__lte=TIMEOUT_MAX_SECONDS),
+                name="task_timeout_60s_30d",
+            ),
+            models.CheckConstraint(condition=Q(termination_grace_seconds__lte=GRACE_MAX_SECONDS),
+                                   name="task_grace_at_most_600s"),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@
 the plugin set the scheduler runs with."""
 
 import ipaddress
+from dataclasses import replace
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
@@ -9,7 +10,7 @@ from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
 from scheduling.framework.occupancy import cards_held
-from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set
+from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set, outranked
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskTemplate, TaskType
 from scheduling.plugins import default_registry
@@ -145,7 +146,10 @@ def agent_work(node: Node) -> dict:
             }
             for task in to_start
         ],
-        "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
+        # One stop path for a user's stop, a preemption and a timeout: each gives the container its grace
+        # (design §17.1).
+        "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.termination_grace_seconds}
+                 for task in to_stop.only("id", "status", "termination_grace_seconds")],
     }
 
 
@@ -174,7 +178,8 @@ def default_setting(spec: PluginSpec) -> PluginSetting:
 
 
 def current_plugin_settings(registry: Registry | None = None) -> list[PluginSetting]:
-    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults."""
+    """One setting per registered plugin, from its row (one query) or, without a row, from its defaults; as the
+    scheduler runs it: a plugin that gives way to an exclusive one also enabled reads disabled (`outranked`)."""
     registry = registry if registry is not None else plugin_specs()
     rows = {row.name: row for row in PluginConfig.objects.all()}
     settings = []
@@ -186,7 +191,8 @@ def current_plugin_settings(registry: Registry | None = None) -> list[PluginSett
         # A forced filter stays on whatever a row says: no path may disable it.
         settings.append(PluginSetting(name=row.name, enabled=row.enabled or spec.always_on, weight=row.weight,
                                       extra=dict(row.extra)))
-    return settings
+    losers = outranked([setting.name for setting in settings if setting.enabled], registry)
+    return [replace(setting, enabled=False) if setting.name in losers else setting for setting in settings]
 
 
 def current_plugin_set() -> PluginSet:

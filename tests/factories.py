@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from nodes.models import GPU, Node
 from scheduling.models import Task
+from scheduling.services.task_create import BY_TYPE, timeout_for
 from tenants.models import Tenant
 
 _names = itertools.count(1)
@@ -28,6 +29,8 @@ def make_node(*, gpu_type: str = "nvidia", cards: int = 8, model: str = "A100", 
 
 def make_task(*, tenant: Tenant, **fields) -> Task:
     fields.setdefault("name", f"task-{next(_names)}")
+    # The timeout task creation gives a task of its type (design §17.1).
+    fields.setdefault("timeout_seconds", timeout_for(type=fields.get("type", "batch"), timeout_seconds=BY_TYPE))
     return Task.objects.create(tenant=tenant, **fields)
 
 

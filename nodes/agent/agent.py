@@ -6,7 +6,7 @@ Expected JSON shapes (the agent routes of /api/schema/docs/):
   -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
   elsewhere); they are killed without a report
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
-  stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
+  stop: [{id, status, grace_seconds}]}`` where ``status`` is ``stopping`` or ``preempting``
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
 - ``POST /api/v1/agent/tasks/{id}/logs`` the task's output since the last batch, as the raw body (design §16.4)
 
@@ -46,6 +46,8 @@ STOP_TRANSITIONS = {"stopping": "stopped", "preempting": "pending"}
 ENDED_BY_ITSELF = "preempted: the container ended by itself before its stop took effect"
 # What a runtime raises when a container cannot be started or stopped; never allowed to kill a worker thread.
 RUNTIME_ERRORS = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
+# The grace of a stop item that names none (a server from before design §17.1), and of a kill the server orders.
+DEFAULT_GRACE_SECONDS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +56,16 @@ class StatusReport:
     from_status: str
     to_status: str
     reason: str | None = None
+
+
+@dataclasses.dataclass
+class _Stopping:
+    """A container asked to stop: killed once the agent's clock passes `kill_at`; `report` is sent once it is down
+    (None for a kill the server ordered: the task has moved on, nothing is reported)."""
+
+    handle: Any
+    kill_at: float
+    report: StatusReport | None
 
 
 def default_pool_size(cores: int | None = None) -> int:
@@ -75,7 +87,8 @@ class Agent:
                  topology_source: Callable[[], GpuTopology | None] = probe_nvidia_topology,
                  extra_labels: Mapping[str, str] | None = None, workers: int | None = None,
                  cpu_percent: Callable[[], float] | None = None,
-                 memory_used: Callable[[], int] = memory_used_mb) -> None:
+                 memory_used: Callable[[], int] = memory_used_mb,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.runtime = runtime
         self.card_source = card_source
@@ -83,9 +96,11 @@ class Agent:
         self.extra_labels = dict(extra_labels or {})
         self.cpu_percent = cpu_percent or CpuSampler().percent
         self.memory_used = memory_used
+        self.clock = clock
         self.pool = ThreadPoolExecutor(max_workers=workers or default_pool_size(), thread_name_prefix="agent")
         self._lock = threading.Lock()
         self._running: dict[int, Any] = {}
+        self._stopping: dict[int, _Stopping] = {}
         self._pending_reports: list[StatusReport] = []
         self.logs = LogShipper(client)
         self._topology: GpuTopology | None = None
@@ -151,8 +166,9 @@ class Agent:
         }
 
     def running_task_ids(self) -> list[int]:
+        """Every container here, those still stopping included."""
         with self._lock:
-            return sorted(self._running)
+            return sorted({*self._running, *self._stopping})
 
     def _current_topology(self) -> GpuTopology | None:
         # Links and NUMA placement only change with the hardware: probe until it works once, then reuse it.
@@ -185,6 +201,7 @@ class Agent:
     def _stop(self, item: Mapping[str, Any]) -> None:
         try:
             task_id, status = int(item["id"]), str(item["status"])
+            grace = max(0, int(item.get("grace_seconds", DEFAULT_GRACE_SECONDS)))
         except (KeyError, TypeError, ValueError) as exc:
             logger.error("unusable stop item %r: %s", item, exc)
             return
@@ -192,25 +209,25 @@ class Agent:
             logger.error("task %s: cannot stop a task in state %r", task_id, status)
             return
         with self._lock:
+            if task_id in self._stopping:
+                return  # listed again while its grace runs
             handle = self._running.pop(task_id, None)
         exit_code = self.runtime.poll(handle) if handle is not None and status == "preempting" else None
         if exit_code is not None:
             # It ended by itself before its stop took effect (design §16.1): a victim is never `succeeded`; a clean
             # exit settles as the preemption with its exit code on the timeline, a crash stays a failure.
+            self._last_output(task_id, handle)
             self._report(StatusReport(task_id, status, "pending", f"{ENDED_BY_ITSELF}, exit code 0")
                          if exit_code == 0 else StatusReport(task_id, status, "failed", f"exit code {exit_code}"))
             return
-        if handle is not None:
-            try:
-                self.runtime.stop(handle)
-            except RUNTIME_ERRORS as exc:
-                # Keep tracking it and report nothing: the server lists the stop again and we retry.
-                logger.error("task %s: could not stop: %s", task_id, exc)
-                with self._lock:
-                    self._running[task_id] = handle
-                return
-            self._last_output(task_id, handle)
-        self._report(StatusReport(task_id, status, STOP_TRANSITIONS[status]))
+        report = StatusReport(task_id, status, STOP_TRANSITIONS[status])
+        if handle is None:
+            self._report(report)
+            return
+        if not self._begin_stop(task_id, handle, grace, report):
+            # Keep tracking it and report nothing: the server lists the stop again and we retry.
+            with self._lock:
+                self._running[task_id] = handle
 
     def _kill(self, task_id: Any) -> None:
         """Stop a container the server no longer expects; nothing is reported, the task has moved on already."""
@@ -219,23 +236,54 @@ class Agent:
         except (TypeError, ValueError):
             logger.error("unusable kill item %r", task_id)
             return
-        with self._lock:
-            handle = self._running.pop(task_id, None)
-        if handle is None:
-            return
-        try:
-            self.runtime.stop(handle)
-        except RUNTIME_ERRORS as exc:
-            logger.error("task %s: could not kill: %s", task_id, exc)
-            with self._lock:
-                self._running[task_id] = handle
-            return
         # The task is no longer this node's: the server would refuse its output.
         self.logs.discard(task_id)
-        self._release(task_id, handle)
-        logger.warning("task %s: killed, the control plane no longer places it here", task_id)
+        with self._lock:
+            stopping = self._stopping.get(task_id)
+            if stopping is not None:
+                stopping.report = None  # settled meanwhile (the watchdog): its report would lose the CAS
+                return
+            handle = self._running.pop(task_id, None)
+        if handle is not None and not self._begin_stop(task_id, handle, DEFAULT_GRACE_SECONDS, None):
+            with self._lock:
+                self._running[task_id] = handle
+
+    def _begin_stop(self, task_id: int, handle: Any, grace: int, report: StatusReport | None) -> bool:
+        try:
+            self.runtime.stop(handle, grace)
+        except RUNTIME_ERRORS as exc:
+            logger.error("task %s: could not stop: %s", task_id, exc)
+            return False
+        with self._lock:
+            self._stopping[task_id] = _Stopping(handle, self.clock() + grace, report)
+        return True
+
+    def _finish_stops(self) -> None:
+        """Containers asked to stop that are down now, or whose grace ran out (killed here), are done with: their
+        last output shipped and the stop reported (a killed one's released quietly)."""
+        with self._lock:
+            stopping = list(self._stopping.items())
+        for task_id, stop in stopping:
+            if self.runtime.poll(stop.handle) is None:
+                if self.clock() < stop.kill_at:
+                    continue
+                try:
+                    self.runtime.kill(stop.handle)
+                except RUNTIME_ERRORS as exc:
+                    logger.error("task %s: could not kill: %s", task_id, exc)
+                    continue
+            with self._lock:
+                del self._stopping[task_id]
+            if stop.report is None:
+                self.logs.discard(task_id)
+                self._release(task_id, stop.handle)
+                logger.warning("task %s: killed, the control plane no longer places it here", task_id)
+                continue
+            self._last_output(task_id, stop.handle)
+            self._report(stop.report)
 
     def _reap(self) -> None:
+        self._finish_stops()
         with self._lock:
             running = list(self._running.items())
         ended = []

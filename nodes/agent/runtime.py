@@ -1,7 +1,9 @@
 """How the agent runs a task: in a Docker container, or as a stand-in process for the simulated fleet.
 
 Both runtimes share one interface (:class:`Runtime`): ``start(spec) -> handle``, ``poll(handle) -> exit code or
-None while running``, ``stop(handle)`` (graceful, then forced), ``read_output(handle) -> bytes`` (what the task
+None while running``, ``stop(handle, grace_seconds)`` (asks the task to stop — SIGTERM — and returns at once; the
+agent polls, and once the grace ran out on its clock), ``kill(handle)`` (SIGKILL, returning once it is down),
+``read_output(handle) -> bytes`` (what the task
 printed since the last call: the log the agent ships, design §16.4), ``release(handle)`` (free what is left of an
 ended task — its container, its records — once its last output is read) and ``adopt() -> {task id: handle}``:
 what an earlier agent process on this host started and left running, so that a restarted agent carries on with it
@@ -18,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +31,11 @@ from .port_guard import PortGuard
 
 logger = logging.getLogger(__name__)
 
-STOP_GRACE_SECONDS = 10
 SIM_SECONDS_KEY = "HETEROFLOW_SIM_SECONDS"
 SIM_EXIT_CODE_KEY = "HETEROFLOW_SIM_EXIT_CODE"
+# How long the stand-in takes to wind down after SIGTERM (a checkpoint being saved); a grace shorter than this ends
+# in the kill.
+SIM_STOP_SECONDS_KEY = "HETEROFLOW_SIM_STOP_SECONDS"
 DEFAULT_SIM_SECONDS = 30.0
 DEFAULT_SIM_EXIT_CODE = 0
 # Docker's own exit status for "the container could not be run"; reported when the container vanished under us.
@@ -85,7 +90,9 @@ class Runtime(Protocol):
 
     def poll(self, handle: Any) -> int | None: ...
 
-    def stop(self, handle: Any) -> None: ...
+    def stop(self, handle: Any, grace_seconds: int) -> None: ...
+
+    def kill(self, handle: Any) -> None: ...
 
     def read_output(self, handle: Any) -> bytes: ...
 
@@ -256,6 +263,8 @@ class DockerRuntime:
         # Each tenant network created, with its bridge interface (None when docker did not say).
         self._networks: dict[str, str | None] = {}
         self.port_guard = PortGuard(docker)
+        # Per container being stopped, the thread waiting on its `docker stop -t N`.
+        self._stoppers: dict[str, threading.Thread] = {}
         # Per container, the time up to which its output was read (`docker logs --until`), the next `--since`.
         self._output_read_until: dict[str, str] = {}
         # Whether the storage driver takes a writable-layer quota; None until the daemon answered.
@@ -331,9 +340,16 @@ class DockerRuntime:
             return None
         return int(exit_code)
 
-    def stop(self, handle: str) -> None:
-        if self.docker(["docker", "stop", "-t", str(STOP_GRACE_SECONDS), handle]).returncode != 0:
-            self.docker(["docker", "kill", handle])
+    def stop(self, handle: str, grace_seconds: int) -> None:
+        """`docker stop -t N`: the daemon sends the container its stop signal and kills it N s later; the command
+        waits all that time, so it runs on a thread of its own."""
+        stopper = threading.Thread(target=self.docker, args=(["docker", "stop", "-t", str(grace_seconds), handle],),
+                                   name=f"stop-{handle}", daemon=True)
+        self._stoppers[handle] = stopper
+        stopper.start()
+
+    def kill(self, handle: str) -> None:
+        self.docker(["docker", "kill", handle])
 
     def read_output(self, handle: str) -> bytes:
         """The container's output between the last read and now (stdout, then stderr, of that window), as the
@@ -352,6 +368,9 @@ class DockerRuntime:
         return bytes(result.stdout or b"") + bytes(result.stderr or b"")
 
     def release(self, handle: str) -> None:
+        stopper = self._stoppers.pop(handle, None)
+        if stopper is not None:
+            stopper.join()  # the container is down: its `docker stop` is returning
         # Free the name: a preempted task that is rescheduled here starts a container with the same name.
         self.docker(["docker", "rm", "-f", handle])
         self.port_guard.forget(handle)
@@ -387,11 +406,11 @@ class SimulatedRuntime:
     """A real child process standing in for a container on nodes without GPUs: it prints what a task of its type
     would (``simulated_workload.py``) into ``<task id>.log``, the output the agent ships, and exits.
 
-    Duration and exit code come from the task's env or labels (``HETEROFLOW_SIM_SECONDS``,
-    ``HETEROFLOW_SIM_EXIT_CODE``), env first. With a ``state_dir`` each process is recorded there
-    (``<task id>.pid``) and writes its exit code beside it (``<task id>.exit``) when it ends, so that an agent
-    started later on the same directory adopts it, learns how it ended, and can stop it. Without one, the output
-    files go to a temporary directory removed with the runtime.
+    Duration, exit code and the time it takes to wind down once stopped come from the task's env or labels
+    (``HETEROFLOW_SIM_SECONDS``, ``HETEROFLOW_SIM_EXIT_CODE``, ``HETEROFLOW_SIM_STOP_SECONDS``), env first. With a
+    ``state_dir`` each process is recorded there (``<task id>.pid``) and writes its exit code beside it
+    (``<task id>.exit``) when it ends, so that an agent started later on the same directory adopts it, learns how it
+    ended, and can stop it. Without one, the output files go to a temporary directory removed with the runtime.
     """
 
     def __init__(self, state_dir: str | Path | None = None) -> None:
@@ -406,8 +425,9 @@ class SimulatedRuntime:
     def start(self, spec: TaskSpec) -> SimulatedProcess:
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
+        stop_seconds = float(_setting(spec, SIM_STOP_SECONDS_KEY, 0))
         argv = [sys.executable, str(SIMULATED_WORKLOAD), "--task-id", str(spec.id), "--kind", spec.kind,
-                "--seconds", repr(seconds), "--exit-code", str(exit_code),
+                "--seconds", repr(seconds), "--exit-code", str(exit_code), "--stop-seconds", repr(stop_seconds),
                 "--gpus", ",".join(map(str, spec.gpus))]
         if spec.port is not None:
             argv += ["--port", str(spec.port)]
@@ -437,21 +457,21 @@ class SimulatedRuntime:
         self._forget(handle.task_id)
         self._output_file(handle.task_id).unlink(missing_ok=True)
 
-    def stop(self, handle: SimulatedProcess) -> None:
+    def stop(self, handle: SimulatedProcess, grace_seconds: int) -> None:
+        # Popen's own signalling sends nothing to a pid it has already reaped (and the system may have reused).
         if handle.popen is not None:
             handle.popen.terminate()
-            try:
-                handle.popen.wait(timeout=STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                handle.popen.kill()
-                handle.popen.wait()
         else:
             _signal(handle.pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_GRACE_SECONDS
-            while _alive(handle.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(handle.pid):
-                _signal(handle.pid, signal.SIGKILL)
+
+    def kill(self, handle: SimulatedProcess) -> None:
+        if handle.popen is not None:
+            handle.popen.kill()
+            handle.popen.wait()
+            return
+        _signal(handle.pid, signal.SIGKILL)
+        while _alive(handle.pid):
+            time.sleep(0.01)
 
     def adopt(self) -> dict[int, SimulatedProcess]:
         """The processes recorded in the state directory that still run or ended unreported."""

@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--exit-file", default="")
+    # Seconds it takes to wind down once asked to stop.
+    parser.add_argument("--stop-seconds", type=float, default=0.0)
     parser.add_argument("--gpus", default="")
     parser.add_argument("--port", type=int, default=None)
     # The task's container name: it marks the process's command line, so adoption can tell it from a process that
@@ -67,6 +69,7 @@ def main() -> None:
 
     def stopped(signum, frame):
         print("received SIGTERM: saving state and exiting", flush=True)
+        time.sleep(args.stop_seconds)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stopped)

@@ -22,7 +22,8 @@ class TaskGroupOutput(serializers.ModelSerializer):
         model = TaskGroup
         fields = ["id", "tenant", "name", "type", "status", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
                   "replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr", "backend",
-                  "tolerations", "node_selector", "labels", "created_at", "members", "diagnostics"]
+                  "tolerations", "node_selector", "labels", "timeout_seconds", "termination_grace_seconds",
+                  "created_at", "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
         return [

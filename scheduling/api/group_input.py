@@ -14,8 +14,10 @@ from heteroflow_site.validation import (
 )
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
-from scheduling.api.task_input import valid_task_labels
-from scheduling.models import Parallelism
+from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
+from scheduling.models import Parallelism, TaskType
+
+INFERENCE_ONLY = "applies to inference groups only"
 
 
 class ScheduleWindowInput(StrictSerializer):
@@ -46,6 +48,22 @@ class TaskGroupInput(StrictSerializer):
     node_selector = LabelsField(required=False, default=dict)
     labels = LabelsField(required=False, default=dict, help_text="every member's labels, as a task's")
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+    # Every member's (design §17.1).
+    timeout_seconds = timeout_field()
+    termination_grace_seconds = grace_field()
 
     def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
         return valid_task_labels(labels)
+
+    @classmethod
+    def request_schema(cls, schema: dict) -> dict:
+        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"}})
+
+    def validate(self, data: dict) -> dict:
+        # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
+        # states, `request_schema`).
+        if data["type"] == TaskType.TRAINING:
+            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window") if data.get(name) is not None}
+            if errors:
+                raise serializers.ValidationError(errors)
+        return data

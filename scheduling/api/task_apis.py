@@ -38,7 +38,8 @@ class TaskOutput(serializers.ModelSerializer):
             "id", "tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
             "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "tolerations",
             "node_selector", "group", "rank", "status", "reason", "node", "gpus", "port", "shard", "borrowed",
-            "preempt_count", "reserved_at", "deadline", "created_at", "scheduled_at", "started_at", "finished_at", "diagnostics",
+            "preempt_count", "reserved_at", "deadline", "timeout_seconds", "termination_grace_seconds", "created_at",
+            "scheduled_at", "started_at", "finished_at", "diagnostics",
         ]
 
     def get_node(self, task: Task) -> str | None:

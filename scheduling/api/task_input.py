@@ -11,7 +11,13 @@ from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageFi
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
 from scheduling.framework.gpu_models import MODEL_LABEL, patterns_error
-from scheduling.models import TaskType
+from scheduling.models import (
+    DEFAULT_GRACE_SECONDS,
+    GRACE_MAX_SECONDS,
+    TIMEOUT_MAX_SECONDS,
+    TIMEOUT_MIN_SECONDS,
+    TaskType,
+)
 
 
 MAX_DEADLINE_AHEAD = timedelta(days=366)
@@ -22,6 +28,33 @@ ASKING_FOR_SOMETHING = {
     "gpu_memory_mb": {"minimum": 1}, "cpu_cores": {"exclusiveMinimum": 0}, "memory_mb": {"minimum": 1},
 }
 NOTHING_ASKED = "a task must ask for something: an image, a command, GPUs, GPU memory, CPU or memory"
+
+TRAINING_NOT_PREEMPTIBLE = "training tasks cannot be preemptible"
+
+
+def timeout_field() -> serializers.IntegerField:
+    """design §17.1: left out, the type's default (`default_task_timeout` for batch and training, none for
+    inference); null, none at all."""
+    return serializers.IntegerField(
+        min_value=TIMEOUT_MIN_SECONDS, max_value=TIMEOUT_MAX_SECONDS, required=False, allow_null=True,
+        help_text="seconds it may run before it is stopped and fails with `Timeout`; null: until stopped; left out: "
+                  "the default of its type (batch and training: `default_task_timeout`, inference: none)")
+
+
+def grace_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=0, max_value=GRACE_MAX_SECONDS, required=False, default=DEFAULT_GRACE_SECONDS,
+        help_text="seconds between the stop signal (SIGTERM) and the kill, on every stop: the user's, a preemption, "
+                  "the timeout, a drain")
+
+
+def only_for_types(schema: dict, types: list[str], rules: dict[str, dict]) -> dict:
+    """`schema` with an OpenAPI 3.1 `if`/`then`: when `type` is one of `types`, each named property must match its
+    rule — the schema states a rule across fields that validation enforces, so a body it allows is never refused
+    for it (design §17.1)."""
+    condition = {"if": {"properties": {"type": {"enum": types}}, "required": ["type"]},
+                 "then": {"properties": rules}}
+    return {**schema, "allOf": [*schema.get("allOf", []), condition]}
 
 
 class TaskInput(StrictSerializer):
@@ -47,17 +80,22 @@ class TaskInput(StrictSerializer):
                                          help_text="ISO 8601; in the future, at most a year ahead")
     group = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+    timeout_seconds = timeout_field()
+    termination_grace_seconds = grace_field()
 
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
-        """A task asks for something to run or something to hold: the schema says so as `anyOf`, so a body the
-        schema allows is never refused for asking for nothing."""
+        """The rules across fields that validation enforces, stated by the schema so that a body it allows is never
+        refused for them: a task asks for something to run or something to hold (`anyOf`), and a training task is
+        not preemptible (the seed's rule, `if`/`then`)."""
         asks = [{"required": [name], "properties": {name: bound}} for name, bound in ASKING_FOR_SOMETHING.items()]
-        return {**schema, "anyOf": asks}
+        return only_for_types({**schema, "anyOf": asks}, [TaskType.TRAINING], {"preemptible": {"const": False}})
 
     def validate(self, data: dict) -> dict:
         if not any(data.get(name) for name in ASKING_FOR_SOMETHING):
             raise serializers.ValidationError({"image": NOTHING_ASKED})
+        if data.get("type") == TaskType.TRAINING and data.get("preemptible"):
+            raise serializers.ValidationError({"preemptible": [TRAINING_NOT_PREEMPTIBLE]})
         return data
 
     def validate_deadline(self, deadline):

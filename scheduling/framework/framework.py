@@ -80,6 +80,10 @@ class Framework:
                              for plugin, code_map in zip(self._filters, self._code_maps)]
         self._score_keys = [getattr(plugin, "score_key", None) if by_rows else None
                             for (plugin, _), by_rows in zip(plugin_set.scorers, self._row_scorers)]
+        # Shared scores stay right beside a PreScore plugin that prepares only its own scores (a scorer with a key,
+        # which covers what it prepared: topology); one that prepares for others may change any score.
+        keyed = [plugin for (plugin, _), key in zip(plugin_set.scorers, self._score_keys) if key is not None]
+        self._scores_shared = all(any(plugin is scorer for scorer in keyed) for plugin in plugin_set.pre_scorers)
 
     def describe(self) -> dict[str, Any]:
         """design §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
@@ -111,7 +115,7 @@ class Framework:
         matrix = np.empty((len(names), len(rows)))
         for index, ((plugin, _), by_rows, score_key) in enumerate(
                 zip(self.plugin_set.scorers, self._row_scorers, self._score_keys)):
-            key = score_key(task, table) if score_key is not None and not self.plugin_set.pre_scorers else None
+            key = score_key(task, table) if score_key is not None and self._scores_shared else None
             if key is None:
                 matrix[index] = self._score(plugin, by_rows, state, task, table, rows)
                 continue

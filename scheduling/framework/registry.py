@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
+from scheduling.framework.settings_schema import SettingError, check_settings_schema, settings_problem
+
 PRE_FILTER = "pre_filter"
 FILTER = "filter"
 POST_FILTER = "post_filter"
@@ -48,9 +50,14 @@ class PluginSpec:
     always_on: bool = False
     # Names of the plugins that may not be enabled together with this one (a single name is accepted too).
     exclusive_with: tuple[str, ...] = ()
+    # Which of several such plugins found enabled together is kept: the highest, then the one registered first.
+    precedence: int = 0
     default: PluginSetting | None = None
     kinds: frozenset[str] = frozenset()
-    # Raises ValueError for a bad `extra`; None accepts any JSON object.
+    # The JSON Schema of `extra` (`scheduling.framework.settings_schema`): published in the API's schema and checked
+    # on every write, a refusal naming the setting; None: any JSON object.
+    settings_schema: Mapping[str, Any] | None = None
+    # A rule across settings the schema cannot state: raises ValueError for an `extra` it refuses.
     validate_extra: Callable[[Mapping[str, Any]], None] | None = None
     # What the plugin does, in the words of the plugin page ("" falls back to the factory's docstring).
     description: str = ""
@@ -67,11 +74,14 @@ class PluginSpec:
             object.__setattr__(self, "default", PluginSetting(self.name))
         if isinstance(self.exclusive_with, str) or self.exclusive_with is None:
             object.__setattr__(self, "exclusive_with", (self.exclusive_with,) if self.exclusive_with else ())
+        if self.settings_schema is not None:
+            check_settings_schema(self.name, self.settings_schema)
 
     @classmethod
     def from_factory(cls, factory: Any) -> PluginSpec:
         """A spec from a factory object carrying the spec attributes (`name`, `kinds`, optional `always_on`,
-        `exclusive_with`, `default`, `validate_extra`, `description`) and callable as `factory(setting) -> plugin`."""
+        `exclusive_with`, `default`, `settings_schema`, `validate_extra`, `description`) and callable as
+        `factory(setting) -> plugin`."""
         if isinstance(factory, PluginSpec):
             return factory
         try:
@@ -84,7 +94,9 @@ class PluginSpec:
             name=name, factory=factory, kinds=kinds,
             always_on=getattr(factory, "always_on", False),
             exclusive_with=getattr(factory, "exclusive_with", ()),
+            precedence=getattr(factory, "precedence", 0),
             default=getattr(factory, "default", None),
+            settings_schema=getattr(factory, "settings_schema", None),
             validate_extra=getattr(factory, "validate_extra", None),
             description=getattr(factory, "description", ""),
             on_tasks_created=getattr(factory, "on_tasks_created", None),
@@ -116,13 +128,33 @@ def import_dotted(path: str) -> Any:
         raise ValueError(f"extra plugin {path!r} cannot be imported: {exc}") from exc
 
 
+def outranked(enabled: Iterable[str], registry: Registry) -> set[str]:
+    """Of the `enabled` plugins, those that give way to an enabled plugin they exclude (higher `precedence`, or equal
+    and registered earlier). The config service never stores two of them enabled; a stored row, the Django admin or
+    a migration may, and then binpack wins (design §17.1, the seed's "启用时 binpack 优先")."""
+    enabled = set(enabled)
+    position = {name: index for index, name in enumerate(registry)}
+
+    def rank(name: str) -> tuple[int, int]:
+        return registry[name].precedence, -position[name]
+
+    return {name for name in enabled if name in registry
+            for other in registry[name].exclusive_with if other in enabled and other in registry
+            and rank(other) > rank(name)}
+
+
 def validate_extra(name: str, extra: Any, registry: Registry) -> None:
-    """Raise ValueError with a message fit for a 400 when `extra` is not valid for plugin `name`."""
+    """Raise SettingError when `extra` is not what plugin `name`'s settings schema allows (naming the setting), or
+    ValueError when the plugin's own rule (`validate_extra`) refuses it."""
     spec = registry.get(name)
     if spec is None:
         raise ValueError(f"unknown plugin {name!r}")
     if not isinstance(extra, Mapping):
-        raise ValueError("extra must be a JSON object")  # noqa: TRY004 - callers turn ValueError into a 400
+        raise SettingError("extra must be a JSON object")
+    if spec.settings_schema is not None:
+        problem = settings_problem(name, spec.settings_schema, extra)
+        if problem is not None:
+            raise problem
     if spec.validate_extra is not None:
         spec.validate_extra(extra)
 
@@ -164,19 +196,20 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
     enabled scorer with weight 0 gets weight 1 (design §6). Settings naming unknown plugins are ignored (a custom
-    plugin removed from settings leaves its row behind). If two mutually exclusive plugins are both enabled — the
-    config service prevents it, this is a guard — the one registered first wins: spread is kept, binpack dropped.
+    plugin removed from settings leaves its row behind). Of mutually exclusive plugins found enabled together, only
+    the one `outranked` leaves runs.
     """
     given = {setting.name: setting for setting in settings}
-    plugin_set = PluginSet()
-    chosen: set[str] = set()
+    resolved = {}
     for name, spec in registry.items():
         setting = given.get(name, spec.default)
-        if spec.always_on:
-            setting = PluginSetting(name, True, setting.weight, setting.extra)
-        if not setting.enabled or any(other in chosen for other in spec.exclusive_with):
+        resolved[name] = PluginSetting(name, True, setting.weight, setting.extra) if spec.always_on else setting
+    losers = outranked([name for name, setting in resolved.items() if setting.enabled], registry)
+    plugin_set = PluginSet()
+    for name, spec in registry.items():
+        setting = resolved[name]
+        if not setting.enabled or name in losers:
             continue
-        chosen.add(name)
         plugin = spec.factory(setting)
         for kind, points in _POINTS:
             if kind in spec.kinds:

@@ -82,6 +82,8 @@ def create_member(group: TaskGroup, *, rank: int) -> Task:
         tolerations=group.tolerations,
         node_selector=group.node_selector,
         labels=group.labels,
+        timeout_seconds=group.timeout_seconds,
+        termination_grace_seconds=group.termination_grace_seconds,
     )
 
 

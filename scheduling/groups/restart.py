@@ -192,5 +192,6 @@ def _start_new_run(group: TaskGroup, cause: str) -> None:
             command=group.command, gpu_type=group.gpu_type, gpu_required=group.gpus_per_worker,
             priority=first.priority if first else 50, labels=first.labels if first else None,
             group=group, rank=rank, group_run=run, tolerations=group.tolerations,
-            node_selector=group.node_selector,
+            node_selector=group.node_selector, timeout_seconds=group.timeout_seconds,
+            termination_grace_seconds=group.termination_grace_seconds,
         )

@@ -1,10 +1,10 @@
 from django.db import transaction
 
-from heteroflow_site.errors import Conflict, NotAllowed
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
 from scheduling.groups.windows import validate_window
-from scheduling.models import Parallelism, TaskGroup, TaskType
-from scheduling.services.task_create import ensure_pending_capacity, task_create
+from scheduling.models import DEFAULT_GRACE_SECONDS, Parallelism, TaskGroup, TaskType
+from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, task_create, timeout_for
 from tenants.models import Tenant
 
 
@@ -26,12 +26,15 @@ def task_group_create(
     tolerations: list[dict[str, str]] | None = None,
     node_selector: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    timeout_seconds: int | None | TypeDefault = BY_TYPE,
+    termination_grace_seconds: int = DEFAULT_GRACE_SECONDS,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
         raise Conflict(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and (replicas is not None or window is not None):
-        raise NotAllowed("replicas and window apply to inference groups only",
+        # A 400, as the published schema says (design §17.1).
+        raise DomainError("replicas and window apply to inference groups only",
                           field="replicas" if replicas is not None else "window")
     if type == TaskType.INFERENCE and (replicas if replicas is not None else world_size) > REPLICAS_MAX:
         raise NotAllowed(f"an inference group has at most {REPLICAS_MAX} replicas",
@@ -48,6 +51,8 @@ def task_group_create(
             window=window, image=image, command=command, max_restarts=max_restarts,
             tolerations=[dict(item) for item in tolerations or []], node_selector=node_selector or {},
             labels=labels or {},
+            timeout_seconds=timeout_for(type=type, timeout_seconds=timeout_seconds),
+            termination_grace_seconds=termination_grace_seconds,
         )
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         ensure_pending_capacity(tenant=tenant, adding=count)
@@ -59,5 +64,6 @@ def task_group_create(
                 tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
                 tolerations=group.tolerations, node_selector=group.node_selector, labels=group.labels,
+                timeout_seconds=group.timeout_seconds, termination_grace_seconds=group.termination_grace_seconds,
             )
     return group

@@ -6,7 +6,7 @@ import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from nodes.models import Node
@@ -25,6 +25,7 @@ from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, 
 logger = logging.getLogger(__name__)
 
 UNCLAIMED_AFTER = timedelta(minutes=5)
+ONE_SECOND = timedelta(seconds=1)
 # Attempt codes of a training task that waits for cards rather than for something else (quota, type…).
 WAITING_FOR_CARDS = ("InsufficientResources", "PreemptionPending", "NoSchedulableNodes")
 
@@ -46,10 +47,14 @@ def recover_backlog(now: datetime | None = None) -> int:
 
 
 def enforce_task_timeouts(now: datetime | None = None) -> int:
-    """Running longer than `default_task_timeout` ⇒ stopping (the agent stops it), then failed with `Timeout`."""
+    """Running longer than its own `timeout_seconds` ⇒ stopping (the agent stops it within its grace), then failed
+    with `Timeout`; a task without one (an inference replica, unless its group set one) runs until stopped
+    (design §17.1)."""
     now = now or timezone.now()
-    limit = timedelta(seconds=settings.SCHEDULER["default_task_timeout"])
-    overdue = Task.objects.filter(status=lifecycle.RUNNING, started_at__lt=now - limit).values_list("id", flat=True)
+    overdue = Task.objects.filter(
+        status=lifecycle.RUNNING, timeout_seconds__isnull=False,
+        started_at__lt=now - F("timeout_seconds") * ONE_SECOND,
+    ).values_list("id", flat=True)
     return sum(bool(isolated(lambda: task_transition(task_id, lifecycle.RUNNING, lifecycle.STOPPING,
                                                      reason=TIMEOUT_REASON),
                              what=f"timeout of task {task_id}"))

@@ -4,15 +4,42 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from heteroflow_site.errors import Conflict, NotAllowed, TooManyPending
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed, TooManyPending
 from scheduling import lifecycle
 from scheduling.queue import immediate_queue
 from scheduling.framework.snapshot import is_fractional
-from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.models import (
+    DEFAULT_GRACE_SECONDS,
+    TIMEOUT_MAX_SECONDS,
+    TIMEOUT_MIN_SECONDS,
+    Task,
+    TaskGroup,
+    TaskType,
+)
 from scheduling.plugins import tell_tasks_created
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
+
+
+class TypeDefault:
+    """Type of BY_TYPE: a timeout left out takes its type's default, whereas None means none at all."""
+
+    def __repr__(self) -> str:
+        return "BY_TYPE"
+
+
+BY_TYPE = TypeDefault()
+
+
+def timeout_for(*, type: str, timeout_seconds: int | None | TypeDefault) -> int | None:
+    """design §17.1: `default_task_timeout` is the default of batch and training tasks (and training groups) only;
+    an inference replica without one runs until stopped. The setting is kept within the bounds a task may set."""
+    if not isinstance(timeout_seconds, TypeDefault):
+        return timeout_seconds
+    if type == TaskType.INFERENCE:
+        return None
+    return min(max(settings.SCHEDULER["default_task_timeout"], TIMEOUT_MIN_SECONDS), TIMEOUT_MAX_SECONDS)
 
 
 def task_create(
@@ -38,12 +65,15 @@ def task_create(
     rank: int | None = None,
     group_run: int = 0,
     env: dict[str, str] | None = None,
+    timeout_seconds: int | None | TypeDefault = BY_TYPE,
+    termination_grace_seconds: int = DEFAULT_GRACE_SECONDS,
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
         raise Conflict(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and preemptible:
-        raise NotAllowed("training tasks cannot be preemptible", field="preemptible")
+        # design §17.1: a 400 (the published schema refuses the pair too), as the seed has it.
+        raise DomainError("training tasks cannot be preemptible", field="preemptible")
     fractional = is_fractional(gpu_required, gpu_memory_mb)
     if gpu_compute_percent is not None and not fractional:
         raise NotAllowed(
@@ -78,6 +108,8 @@ def task_create(
             rank=rank,
             group_run=group_run,
             env=env or {},
+            timeout_seconds=timeout_for(type=type, timeout_seconds=timeout_seconds),
+            termination_grace_seconds=termination_grace_seconds,
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))

@@ -13,8 +13,20 @@ from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 TASK_FORM_INPUTS = ("name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
                     "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "deadline")
 TASK_FORM_ALWAYS_SENT = ("name", "gpu_type")
+# A task's or group's timeout and grace (design §17.1): `none` in the timeout input runs it until stopped.
+STOP_FORM_FIELDS = ("timeout_seconds", "termination_grace_seconds")
+NO_TIMEOUT = "none"
 # Every field the task form shows an error beside.
-TASK_FORM_FIELDS = frozenset({"tenant", *TASK_FORM_INPUTS, "preemptible", "labels", *POOL_FORM_FIELDS})
+TASK_FORM_FIELDS = frozenset({"tenant", *TASK_FORM_INPUTS, "preemptible", "labels", *POOL_FORM_FIELDS,
+                              *STOP_FORM_FIELDS})
+
+
+def stop_payload(post) -> dict:
+    """The timeout and grace inputs as API fields: empty ones left out (the API's defaults), `none` a null."""
+    payload = {name: post.get(name, "").strip() for name in STOP_FORM_FIELDS if post.get(name, "").strip()}
+    if payload.get("timeout_seconds", "").lower() == NO_TIMEOUT:
+        payload["timeout_seconds"] = None
+    return payload
 
 
 def task_form_payload(post, *, admin: bool) -> dict:
@@ -31,6 +43,7 @@ def task_form_payload(post, *, admin: bool) -> dict:
             labels[key.strip()] = value
     payload["labels"] = labels
     payload.update(pool_payload(post))
+    payload.update(stop_payload(post))
     if admin:
         payload["tenant"] = post.get("tenant", "").strip() or None
     return payload

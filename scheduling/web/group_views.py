@@ -14,12 +14,12 @@ from scheduling.groups.crash_loop import crash_loop
 from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
 from scheduling.groups.submit import task_group_submit
-from scheduling.web.forms import error_context, submitted
+from scheduling.web.forms import STOP_FORM_FIELDS, error_context, stop_payload, submitted
 from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 from tenants.models import Tenant
 
 GROUP_FORM_FIELDS = ("tenant", "name", "type", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
-                     "replicas", "priority", "max_restarts", "image", "command", *POOL_FORM_FIELDS)
+                     "replicas", "priority", "max_restarts", "image", "command", *POOL_FORM_FIELDS, *STOP_FORM_FIELDS)
 # The group's final states: its page stops polling.
 _SETTLED = {TaskGroup.Status.SUCCEEDED, TaskGroup.Status.FAILED, TaskGroup.Status.STOPPED}
 
@@ -27,8 +27,9 @@ _SETTLED = {TaskGroup.Status.SUCCEEDED, TaskGroup.Status.FAILED, TaskGroup.Statu
 def _form_payload(post, *, admin: bool) -> dict:
     """The form as an API body: empty inputs are left out so that the API's defaults apply."""
     payload = {name: post.get(name, "").strip() for name in GROUP_FORM_FIELDS
-               if name not in ("tenant", *POOL_FORM_FIELDS) and post.get(name, "").strip() != ""}
+               if name not in ("tenant", *POOL_FORM_FIELDS, *STOP_FORM_FIELDS) and post.get(name, "").strip() != ""}
     payload.update(pool_payload(post))
+    payload.update(stop_payload(post))
     if admin:
         payload["tenant"] = post.get("tenant", "").strip() or None
     return payload

@@ -159,8 +159,11 @@ def _submission_body(args, *, require_name: bool = True) -> dict:
     body: dict = _load_yaml(args.file) if args.file else {}
     flags = {"name": args.name, "type": args.type, "image": args.image, "command": args.command,
              "gpu_type": args.gpu_type, "gpu_required": args.gpus, "gpu_memory_mb": args.gpu_memory_mb,
-             "cpu_cores": args.cpu, "memory_mb": args.memory_mb, "priority": args.priority}
+             "cpu_cores": args.cpu, "memory_mb": args.memory_mb, "priority": args.priority,
+             "termination_grace_seconds": args.grace}
     body.update({key: value for key, value in flags.items() if value is not None})
+    if args.timeout is not None:
+        body["timeout_seconds"] = None if args.timeout == "none" else _whole_number(args.timeout, "--timeout")
     if args.preemptible:
         body["preemptible"] = True
     if args.label:
@@ -168,6 +171,20 @@ def _submission_body(args, *, require_name: bool = True) -> dict:
     if require_name and "name" not in body:
         raise ApiError("invalid", "name: a task needs a name (--name or `name:` in the file)")
     return body
+
+
+def _whole_number(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ApiError("invalid", f"{flag}: a number of seconds, or none") from None
+
+
+def _stops(task: dict) -> str:
+    """design §17.1: how long it may run, and the grace every stop gives it."""
+    timeout = task.get("timeout_seconds")
+    runs = f"stopped after {timeout} s" if timeout is not None else "runs until stopped"
+    return f"{runs}; {task.get('termination_grace_seconds', 10)} s from SIGTERM to kill"
 
 
 def ls(args) -> None:
@@ -244,6 +261,7 @@ def describe(args) -> None:
                ("Request", f"{task['gpu_required']} GPU {task['gpu_type'] or 'any type'}, "
                            f"{task['gpu_memory_mb']} MB GPU memory, {task['cpu_cores']} CPU, {task['memory_mb']} MB"),
                ("Priority", f"{task['priority']}{' (preemptible)' if task['preemptible'] else ''}"),
+               ("Timeout", _stops(task)),
                ("Labels", ", ".join(f"{key}={value}" for key, value in (task.get("labels") or {}).items()) or "-"),
                ("Created", _when(task["created_at"])), ("Started", _when(task.get("started_at"))),
                ("Ended", _when(task.get("finished_at"))),
@@ -481,6 +499,11 @@ def _task_flags(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--memory-mb", type=int)
     sub.add_argument("--priority", type=int)
     sub.add_argument("--preemptible", action="store_true")
+    sub.add_argument("--timeout", metavar="SECONDS|none",
+                     help="stop it after this long (60 s to 30 days), none: run until stopped; left out: the default "
+                          "of its type (batch and training 2 hours, inference none)")
+    sub.add_argument("--grace", type=int, metavar="SECONDS",
+                     help="seconds from the stop signal to the kill, on every stop (0-600, default 10)")
     sub.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
 
 

@@ -88,6 +88,9 @@ class FakeRuntime:
         # What each task prints next (read once), and the handles released.
         self.output: dict[int, bytes] = {}
         self.released: list[int] = []
+        # The grace each stop gave, and the tasks that go on after their SIGTERM (saving a checkpoint) until killed.
+        self.graces: dict[int, int] = {}
+        self.ignores_sigterm: set[int] = set()
 
     def start(self, spec):
         self.events.append(("start", spec.id, spec.gpus))
@@ -96,8 +99,15 @@ class FakeRuntime:
     def poll(self, handle):
         return self.exit_codes.get(handle)
 
-    def stop(self, handle):
+    def stop(self, handle, grace_seconds):
         self.events.append(("stop", handle))
+        self.graces[handle] = grace_seconds
+        if handle not in self.ignores_sigterm:
+            self.exit_codes[handle] = 143
+
+    def kill(self, handle):
+        self.events.append(("kill", handle))
+        self.exit_codes[handle] = 137
 
     def read_output(self, handle):
         return self.output.pop(handle, b"")
@@ -131,12 +141,12 @@ def sleeps():
     return []
 
 
-def make_agent(plane, runtime, sleeps, attempts=3):
+def make_agent(plane, runtime, sleeps, attempts=3, clock=time.monotonic):
     client = AgentClient(plane.url, "node-token", retry=RetryPolicy(attempts=attempts, base_delay=0.01),
                          sleep=sleeps.append)
     cards = fake_cards_for("nvidia", "NVIDIA A100-SXM4-80GB", 2, 81920)
     return Agent(client, runtime, card_source=lambda: cards, topology_source=lambda: TOPOLOGY, workers=2,
-                 cpu_percent=lambda: 12.5, memory_used=lambda: 2048)
+                 cpu_percent=lambda: 12.5, memory_used=lambda: 2048, clock=clock)
 
 
 def start_item(task_id, **extra):
@@ -200,6 +210,86 @@ def test_stop_items_stop_the_container_then_settle_the_task(plane, events, sleep
     agent.run_once()
     assert events.index(("stop", 1)) < events.index(("status", 1, "preempting", "pending", None, 200))
     assert events.index(("stop", 2)) < events.index(("status", 2, "stopping", "stopped", None, 200))
+    agent.close()
+
+
+class MovedClock:
+    """The agent's clock, moved by the test: no real waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_task_with_grace_30_is_killed_only_after_30_seconds_and_the_step_never_waits(plane, events, sleeps):
+    """design §17.1: SIGTERM, then SIGKILL once the task's grace has run out on the agent's clock; meanwhile each
+    step goes on (heartbeats included) and the container still counts as running here."""
+    runtime, clock = FakeRuntime(events), MovedClock()
+    agent = make_agent(plane, runtime, sleeps, clock=clock)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    agent.run_once()
+    runtime.ignores_sigterm.add(1)
+    plane.work = {"start": [], "stop": [{"id": 1, "status": "preempting", "grace_seconds": 30}]}
+    events.clear()
+
+    agent.run_once()
+    clock.now += 29.9
+    agent.run_once()  # listed again while its grace runs: stopped once only
+
+    assert events == [("stop", 1)] and runtime.graces == {1: 30}
+    assert last_heartbeat(plane)["running"] == [1]
+    clock.now += 0.1
+    agent.run_once()
+    assert events == [("stop", 1), ("kill", 1), ("status", 1, "preempting", "pending", None, 200)]
+    assert runtime.released == [1]
+    agent.close()
+
+
+def test_a_task_that_stops_within_its_grace_is_not_killed(plane, events, sleeps):
+    runtime, clock = FakeRuntime(events), MovedClock()
+    agent = make_agent(plane, runtime, sleeps, clock=clock)
+    plane.work = {"start": [start_item(1)], "stop": []}
+    agent.run_once()
+    runtime.ignores_sigterm.add(1)
+    plane.work = {"start": [], "stop": [{"id": 1, "status": "stopping", "grace_seconds": 30}]}
+    agent.run_once()
+    runtime.exit_codes[1] = 143  # its checkpoint saved, it exits
+    clock.now += 12
+    agent.run_once()
+    assert ("kill", 1) not in events
+    assert ("status", 1, "stopping", "stopped", None, 200) in events
+    agent.close()
+
+
+def test_the_simulated_runtime_sends_sigterm_then_sigkill_once_the_grace_ran_out(plane, events, sleeps):
+    """A stand-in that needs a minute to save its checkpoint, given 30 s: still running at 29 s of the agent's
+    clock, killed at 30 s (its output says it got the SIGTERM)."""
+    runtime, clock = SimulatedRuntime(), MovedClock()
+    agent = make_agent(plane, runtime, sleeps, clock=clock)
+    plane.work = {"start": [start_item(4, env={"HETEROFLOW_SIM_SECONDS": "120", "HETEROFLOW_SIM_STOP_SECONDS": "60"})],
+                  "stop": []}
+    agent.run_once()
+    plane.work = {"start": [], "stop": []}
+    deadline = time.monotonic() + 10
+    while not log_events(events) and time.monotonic() < deadline:  # once it prints, its SIGTERM handler is set
+        time.sleep(0.05)
+        agent.run_once()
+    handle = agent._running[4]
+    plane.work = {"start": [], "stop": [{"id": 4, "status": "stopping", "grace_seconds": 30}]}
+
+    agent.run_once()
+    clock.now += 29
+    time.sleep(0.3)
+    agent.run_once()
+    assert handle.popen.poll() is None and ("status", 4, "stopping", "stopped", None, 200) not in events
+
+    clock.now += 1
+    agent.run_once()
+    assert handle.popen.returncode == -9
+    assert ("status", 4, "stopping", "stopped", None, 200) in events
+    assert "received SIGTERM" in b"".join(event[2] for event in log_events(events)).decode()
     agent.close()
 
 

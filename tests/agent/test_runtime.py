@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -110,20 +111,31 @@ class FakeDocker:
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
 
-def test_docker_stop_is_graceful_then_kill_and_the_container_stays_until_released():
-    docker = FakeDocker({"stop": (1, "", "timeout")})
-    runtime = DockerRuntime(docker)
-    runtime.stop("heteroflow-task-9")
-    assert docker.calls == [["docker", "stop", "-t", "10", "heteroflow-task-9"],
-                            ["docker", "kill", "heteroflow-task-9"]]
-    runtime.release("heteroflow-task-9")
-    assert _docker_calls(docker)[-1] == ["docker", "rm", "-f", "heteroflow-task-9"]
-
-
-def test_docker_stop_without_kill_when_graceful_stop_works():
+def test_docker_stop_gives_the_container_its_grace_without_waiting_and_kill_is_docker_kill():
     docker = FakeDocker({})
-    DockerRuntime(docker).stop("heteroflow-task-9")
-    assert [call[1] for call in docker.calls] == ["stop"]
+    runtime = DockerRuntime(docker)
+    runtime.stop("heteroflow-task-9", 30)
+    runtime.kill("heteroflow-task-9")
+    runtime.release("heteroflow-task-9")  # waits for the `docker stop` thread
+    calls = _docker_calls(docker)
+    assert sorted(calls[:2]) == [["docker", "kill", "heteroflow-task-9"],
+                                 ["docker", "stop", "-t", "30", "heteroflow-task-9"]]
+    assert calls[-1] == ["docker", "rm", "-f", "heteroflow-task-9"]
+
+
+def test_docker_stop_returns_while_docker_waits_out_the_grace():
+    gate = threading.Event()
+
+    def slow_docker(argv):
+        gate.wait(10)  # `docker stop -t 600` blocks until the container is down
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    runtime = DockerRuntime(slow_docker)
+    started = time.monotonic()
+    runtime.stop("heteroflow-task-9", 600)
+    assert time.monotonic() - started < 1
+    gate.set()
+    runtime.release("heteroflow-task-9")
 
 
 def test_docker_output_is_read_window_by_window():
@@ -285,8 +297,8 @@ def test_simulated_runtime_stop_terminates_the_process():
     runtime = SimulatedRuntime()
     handle = runtime.start(TaskSpec(id=3, image="sim", command=""))  # 30 s by default
     started = time.monotonic()
-    runtime.stop(handle)
-    assert runtime.poll(handle) is not None
+    runtime.stop(handle, 10)
+    assert wait_for_exit(runtime, handle) is not None
     assert time.monotonic() - started < 5
 
 
@@ -318,7 +330,8 @@ def test_a_simulated_runtime_on_the_same_state_directory_adopts_and_stops_a_runn
     later = SimulatedRuntime(tmp_path)
     assert later.poll(adopted[4]) is None
     started = time.monotonic()
-    later.stop(adopted[4])
+    later.stop(adopted[4], 10)
+    assert wait_for_exit(later, adopted[4]) is not None
     assert time.monotonic() - started < 5
     assert SimulatedRuntime(tmp_path).adopt() == {}
 
@@ -359,7 +372,8 @@ def test_a_stopped_simulated_task_says_so_in_its_output(tmp_path):
     while not output and time.monotonic() < deadline:  # once it prints, its signal handler is in place
         time.sleep(0.02)
         output = runtime.read_output(handle)
-    runtime.stop(handle)
+    runtime.stop(handle, 10)
+    wait_for_exit(runtime, handle)
     assert b"received SIGTERM" in runtime.read_output(handle)
     runtime.release(handle)
     assert list(tmp_path.iterdir()) == []

@@ -80,7 +80,7 @@ def fleet(live_server, settings, tmp_path):
         member.die()
         leftover = SimulatedRuntime(member.state_dir)
         for handle in leftover.adopt().values():
-            leftover.stop(handle)
+            leftover.kill(handle)
 
 
 def test_a_lost_agent_gives_up_its_tasks_the_gang_moves_and_the_returning_agent_kills_its_leftovers(

@@ -110,13 +110,29 @@ def test_bad_put_bodies_are_400s_naming_the_field(admin_client, body, field):
     assert PluginConfig.objects.get(name="topology").weight == 1
 
 
-def test_a_bad_preempt_stage_is_a_403_naming_extra(admin_client):
-    """The plugin's own settings: the schema cannot say them (one body for every plugin), a rule refuses them."""
-    response = admin_client.put("/api/v1/plugins/preempt", {"extra": {"preempt_stage": "eventually"}}, format="json")
+@pytest.mark.parametrize("name,extra,field", [
+    ("preempt", {"preempt_stage": "sometimes"}, "extra.preempt_stage"),
+    ("preempt", {"stage": "running"}, "extra.stage"),
+    ("fgd", {"cpu_weight": 11}, "extra.cpu_weight"),
+    ("fgd", {"tie_break": 1}, "extra.tie_break"),
+    ("defrag", {"max_moves": 2.5}, "extra.max_moves"),
+    ("queue-sort", {"order": "random"}, "extra.order"),
+    ("spread", {"anything": 1}, "extra.anything"),
+])
+def test_a_malformed_setting_is_a_400_naming_it_and_nothing_is_written(admin_client, name, extra, field):
+    """design §17.1: each plugin's settings are in the published schema, so a setting it refuses is a 400."""
+    response = admin_client.put(f"/api/v1/plugins/{name}", {"extra": extra}, format="json")
 
-    assert response.status_code == 403
-    assert "preempt_stage" in response.json()["errors"]["extra"][0]
-    assert admin_client.get("/api/v1/scheduler/plugins").json()["preempt_stage"] == "running"
+    assert response.status_code == 400
+    assert (response.json()["code"], response.json()["field"]) == ("invalid", field)
+    assert not PluginChange.objects.exists() and not PluginConfig.objects.filter(extra=extra).exists()
+
+
+def test_settings_the_schema_allows_are_accepted(admin_client):
+    response = admin_client.put("/api/v1/plugins/defrag", {"extra": {"max_moves": 8, "moves_per_hour": 0}},
+                                format="json")
+
+    assert response.status_code == 200 and response.json()["extra"] == {"max_moves": 8, "moves_per_hour": 0}
 
 
 def test_an_empty_put_is_refused(admin_client):
@@ -143,8 +159,9 @@ def test_custom_plugin_is_listed_and_held(settings, admin_client):
     assert "cool-cards" in [plugin["name"] for plugin in admin_client.get("/api/v1/plugins").json()]
     assert admin_client.put("/api/v1/plugins/cool-cards", {"weight": 6}, format="json").status_code == 200
     assert {"name": "cool-cards", "weight": 6} in admin_client.get("/api/v1/scheduler/plugins").json()["scorers"]
+    # Its settings schema is published and checked as the built-ins' are (design §17.1).
     bad = admin_client.put("/api/v1/plugins/cool-cards", {"extra": {"max_temperature": "hot"}}, format="json")
-    assert bad.status_code == 403 and "max_temperature" in bad.json()["errors"]["extra"][0]
+    assert bad.status_code == 400 and bad.json()["field"] == "extra.max_temperature"
 
 
 def test_notification_channel_api(admin_client, tenant_client, webhook_receiver):

@@ -83,6 +83,17 @@ def test_the_scheduler_set_follows_the_stored_rows():
     assert scheduler_plugins()["preempt_stage"] == "disabled"
 
 
+def test_a_stored_row_with_both_layouts_enabled_scores_as_binpack():
+    """A row written past the plugin service (the Django admin before it was read-only, a migration, SQL): the
+    scheduler runs binpack, and the page and API say so (design §17.1)."""
+    PluginConfig.objects.filter(name__in=["spread", "binpack"]).update(enabled=True, weight=1)
+
+    assert [scorer["name"] for scorer in scheduler_plugins()["scorers"]] == ["node-pools", "binpack", "nvlink",
+                                                                            "topology", "rdma"]
+    listing = {plugin["name"]: plugin["enabled"] for plugin in plugin_listing()}
+    assert (listing["binpack"], listing["spread"]) == (True, False)
+
+
 def test_listing_says_what_the_page_needs():
     listing = {plugin["name"]: plugin for plugin in plugin_listing()}
 
@@ -127,7 +138,7 @@ def test_a_custom_plugin_checks_its_own_extra(settings, admin_user):
 
     with pytest.raises(DomainError) as refusal:
         plugin_update(name="cool-cards", extra={"max_temperature": 200}, actor=admin_user)
-    assert refusal.value.field == "extra" and "max_temperature" in refusal.value.message
+    assert refusal.value.field == "extra.max_temperature" and refusal.value.status == 400
 
     plugin_update(name="cool-cards", extra={"max_temperature": 70}, actor=admin_user)
     assert PluginConfig.objects.get(name="cool-cards").extra == {"max_temperature": 70}

@@ -163,12 +163,14 @@ def test_preempt_stage_is_saved_and_reaches_the_scheduler(admin_user):
     assert change.after["extra"] == {"preempt_stage": "scheduled"}
 
 
-@pytest.mark.parametrize("extra", [{"preempt_stage": "always"}, {"preempt_stage": "running", "speed": 3}, ["running"]])
-def test_bad_extra_is_refused_naming_extra_and_changes_nothing(admin_user, extra):
+@pytest.mark.parametrize("extra,field", [({"preempt_stage": "always"}, "extra.preempt_stage"),
+                                         ({"preempt_stage": "running", "speed": 3}, "extra.speed"),
+                                         (["running"], "extra")])
+def test_bad_extra_is_refused_naming_the_setting_and_changes_nothing(admin_user, extra, field):
     with pytest.raises(DomainError) as refusal:
         plugin_update(name="preempt", weight=None, extra=extra, actor=admin_user)
 
-    assert refusal.value.field == "extra"
+    assert (refusal.value.field, refusal.value.status) == (field, 400)
     assert _state("preempt")[2] == {"preempt_stage": "running"}
     assert not PluginChange.objects.exists()
 

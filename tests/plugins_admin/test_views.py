@@ -214,7 +214,7 @@ def test_a_custom_plugin_gets_a_row_with_its_settings_editable(settings, staff_p
     assert "enter a JSON object" in _row(bad.content.decode(), "cool-cards")
     refused = staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards",
                                                    "extra": '{"max_temperature": 500}'}, **HTMX)
-    assert "between 0 and 120" in _row(refused.content.decode(), "cool-cards")
+    assert "max_temperature must be a number from 1 to 119" in _row(refused.content.decode(), "cool-cards")
 
     staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards", "extra": '{"max_temperature": 70}'},
                            **HTMX)

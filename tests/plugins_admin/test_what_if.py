@@ -132,7 +132,7 @@ def test_the_preview_names_the_bind_plugins_it_does_not_preview(tenant, settings
      "[1].enabled"),
     ([PluginChangeRequest("preempt", weight=3)], "[0].weight"),
     ([PluginChangeRequest("spread", weight=0)], "[0].weight"),
-    ([PluginChangeRequest("preempt", extra={"preempt_stage": "sometimes"})], "[0].extra"),
+    ([PluginChangeRequest("preempt", extra={"preempt_stage": "sometimes"})], "[0].extra.preempt_stage"),
 ])
 def test_a_change_saving_would_refuse_is_refused_naming_the_field(tenant, requests, field):
     with pytest.raises(DomainError) as refused:

@@ -64,6 +64,37 @@ def test_timeout_stops_overdue_tasks_and_their_stop_ends_failed_with_timeout(ten
 
 
 @pytest.mark.django_db
+def test_past_7200_s_a_batch_task_is_stopped_but_an_inference_replica_is_not(tenant_client, settings):
+    """design §17.1: the default timeout is batch's and training's; a service runs until stopped, and a task or
+    group may set its own."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "default_task_timeout": 7200}
+    submitted = {
+        "batch": tenant_client.post("/api/v1/tasks", {"name": "job", "gpu_required": 1}, format="json").data,
+        "replica": tenant_client.post("/api/v1/task-groups", {"name": "svc", "type": "inference", "world_size": 1,
+                                                              "gpus_per_worker": 1}, format="json").data,
+        "short": tenant_client.post("/api/v1/tasks", {"name": "short", "gpu_required": 1, "type": "inference",
+                                                      "timeout_seconds": 600}, format="json").data,
+        "endless": tenant_client.post("/api/v1/tasks", {"name": "endless", "gpu_required": 1,
+                                                        "timeout_seconds": None}, format="json").data,
+    }
+    ids = {name: body["members"][0]["task"] if "members" in body else body["id"] for name, body in submitted.items()}
+    assert submitted["batch"]["timeout_seconds"] == 7200 and submitted["replica"]["timeout_seconds"] is None
+    node = make_node(cards=8)
+    for gpu, task_id in enumerate(ids.values()):
+        assert task_transition(task_id, "pending", "scheduled", node=node, gpus=[gpu])
+        assert task_transition(task_id, "scheduled", "running")
+    started = Task.objects.get(id=ids["batch"]).started_at
+
+    assert enforce_task_timeouts(now=started + timedelta(seconds=7199)) == 1  # `short`, after its own 600 s
+    assert enforce_task_timeouts(now=started + timedelta(seconds=7201)) == 1
+
+    statuses = dict(Task.objects.values_list("id", "status"))
+    assert {name: statuses[task_id] for name, task_id in ids.items()} == {
+        "batch": "stopping", "replica": "running", "short": "stopping", "endless": "running"}
+    assert enforce_task_timeouts(now=started + timedelta(days=60)) == 0
+
+
+@pytest.mark.django_db
 def test_waiting_training_is_requeued_once_cards_of_its_type_free_up(tenant):
     node = make_node(cards=8)
     holder = make_task(tenant=tenant, gpu_required=8)

@@ -6,8 +6,17 @@ import pytest
 from scheduling.models import PluginConfig, Task
 
 
+# A plugin whose settings are free-form (no settings schema): what reaches the database is whatever the body holds.
+FREE_FORM = "gatekeeper"
+
+
+@pytest.fixture(autouse=True)
+def _free_form_plugin(settings):
+    settings.HETEROFLOW_EXTRA_PLUGINS = [f"tests.example_plugins.{FREE_FORM}.factory"]
+
+
 def _put_plugin(client, body: str):
-    return client.put("/api/v1/plugins/binpack", body, content_type="application/json")
+    return client.put(f"/api/v1/plugins/{FREE_FORM}", body, content_type="application/json")
 
 
 @pytest.mark.django_db
@@ -32,7 +41,7 @@ def test_any_other_unicode_is_kept(admin_client):
     response = _put_plugin(admin_client, '{"extra": {"备注": "北京 · 上海 🚀"}}')
 
     assert response.status_code == 200, response.json()
-    assert PluginConfig.objects.get(name="binpack").extra == {"备注": "北京 · 上海 🚀"}
+    assert PluginConfig.objects.get(name=FREE_FORM).extra == {"备注": "北京 · 上海 🚀"}
 
 
 @pytest.mark.django_db

@@ -256,10 +256,8 @@ def test_request_bodies_say_the_rules_across_fields(published_schema):
     assert published_schema["openapi"].startswith("3.1")
     labels = schemas["NodeDetailApiPatchedPatchInput"]["properties"]["labels"]
     assert labels["propertyNames"]["maxLength"] == 63 and labels["propertyNames"]["minLength"] == 1
-    assert schemas["PluginSettingsInput"]["minProperties"] == 1
-    assert published_schema["paths"]["/api/v1/plugins/{name}"]["put"]["requestBody"]["required"] is True
-    assert schemas["PluginSettingsInput"]["properties"]["extra"]["additionalProperties"] == {
-        "$ref": "#/components/schemas/StorableJSON"}
+    assert published_schema["paths"]["/api/v1/plugins/topology"]["put"]["requestBody"]["required"] is True
+    assert schemas["PluginSettingsInput.topology"]["minProperties"] == 1
     assert schemas["QuotaLineInput"]["properties"]["nominal"]["type"] == "number"
     assert schemas["NodeDetailApiPatchedPatchInput"]["properties"]["dedicated_tenant"]["maximum"] == 2**31 - 1
 

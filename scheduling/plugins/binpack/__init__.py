@@ -4,6 +4,7 @@ import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 from scheduling.plugins.spread import mean_usage, usage_key
@@ -25,6 +26,7 @@ def factory(setting: PluginSetting) -> Binpack:
     return Binpack()
 
 
-SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "fgd"), default=PluginSetting(NAME, False, 0),
-                  kinds=frozenset({SCORE}),
+# Found enabled together with spread or fgd (a stored row, a migration), binpack is the one kept (design §17.1).
+SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "fgd"), precedence=1, default=PluginSetting(NAME, False, 0),
+                  kinds=frozenset({SCORE}), settings_schema=no_settings(),
                   description="Prefers the most used nodes, packing tasks to keep whole nodes free.")

@@ -22,7 +22,6 @@ DEFAULT_MOVES_PER_HOUR = 20
 # Bounds of the settings: a plan of more moves would cost a cycle too much to search.
 MAX_MOVES_LIMIT = 8
 MOVES_PER_HOUR_LIMIT = 10_000
-SETTINGS = ("max_moves", "moves_per_hour")
 
 
 class Defrag:
@@ -49,19 +48,17 @@ def settings_of(extra: Mapping[str, Any]) -> dict[str, int]:
             "moves_per_hour": extra.get("moves_per_hour", DEFAULT_MOVES_PER_HOUR)}
 
 
-def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - set(SETTINGS)
-    if unknown:
-        raise ValueError(f"unknown defrag setting(s): {', '.join(sorted(unknown))}")
-    for key, low, high in (("max_moves", 1, MAX_MOVES_LIMIT), ("moves_per_hour", 0, MOVES_PER_HOUR_LIMIT)):
-        value = extra.get(key, low)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"{key} must be a whole number from {low} to {high}")
+SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "max_moves": {"type": "integer", "minimum": 1, "maximum": MAX_MOVES_LIMIT, "default": DEFAULT_MAX_MOVES,
+                  "description": "tasks moved by one plan at most"},
+    "moves_per_hour": {"type": "integer", "minimum": 0, "maximum": MOVES_PER_HOUR_LIMIT,
+                       "default": DEFAULT_MOVES_PER_HOUR, "description": "evictions per hour at most"},
+}}
 
 
 SPEC = PluginSpec(NAME, factory,
                   default=PluginSetting(NAME, False, 0, {"max_moves": DEFAULT_MAX_MOVES,
                                                          "moves_per_hour": DEFAULT_MOVES_PER_HOUR}),
-                  kinds=frozenset({POST_FILTER}), validate_extra=validate_extra,
+                  kinds=frozenset({POST_FILTER}), settings_schema=SETTINGS_SCHEMA,
                   description="Defragmentation: moves a few preemptible batch tasks to other nodes so that a "
                               "reserved big job waiting for cards fits.")

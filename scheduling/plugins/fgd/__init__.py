@@ -8,7 +8,8 @@ lands on it: 100 × sigmoid(−ΔF), ΔF in cards (the paper's sigmoid of the mi
 Settings (`extra`, design §15.9): `cpu_weight` adds the CPU-starved idle cards to the fragment (`fragmentation`);
 `gap_weight` adds, for a shard, what its card's gap will finally waste beyond the next task (`gaps`: V(g − s) − V(g),
 with `gap_horizon` the arrivals a gap may wait for a task to fill it); `tie_break: best-fit` rounds the score to
-whole points and breaks those ties by best fit (the node left with the least GPU and CPU). `DEFAULTS` are what the
+whole points and, at PostScore, breaks ties of the nodes' totals by best fit (the node left with the least GPU and
+CPU): up to 0.999 is added to each total, never enough to overturn a whole point. `DEFAULTS` are what the
 openb replay measured best, so an admin who enables fgd gets them; a setting left out takes its default. `PAPER`
 (none of them) is the paper's FGD, kept for comparison.
 
@@ -25,13 +26,13 @@ its submodules are its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from scheduling.framework.interfaces import CycleState, RowPlugin
-from scheduling.framework.registry import RESERVE, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.registry import POST_SCORE, RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable, single_row_table
@@ -56,6 +57,8 @@ MAX_CPU_WEIGHT = 10
 MAX_GAP_WEIGHT = 10
 GAP_HORIZONS = (1, 100_000)      # arrivals
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
+# The most best fit adds to a total: below a whole score point.
+FIT_SHARE = 0.999
 
 
 class Fgd(RowPlugin):
@@ -88,8 +91,20 @@ class Fgd(RowPlugin):
         score = 100.0 / (1.0 + np.exp(np.clip(growth, -50, 50)))
         if self.tie_break != BEST_FIT:
             return score
-        # Whole score points first (growths a few hundredths of a card apart are a tie), then the best fit.
-        return np.floor(score) + 0.999 * self._fit(table, task, rows)
+        # Whole score points (growths a few hundredths of a card apart are a tie); PostScore breaks the ties.
+        if state is not None:
+            state[NAME] = table
+        return np.floor(score)
+
+    def post_score(self, state: CycleState, task: TaskInfo, totals: dict[int, float]) -> None:
+        """Best fit breaks the ties of the totals, once every scorer has scored (kube-scheduler's NormalizeScore
+        point): a tie-break of fgd's own score alone would be lost in the sum, or outweigh other scorers' points."""
+        table = state.get(NAME)
+        if table is None or not totals:
+            return
+        fit = self._fit(table, task, np.array([table.row_of[node_id] for node_id in totals]))
+        for (node_id, total), node_fit in zip(list(totals.items()), fit.tolist()):
+            totals[node_id] = total + FIT_SHARE * node_fit
 
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
@@ -235,26 +250,16 @@ def _task_key(task: TaskInfo) -> tuple:
             str(task.labels.get(MODEL_LABEL, "")).strip())
 
 
-def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown fgd setting(s): {', '.join(sorted(unknown))}")
-    if extra.get("tie_break", DEFAULTS["tie_break"]) not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {'|'.join(TIE_BREAKS)}, not {extra['tie_break']!r}")
-    weight = extra.get("cpu_weight", DEFAULTS["cpu_weight"])
-    if not _is_number(weight) or not 0 <= weight <= MAX_CPU_WEIGHT:
-        raise ValueError(f"cpu_weight must be a number from 0 to {MAX_CPU_WEIGHT}, not {weight!r}")
-    weight = extra.get("gap_weight", DEFAULTS["gap_weight"])
-    if not _is_number(weight) or not 0 <= weight <= MAX_GAP_WEIGHT:
-        raise ValueError(f"gap_weight must be a number from 0 to {MAX_GAP_WEIGHT}, not {weight!r}")
-    horizon = extra.get("gap_horizon", DEFAULTS["gap_horizon"])
-    if not _is_number(horizon) or not GAP_HORIZONS[0] <= horizon <= GAP_HORIZONS[1]:
-        raise ValueError(f"gap_horizon must be a number of arrivals from {GAP_HORIZONS[0]} to {GAP_HORIZONS[1]}, "
-                         f"not {horizon!r}")
-
-
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float)
+SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "tie_break": {"type": "string", "enum": list(TIE_BREAKS), "default": DEFAULTS["tie_break"],
+                  "description": "best-fit: whole score points, ties to the node left with the least GPU and CPU"},
+    "cpu_weight": {"type": "number", "minimum": 0, "maximum": MAX_CPU_WEIGHT, "default": DEFAULTS["cpu_weight"],
+                   "description": "weight of the idle cards the node's free CPU cannot feed"},
+    "gap_weight": {"type": "number", "minimum": 0, "maximum": MAX_GAP_WEIGHT, "default": DEFAULTS["gap_weight"],
+                   "description": "weight of the waste a shard's card gap finally leaves"},
+    "gap_horizon": {"type": "number", "minimum": GAP_HORIZONS[0], "maximum": GAP_HORIZONS[1],
+                    "default": DEFAULTS["gap_horizon"], "description": "arrivals a gap waits for a task to fill it"},
+}}
 
 
 def factory(setting: PluginSetting) -> Fgd:
@@ -283,7 +288,7 @@ def target_workload_summary() -> dict[str, Any]:
 
 
 SPEC = PluginSpec(NAME, factory, exclusive_with=("spread", "binpack"), default=PluginSetting(NAME, False, 0, DEFAULTS),
-                  kinds=frozenset({SCORE, RESERVE}), validate_extra=validate_extra,
+                  kinds=frozenset({SCORE, POST_SCORE, RESERVE}), settings_schema=SETTINGS_SCHEMA,
                   on_tasks_created=recent.record_shapes, restore_state=recent.restore_window,
                   description="Prefers the node and card where GPU fragmentation, measured against the recent "
                               "tasks' shapes, grows least (Fragmentation Gradient Descent).")

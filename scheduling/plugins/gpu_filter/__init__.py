@@ -12,6 +12,7 @@ import numpy as np
 from scheduling.framework.cards import card_class, card_groups, model_expression
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -53,5 +54,5 @@ def factory(setting: PluginSetting) -> GpuFilter:
     return GpuFilter()
 
 
-SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}), settings_schema=no_settings(),
                   description="Keeps nodes whose GPU type (and, with a gpu-model label, card model) matches the task.")

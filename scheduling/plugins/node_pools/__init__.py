@@ -13,6 +13,7 @@ import numpy as np
 from nodes.taints import NO_SCHEDULE, PREFER_NO_SCHEDULE, frozen, selector_matches, untolerated
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -54,6 +55,6 @@ def factory(setting: PluginSetting) -> NodePools:
     return NodePools()
 
 
-SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER, SCORE}),
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER, SCORE}), settings_schema=no_settings(),
                   description="Node pools: refuses nodes with NoSchedule taints the task does not tolerate and nodes "
                               "its node selector does not match; PreferNoSchedule taints lower the score.")

@@ -36,6 +36,7 @@ from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.reserve import whole_card_candidates
 from scheduling.framework.registry import FILTER, RESERVE, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -237,5 +238,6 @@ def _numa_groups(cards: list[int], numa: dict[int, int | None], k: int) -> list[
 
 
 SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({FILTER, SCORE, RESERVE}),
+                  settings_schema=no_settings(),
                   description="Prefers card groups inside one NVLink domain and picks the cards there; the task "
                               "label nvlink: required makes it a filter.")

@@ -7,7 +7,6 @@ The plugin decides whether preemption applies (the attempt's code, the stage); t
 (`scheduling.preemption`), since plugins never touch the database.
 """
 
-from collections.abc import Mapping
 from typing import Any
 
 from scheduling.framework import reasons
@@ -39,15 +38,12 @@ def factory(setting: PluginSetting) -> Preempt:
     return Preempt(preempt_stage=setting.extra.get("preempt_stage", DEFAULT_STAGE))
 
 
-def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - {"preempt_stage"}
-    if unknown:
-        raise ValueError(f"unknown preempt setting(s): {', '.join(sorted(unknown))}")
-    stage = extra.get("preempt_stage", DEFAULT_STAGE)
-    if stage not in STAGES:
-        raise ValueError(f"preempt_stage must be one of {'|'.join(STAGES)}, not {stage!r}")
+SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "preempt_stage": {"type": "string", "enum": list(STAGES), "default": DEFAULT_STAGE,
+                      "description": "which victims' states may be evicted"},
+}}
 
 
 SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 0, {"preempt_stage": DEFAULT_STAGE}),
-                  kinds=frozenset({POST_FILTER}), validate_extra=validate_extra,
+                  kinds=frozenset({POST_FILTER}), settings_schema=SETTINGS_SCHEMA,
                   description="Frees cards from lower-priority preemptible tasks when nothing fits.")

@@ -16,7 +16,6 @@ submission counts as that far away.
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from scheduling.framework.registry import QUEUE_SORT, PluginSetting, PluginSpec
 
@@ -82,15 +81,12 @@ def factory(setting: PluginSetting) -> QueueSort:
     return QueueSort(order=setting.extra.get("order", PRIORITY))
 
 
-def validate_extra(extra: Mapping[str, Any]) -> None:
-    unknown = set(extra) - {"order"}
-    if unknown:
-        raise ValueError(f"unknown queue-sort setting(s): {', '.join(sorted(unknown))}")
-    if extra.get("order", PRIORITY) not in ORDERS:
-        raise ValueError(f"order must be one of {'|'.join(ORDERS)}, not {extra.get('order')!r}")
+SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "order": {"type": "string", "enum": list(ORDERS), "default": PRIORITY, "description": "the queue order"},
+}}
 
 
 SPEC = PluginSpec(NAME, factory, always_on=True, default=PluginSetting(NAME, True, 0, {"order": PRIORITY}),
-                  kinds=frozenset({QUEUE_SORT}), validate_extra=validate_extra,
+                  kinds=frozenset({QUEUE_SORT}), settings_schema=SETTINGS_SCHEMA,
                   description="Queue order: priority (then fair share, then creation), or seed 002's weighted "
                               "order of SLA, utilisation, priority and waiting time.")

@@ -9,6 +9,7 @@ import numpy as np
 from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin, label_is
 from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -41,4 +42,5 @@ def factory(setting: PluginSetting) -> Rdma:
 
 
 SPEC = PluginSpec(NAME, factory, default=PluginSetting(NAME, True, 1), kinds=frozenset({FILTER, SCORE}),
+                  settings_schema=no_settings(),
                   description="Prefers RDMA-capable nodes and faster links; rdma: required drops nodes labelled false.")

@@ -17,6 +17,7 @@ from scheduling.framework import reasons as r
 from scheduling.framework.cards import card_class, card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import FILTER, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.sharing import card_admits_tenant, may_share
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
@@ -147,5 +148,5 @@ def factory(setting: PluginSetting) -> ResourceFilter:
     return ResourceFilter()
 
 
-SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}),
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER}), settings_schema=no_settings(),
                   description="Keeps nodes with enough free cards, or card memory for a fractional task.")

@@ -5,6 +5,7 @@ import numpy as np
 from scheduling.framework.cards import card_class, card_groups
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import SCORE, PluginSetting, PluginSpec
+from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
 
@@ -54,5 +55,5 @@ def factory(setting: PluginSetting) -> Spread:
 
 
 SPEC = PluginSpec(NAME, factory, exclusive_with=("binpack", "fgd"), default=PluginSetting(NAME, True, 1),
-                  kinds=frozenset({SCORE}),
+                  kinds=frozenset({SCORE}), settings_schema=no_settings(),
                   description="Prefers the least used nodes, spreading load across the cluster.")

@@ -27,13 +27,18 @@ def bound_task(registered, tenant):
 class TestWork:
     def test_lists_scheduled_to_start_and_stopping_to_stop(self, agent, registered, bound_task, tenant):
         node = registered[0]
-        stopping = make_task(tenant=tenant, gpu_required=1)
+        stopping = make_task(tenant=tenant, gpu_required=1, termination_grace_seconds=30)
         assert task_transition(stopping.id, "pending", "scheduled", node=node, gpus=[0])
         assert task_transition(stopping.id, "scheduled", "stopping")
+        victim = make_task(tenant=tenant, gpu_required=1, preemptible=True)
+        assert task_transition(victim.id, "pending", "scheduled", node=node, gpus=[1])
+        assert task_transition(victim.id, "scheduled", "preempting")
         make_task(tenant=tenant, gpu_required=1, status="running", node=node)
         make_task(tenant=tenant, gpu_required=1, status="scheduled", node=make_node())
         body = agent.get(WORK).json()
-        assert body["stop"] == [{"id": stopping.id, "status": "stopping"}]
+        # Each stop gives the container its task's grace (design §17.1).
+        assert body["stop"] == [{"id": stopping.id, "status": "stopping", "grace_seconds": 30},
+                                {"id": victim.id, "status": "preempting", "grace_seconds": 10}]
         [start] = body["start"]
         assert start == {
             "id": bound_task.id, "name": bound_task.name, "image": "pytorch:2", "command": "python train.py",

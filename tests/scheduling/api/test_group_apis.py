@@ -24,7 +24,10 @@ def test_training_group_creates_ranked_pending_members(tenant_client):
 @pytest.mark.parametrize("body,field,status", [
     ({"world_size": 0}, "world_size", 400),
     ({"parallelism": "magic"}, "parallelism", 400),
-    ({"replicas": 2}, "replicas", 403),          # the schema allows it; a training group has no replicas
+    ({"replicas": 2}, "replicas", 400),          # a training group has no replicas: the schema says so (if/then)
+    ({"window": {"start": "09:00", "end": "18:00", "action": "pause"}}, "window", 400),
+    ({"timeout_seconds": 59}, "timeout_seconds", 400),
+    ({"termination_grace_seconds": 601}, "termination_grace_seconds", 400),
     ({"elastic": True}, "elastic", 400),
     ({"max_restarts": -1}, "max_restarts", 400),
     ({"max_restarts": "often"}, "max_restarts", 400),
@@ -103,3 +106,18 @@ def test_a_group_takes_labels_for_every_member_checked_like_a_tasks(tenant_clien
                                                      "gpus_per_worker": 1, "labels": {"gpu-model": "|"}},
                              format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "labels"
+
+def test_a_group_passes_its_timeout_and_grace_to_every_member(tenant_client, settings):
+    """design §17.1: a training gang has the batch default, a service none, unless the group says otherwise."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "default_task_timeout": 7200}
+    base = {"world_size": 2, "gpus_per_worker": 1}
+    gang = tenant_client.post("/api/v1/task-groups", {"name": "gang", "type": "training", **base}, format="json")
+    service = tenant_client.post("/api/v1/task-groups", {"name": "svc", "type": "inference", **base,
+                                                         "timeout_seconds": 86400, "termination_grace_seconds": 120},
+                                 format="json")
+
+    assert (gang.data["timeout_seconds"], gang.data["termination_grace_seconds"]) == (7200, 10)
+    assert (service.data["timeout_seconds"], service.data["termination_grace_seconds"]) == (86400, 120)
+    members = {group: set(Task.objects.filter(group_id=body.data["id"]).values_list(
+        "timeout_seconds", "termination_grace_seconds")) for group, body in (("gang", gang), ("svc", service))}
+    assert members == {"gang": {(7200, 10)}, "svc": {(86400, 120)}}

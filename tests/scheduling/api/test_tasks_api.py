@@ -43,11 +43,12 @@ def test_out_of_range_fields_are_400s_naming_the_field(tenant_client, field, val
 
 
 @pytest.mark.django_db
-def test_training_and_preemptible_is_a_403(tenant_client):
+def test_training_and_preemptible_is_a_400_naming_preemptible(tenant_client):
+    """design §17.1, the seed's rule: a 400, which the published schema states too (`if`/`then`)."""
     response = tenant_client.post("/api/v1/tasks", {**VALID, "type": "training", "preemptible": True}, format="json")
 
-    assert response.status_code == 403
-    assert "preemptible" in response.data["errors"]
+    assert response.status_code == 400
+    assert (response.data["code"], response.data["field"]) == ("invalid", "preemptible")
     assert not Task.objects.exists()
 
 
@@ -157,3 +158,21 @@ def test_submit_and_a_list_of_attempted_tasks_take_a_fixed_number_of_statements(
     # Authentication, the total, the page with each task's attempt.
     with django_assert_max_num_queries(3):
         assert len(tenant_client.get("/api/v1/tasks", {"limit": 100}).json()) == 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("body,field", [
+    ({"timeout_seconds": 59}, "timeout_seconds"),
+    ({"timeout_seconds": 30 * 24 * 3600 + 1}, "timeout_seconds"),
+    ({"timeout_seconds": "1h"}, "timeout_seconds"),
+    ({"termination_grace_seconds": -1}, "termination_grace_seconds"),
+    ({"termination_grace_seconds": 601}, "termination_grace_seconds"),
+    ({"termination_grace_seconds": None}, "termination_grace_seconds"),
+])
+def test_a_timeout_or_grace_out_of_bounds_is_a_400_naming_it(tenant_client, body, field):
+    """design §17.1: 60 s to 30 days or null; 0 to 600 s."""
+    response = tenant_client.post("/api/v1/tasks", {**VALID, **body}, format="json")
+
+    assert response.status_code == 400
+    assert response.data["field"] == field
+    assert not Task.objects.exists()

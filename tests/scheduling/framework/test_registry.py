@@ -1,6 +1,7 @@
 import pytest
 
 from scheduling.framework.registry import PluginSetting, PluginSpec, Registry, build_plugin_set, validate_extra
+from scheduling.framework.settings_schema import SettingError
 from scheduling.plugins import default_registry
 
 EXAMPLE = "tests.example_plugins.cool_cards.factory"
@@ -33,10 +34,18 @@ def test_enabled_scorer_with_weight_zero_counts_as_one():
     assert {"name": "rdma", "weight": 5} in plugin_set.describe()["scorers"]
 
 
-def test_spread_wins_if_both_are_somehow_enabled():
-    plugin_set = build_plugin_set([PluginSetting("spread", True, 1), PluginSetting("binpack", True, 3)], registry())
+@pytest.mark.parametrize("others", [["spread"], ["fgd"], ["spread", "fgd"]])
+def test_binpack_wins_if_it_is_somehow_enabled_with_another_layout(others):
+    """design §17.1, the seed's "启用时 binpack 优先"."""
+    settings = [PluginSetting("binpack", True, 3), *(PluginSetting(name, True, 1) for name in others)]
+    names = [scorer["name"] for scorer in build_plugin_set(settings, registry()).describe()["scorers"]]
+    assert "binpack" in names and not set(others) & set(names)
+
+
+def test_of_spread_and_fgd_both_enabled_the_one_registered_first_is_kept():
+    plugin_set = build_plugin_set([PluginSetting("spread", True, 1), PluginSetting("fgd", True, 1)], registry())
     names = [scorer["name"] for scorer in plugin_set.describe()["scorers"]]
-    assert "spread" in names and "binpack" not in names
+    assert "spread" in names and "fgd" not in names
 
 
 def test_disabled_plugins_are_left_out():
@@ -54,10 +63,14 @@ def test_preempt_stage():
 
 def test_validate_extra():
     validate_extra("preempt", {"preempt_stage": "scheduled"}, registry())
-    with pytest.raises(ValueError, match="preempt_stage must be one of disabled|scheduled|running"):
+    with pytest.raises(SettingError, match="preempt_stage must be one of disabled|scheduled|running") as refused:
         validate_extra("preempt", {"preempt_stage": "always"}, registry())
-    with pytest.raises(ValueError, match="unknown preempt setting"):
+    assert refused.value.key == "preempt_stage"
+    with pytest.raises(SettingError, match="unknown preempt setting") as refused:
         validate_extra("preempt", {"stage": "running"}, registry())
+    assert refused.value.key == "stage"
+    with pytest.raises(SettingError, match="unknown spread setting"):
+        validate_extra("spread", {"anything": 1}, registry())
     with pytest.raises(ValueError, match="JSON object"):
         validate_extra("spread", ["x"], registry())
     with pytest.raises(ValueError, match="unknown plugin"):

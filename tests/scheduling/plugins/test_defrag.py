@@ -6,7 +6,7 @@ from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
 from scheduling.plugins import build_plugin_set, default_registry
-from scheduling.plugins.defrag import validate_extra
+from scheduling.framework.registry import validate_extra
 from scheduling.preemption.defrag_planner import Mover, plan_defrag
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task
 
@@ -80,4 +80,4 @@ def test_among_single_moves_the_one_moving_fewest_cards():
                                    {"moves_per_hour": True}, {"colour": 1}])
 def test_bad_settings_are_refused(extra):
     with pytest.raises(ValueError):
-        validate_extra(extra)
+        validate_extra("defrag", extra, default_registry(extra_plugins=()))

@@ -5,6 +5,7 @@ The workload of the examples: A = one whole card and 1 CPU (p = 0.5), B = a 500 
 """
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -147,16 +148,40 @@ def test_an_admin_enabling_fgd_gets_the_measured_best_settings():
     assert (plugin.tie_break, plugin.cpu_weight, plugin.gap_weight, plugin.gap_horizon) == ("best-fit", 1.0, 3.0, 50.0)
 
 
-def test_best_fit_breaks_score_ties_towards_the_fuller_node():
+def test_best_fit_breaks_ties_of_the_totals_at_postscore_towards_the_fuller_node():
     # Both nodes see growth 0 for a whole card (every shape still fits after it); the node already holding a card
-    # keeps less idle capacity afterwards, so best fit prefers it. Without the tie-break they score alike.
+    # keeps less idle capacity afterwards, so best fit prefers it. fgd scores both alike, in whole points; its
+    # PostScore adds the fit to the totals, under a point.
     workload = TargetWorkload((Shape(cards=1),), (1.0,))
     table = NodeTable([node(1, [0, 0, 0, 0], whole=(0,)), node(2, [0, 0, 0, 0])], CONFIG)
     task = TaskInfo(id=1, tenant_id=1, gpu_required=1)
     plain = Fgd(lambda: workload).score_rows(None, task, table, np.arange(2))
-    fitted = Fgd(lambda: workload, tie_break="best-fit").score_rows(None, task, table, np.arange(2))
-    assert plain[0] == plain[1]
-    assert fitted[0] > fitted[1] and np.floor(fitted[0]) == np.floor(plain[0])
+    plugin, state = Fgd(lambda: workload, tie_break="best-fit"), CycleState(CONFIG)
+    fitted = plugin.score_rows(state, task, table, np.arange(2))
+    assert plain[0] == plain[1] and fitted.tolist() == np.floor(plain).tolist()
+    totals = {1: 150.0, 2: 150.0}
+    plugin.post_score(state, task, totals)
+    assert 150 < totals[2] < totals[1] < 151
+
+
+def test_the_framework_runs_fgds_postscore_so_best_fit_decides_every_time():
+    """The seed's PostScore stage: skipped, the two nodes would tie and the draw pick either."""
+    from scheduling.framework.framework import Framework
+    from scheduling.framework.registry import PluginSetting, build_plugin_set
+    from scheduling.plugins import default_registry
+    from scheduling.plugins.fgd import DEFAULTS
+
+    workload = TargetWorkload((Shape(cards=1),), (1.0,))
+    plugin_set = build_plugin_set([PluginSetting("spread", False, 0), PluginSetting("fgd", True, 1, DEFAULTS)],
+                                  default_registry(extra_plugins=()))
+    [fgd] = plugin_set.post_scorers
+    fgd.use_workload(workload)
+    fuller, empty = node(1, [0, 0, 0, 0], whole=(0,)), node(2, [0, 0, 0, 0])
+    snapshot = ClusterSnapshot(nodes=[fuller, empty])
+    framework = Framework(plugin_set, CONFIG)
+    for seed in range(8):
+        result = framework.schedule(TaskInfo(id=1, tenant_id=1, gpu_required=1), snapshot, random.Random(seed))
+        assert result.node is fuller and result.totals[fuller.id] > result.totals[empty.id]
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -165,8 +190,8 @@ def test_best_fit_breaks_score_ties_towards_the_fuller_node():
     ({"cpu_weight": "1"}, "cpu_weight must be a number from 0 to 10"),
     ({"lookahead": 2}, "unknown fgd setting(s): lookahead"),
     ({"gap_weight": 11}, "gap_weight must be a number from 0 to 10"),
-    ({"gap_horizon": 0}, "gap_horizon must be a number of arrivals from 1 to 100000"),
-    ({"gap_horizon": True}, "gap_horizon must be a number of arrivals from 1 to 100000"),
+    ({"gap_horizon": 0}, "gap_horizon must be a number from 1 to 100000"),
+    ({"gap_horizon": True}, "gap_horizon must be a number from 1 to 100000"),
 ])
 def test_bad_settings_are_refused_with_their_reason(extra, message):
     from scheduling.framework.registry import validate_extra

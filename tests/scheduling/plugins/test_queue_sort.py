@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduling.plugins import build_plugin_set, default_registry
-from scheduling.plugins.queue_sort import Cards, EntryFacts, terms, validate_extra, weighted_score
-from scheduling.framework.registry import PluginSetting
+from scheduling.framework.registry import PluginSetting, validate_extra
+from scheduling.plugins.queue_sort import Cards, EntryFacts, terms, weighted_score
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 CARDS = {"nvidia": Cards(allocated=8, total=16), "": Cards(allocated=8, total=16)}
@@ -70,4 +70,4 @@ def test_the_setting_reaches_the_plugin_set_and_is_validated():
                             registry).queue_order == "weighted"
     for bad in ({"order": "random"}, {"order": 1}, {"weights": {}}):
         with pytest.raises(ValueError):
-            validate_extra(bad)
+            validate_extra("queue-sort", bad, registry)

@@ -38,6 +38,23 @@ def test_only_victims_preempting_for_more_than_60_seconds_are_forced(tenant):
     assert Node.objects.get(id=node.id).gpu_used == 1
 
 
+def test_a_victim_with_a_long_grace_is_given_its_grace_and_30_seconds_more(tenant):
+    """design §17.1: the agent waits out the grace before the kill; the watchdog waits max(60 s, grace + 30 s)."""
+    node = make_node(cards=2)
+    patient = placed_task(tenant=tenant, node=node, gpus=[0], status="preempting")
+    brief = placed_task(tenant=tenant, node=node, gpus=[1], status="preempting")
+    Task.objects.filter(id=patient.id).update(termination_grace_seconds=120)
+    Task.objects.filter(id=brief.id).update(termination_grace_seconds=0)
+    Task.objects.filter(id__in=[patient.id, brief.id]).update(status_changed_at=timezone.now())
+    since = Task.objects.get(id=patient.id).status_changed_at
+
+    assert preemption_watchdog(now=since + timedelta(seconds=61)) == 1  # `brief`, at 60 s as before
+    assert preemption_watchdog(now=since + timedelta(seconds=150)) == 0
+    assert statuses(patient) == ["preempting"]
+    assert preemption_watchdog(now=since + timedelta(seconds=151)) == 1
+    assert statuses(patient) == ["pending"]
+
+
 def test_the_celery_task_runs_the_watchdog(tenant):
     node = make_node(cards=1)
     victim = placed_task(tenant=tenant, node=node, gpus=[0], status="preempting")

@@ -32,6 +32,15 @@ def test_the_restart_budget_defaults_to_three(tenant_web):
     assert TaskGroup.objects.get().max_restarts == 3
 
 
+def test_the_form_gives_the_group_and_its_members_a_timeout_and_grace(tenant_web):
+    tenant_web.post("/groups/new/", {**GANG, "type": "inference", "parallelism": "", "timeout_seconds": "none",
+                                     "termination_grace_seconds": "45"})
+
+    group = TaskGroup.objects.get()
+    assert (group.timeout_seconds, group.termination_grace_seconds) == (None, 45)
+    assert set(group.members.values_list("timeout_seconds", "termination_grace_seconds")) == {(None, 45)}
+
+
 def test_a_bad_restart_budget_is_refused_beside_the_field_and_creates_nothing(tenant_web):
     response = tenant_web.post("/groups/new/", {**GANG, "max_restarts": "-1"})
 

@@ -67,7 +67,33 @@ def test_job_form_shows_the_api_error_beside_the_field_and_creates_nothing(tenan
 def test_job_form_refuses_preemptible_training_like_the_api(tenant_web):
     response = tenant_web.post("/tasks/new/", {**VALID_JOB, "type": "training", "preemptible": "on"})
     assert response.status_code == 400
-    assert 'class="field-error"' in response.content.decode()
+    assert '<div class="field-error" data-field="preemptible">' in response.content.decode()
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("timeout,grace,stored,shown", [
+    ("", "", (7200, 10), "Timeout 7200 s · grace 10 s"),
+    ("none", "30", (None, 30), "Runs until stopped · grace 30 s"),
+    ("600", "0", (600, 0), "Timeout 600 s · grace 0 s"),
+])
+def test_job_form_takes_the_timeout_and_grace_and_the_task_page_shows_them(tenant_web, settings, timeout, grace,
+                                                                           stored, shown):
+    """design §17.1."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "default_task_timeout": 7200}
+    response = tenant_web.post("/tasks/new/", {**VALID_JOB, "timeout_seconds": timeout,
+                                               "termination_grace_seconds": grace})
+
+    task = Task.objects.get()
+    assert (task.timeout_seconds, task.termination_grace_seconds) == stored
+    assert shown in tenant_web.get(response["Location"]).content.decode()
+
+
+@pytest.mark.django_db
+def test_job_form_refuses_a_timeout_under_a_minute_beside_the_field(tenant_web):
+    response = tenant_web.post("/tasks/new/", {**VALID_JOB, "timeout_seconds": "59"})
+    assert response.status_code == 400
+    assert '<div class="field-error" data-field="timeout_seconds">' in response.content.decode()
     assert not Task.objects.exists()
 
 

@@ -88,7 +88,15 @@ def test_submit_ls_describe_events_stop_quota_nodes(cli, alice, tmp_path, monkey
 
     status, out, _ = cli("describe", str(task_id))
     assert status == 0 and "Status:" in out and "pending" in out and "Why:" in out and "Events" in out
+    assert "Timeout:  stopped after 7200 s; 10 s from SIGTERM to kill" in out
     assert json.loads(cli("describe", str(task_id), "--json")[1])["labels"] == {"team": "vision"}
+
+    served = json.loads(cli("submit", "--name", "svc", "--type", "inference", "--gpus", "1", "--timeout", "none",
+                            "--grace", "30", "--json")[1])
+    assert (served["timeout_seconds"], served["termination_grace_seconds"]) == (None, 30)
+    assert "Timeout:  runs until stopped; 30 s from SIGTERM to kill" in cli("describe", str(served["id"]))[1]
+    assert cli("submit", "--name", "x", "--timeout", "59")[2].startswith("hf: min_value: ")
+    assert cli("stop", str(served["id"]))[0] == 0
 
     status, out, _ = cli("stop", str(task_id))
     assert (status, out) == (0, f"task {task_id}: stopped\n")
