@@ -137,7 +137,7 @@ def agent_work(node: Node) -> dict:
                 "tenant": task.tenant_id,
                 "cpu_cores": task.cpu_cores,
                 "memory_mb": task.memory_mb,
-                "node_address": _host_address(node.internal_ip),
+                "node_address": host_address(node.internal_ip),
             }
             for task in to_start
         ],
@@ -145,7 +145,7 @@ def agent_work(node: Node) -> dict:
     }
 
 
-def _host_address(internal_ip: str) -> str:
+def host_address(internal_ip: str) -> str:
     """The node's internal address without its prefix length (`10.0.3.7/24` → `10.0.3.7`): what docker publishes a
     port on; empty when there is none or it is not an address."""
     try:

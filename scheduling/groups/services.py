@@ -3,7 +3,7 @@ from django.db import transaction
 from heteroflow_site.errors import Conflict, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
 from scheduling.groups.windows import validate_window
-from scheduling.models import Parallelism, TaskGroup, TaskType
+from scheduling.models import GroupRevision, Parallelism, TaskGroup, TaskType
 from scheduling.services.task_create import ensure_pending_capacity, task_create
 from tenants.models import Tenant
 
@@ -25,6 +25,12 @@ def task_group_create(
     max_restarts: int = 3,
     tolerations: list[dict[str, str]] | None = None,
     node_selector: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    max_surge: int = 1,
+    max_unavailable: int = 0,
+    ready_timeout_seconds: int = 600,
+    readiness: dict | None = None,
+    model: str = "",
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -35,6 +41,14 @@ def task_group_create(
     if type == TaskType.INFERENCE and (replicas if replicas is not None else world_size) > REPLICAS_MAX:
         raise NotAllowed(f"an inference group has at most {REPLICAS_MAX} replicas",
                           field="replicas" if replicas is not None else "world_size")
+    service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
+                      "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
+                      "model": bool(model)}
+    if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
+        raise NotAllowed(f"{named} applies to inference groups only", field=named)
+    if max_surge == 0 and max_unavailable == 0:
+        raise NotAllowed("max_surge and max_unavailable cannot both be 0: a rollout could replace nothing",
+                         field="max_surge")
     if window is not None:
         try:
             window = validate_window(window)
@@ -46,7 +60,11 @@ def task_group_create(
             parallelism=parallelism, gpu_type=gpu_type, replicas=replicas if type == TaskType.INFERENCE else None,
             window=window, image=image, command=command, max_restarts=max_restarts,
             tolerations=[dict(item) for item in tolerations or []], node_selector=node_selector or {},
+            env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
+            ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
         )
+        GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
+                                     env=group.env, state=GroupRevision.State.COMPLETE)
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         ensure_pending_capacity(tenant=tenant, adding=count)
         if type == TaskType.INFERENCE and replicas is None:
@@ -56,6 +74,6 @@ def task_group_create(
             task_create(
                 tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
-                tolerations=group.tolerations, node_selector=group.node_selector,
+                tolerations=group.tolerations, node_selector=group.node_selector, env=group.env,
             )
     return group

@@ -38,6 +38,7 @@ def task_create(
     rank: int | None = None,
     group_run: int = 0,
     env: dict[str, str] | None = None,
+    revision: int = 1,
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
@@ -78,6 +79,8 @@ def task_create(
             rank=rank,
             group_run=group_run,
             env=env or {},
+            submitted_env=env or {},
+            revision=revision,
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))
