@@ -116,7 +116,8 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
 
 def agent_work(node: Node) -> dict:
     """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones."""
-    to_start = Task.objects.filter(node=node, status=lifecycle.SCHEDULED).order_by("-priority", "created_at", "id")
+    to_start = (Task.objects.filter(node=node, status=lifecycle.SCHEDULED).select_related("group")
+                .order_by("-priority", "created_at", "id"))
     to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
     return {
         "start": [
@@ -138,6 +139,7 @@ def agent_work(node: Node) -> dict:
                 "cpu_cores": task.cpu_cores,
                 "memory_mb": task.memory_mb,
                 "node_address": host_address(node.internal_ip),
+                "readiness": _readiness(task),
             }
             for task in to_start
         ],
@@ -152,6 +154,14 @@ def host_address(internal_ip: str) -> str:
         return str(ipaddress.ip_interface(internal_ip.strip()).ip) if internal_ip else ""
     except ValueError:
         return ""
+
+
+def _readiness(task: Task) -> dict | None:
+    """The group's readiness probe, on the replica's published port unless it names one (design §17.2)."""
+    readiness = task.group.readiness if task.group_id is not None else None
+    if not readiness:
+        return None
+    return {**readiness, "port": readiness.get("port") or task.port}
 
 
 def _container_env(task: Task) -> dict[str, str]:

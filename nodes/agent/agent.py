@@ -2,10 +2,11 @@
 
 Expected JSON shapes (the agent routes of /api/schema/docs/):
 
-- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids]}``
+- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids],
+  readiness: [{task, ready, failures}]}`` (the latest probe of each replica that declares one, design §17.2)
   -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
   elsewhere); they are killed without a report
-- ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
+- ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?, readiness?}],
   stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
 - ``POST /api/v1/agent/tasks/{id}/logs`` the task's output since the last batch, as the raw body (design §16.4)
@@ -48,6 +49,19 @@ ENDED_BY_ITSELF = "preempted: the container ended by itself before its stop took
 RUNTIME_ERRORS = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
 
 
+@dataclasses.dataclass
+class ProbeState:
+    """A replica's readiness probes (design §17.2): the latest outcome and the failures in a row since a success."""
+
+    spec: TaskSpec
+    next_at: float
+    ready: bool | None = None
+    failures: int = 0
+
+    def report(self, task_id: int) -> dict[str, Any]:
+        return {"task": task_id, "ready": bool(self.ready), "failures": self.failures}
+
+
 @dataclasses.dataclass(frozen=True)
 class StatusReport:
     task_id: int
@@ -87,6 +101,7 @@ class Agent:
         self._lock = threading.Lock()
         self._running: dict[int, Any] = {}
         self._pending_reports: list[StatusReport] = []
+        self._probes: dict[int, ProbeState] = {}
         self.logs = LogShipper(client)
         self._topology: GpuTopology | None = None
         self._gpu_type: str | None = None
@@ -112,6 +127,7 @@ class Agent:
             jobs += [partial(self._stop, item) for item in work["stop"]]
             for future in [self.pool.submit(job) for job in jobs]:
                 future.result()
+            self._probe_due()
         finally:
             self._reap()
 
@@ -148,7 +164,33 @@ class Agent:
             "gpus": [card.to_json() for card in cards],
             "labels": labels,
             "running": self.running_task_ids(),
+            "readiness": self.readiness_reports(),
         }
+
+    def readiness_reports(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [state.report(task_id) for task_id, state in sorted(self._probes.items())
+                    if task_id in self._running and state.ready is not None]
+
+    def _probe_due(self) -> None:
+        """Probe each replica whose period came round; a probe's outcome goes out with the next heartbeat."""
+        now = time.monotonic()
+        with self._lock:
+            for task_id in set(self._probes) - set(self._running):
+                del self._probes[task_id]
+            due = [(task_id, state, self._running[task_id]) for task_id, state in self._probes.items()
+                   if state.next_at <= now]
+        for (task_id, state, _handle), ready in zip(due, self.pool.map(lambda entry: self._probe(*entry), due)):
+            state.ready = ready
+            state.failures = 0 if ready else state.failures + 1
+            state.next_at = now + state.spec.readiness.period_seconds
+
+    def _probe(self, task_id: int, state: ProbeState, handle: Any) -> bool:
+        try:
+            return self.runtime.probe(handle, state.spec)
+        except RUNTIME_ERRORS as exc:
+            logger.warning("task %s: readiness probe not run: %s", task_id, exc)
+            return False
 
     def running_task_ids(self) -> list[int]:
         with self._lock:
@@ -181,6 +223,8 @@ class Agent:
             return
         with self._lock:
             self._running[spec.id] = handle
+            if spec.readiness is not None:
+                self._probes[spec.id] = ProbeState(spec, next_at=time.monotonic())
 
     def _stop(self, item: Mapping[str, Any]) -> None:
         try:

@@ -1,5 +1,6 @@
 """The one validation of a task group submission, shared by the API and the group form (as task_input for tasks)."""
 
+from django.conf import settings
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -42,7 +43,10 @@ class ReadinessInput(StrictSerializer):
 
     path = serializers.RegexField(r"^/[^\u0000-\u0020\u007f]*$", max_length=PROBE_PATH_MAX_LENGTH,
                                   help_text="starts with `/`, no spaces or control characters")
-    port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True, default=None)
+    # Within the host ports replicas are published on (the scheduler's `port_range_start`–`port_range_end`).
+    port = serializers.IntegerField(min_value=settings.SCHEDULER["port_range_start"],
+                                    max_value=settings.SCHEDULER["port_range_end"], required=False, allow_null=True,
+                                    default=None)
     period_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False, default=10)
     failure_threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
 

@@ -17,7 +17,8 @@ from scheduling.signals import group_members_moved, task_transitioned
 # cards as history.
 # The environment goes back to the submitter's: the control plane's variables belonged to the placement.
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None,
-                      "env": F("submitted_env"), "borrowed": False, "queue_backoff": 0, "parked_until": None}
+                      "env": F("submitted_env"), "borrowed": False, "queue_backoff": 0, "parked_until": None,
+                      "ready": False, "ready_at": None}
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",

@@ -165,7 +165,7 @@ def test_a_training_group_takes_no_patch(tenant_client):
 
 
 def test_bad_readiness_is_a_400_naming_the_field(tenant_client):
-    for readiness, field in (({"path": "health"}, "readiness.path"), ({"path": "/h", "port": 70000},
+    for readiness, field in (({"path": "health"}, "readiness.path"), ({"path": "/h", "port": 22},
                                                                       "readiness.port")):
         response = tenant_client.post("/api/v1/task-groups", {**SERVICE, "readiness": readiness}, format="json")
         assert (response.status_code, response.data["field"]) == (400, field)
