@@ -10,8 +10,8 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.groups.endpoints import group_endpoints, group_revisions
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
-from scheduling.groups.rollout import replica_ready, task_group_update
-from scheduling.groups.scale import task_group_scale
+from scheduling.groups.change import task_group_change
+from scheduling.groups.rollout import replica_ready
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import TaskGroup
@@ -63,16 +63,6 @@ class TaskGroupListCreateApi(APIView):
         payload.is_valid(raise_exception=True)
         group = task_group_submit(user=request.user, fields=payload.validated_data)
         return Response(TaskGroupOutput(group).data, status=status.HTTP_201_CREATED)
-
-
-def task_group_change(*, group: TaskGroup, fields: dict) -> TaskGroup:
-    """A validated `TaskGroupChangeInput`: the scale first, then the new revision."""
-    if "replicas" in fields:
-        group = task_group_scale(group=group, replicas=fields["replicas"])
-    if {"image", "command", "env"} & set(fields):
-        task_group_update(group=group, image=fields.get("image"), command=fields.get("command"),
-                          env=fields.get("env"))
-    return group
 
 
 class TaskGroupDetailApi(APIView):
