@@ -134,6 +134,8 @@ class Task(models.Model):
     # plane sets at bind on top; back in the queue it is the submitter's again.
     env = models.JSONField(default=dict, blank=True)
     submitted_env = models.JSONField(default=dict, blank=True)
+    # The model artifact a replica serves (its group's `model`): the scheduler prefers nodes that hold it.
+    model = models.CharField(max_length=200, blank=True, default="")
     # Which revision of its group the replica runs (`TaskGroup.revision` when it was created).
     revision = models.PositiveIntegerField(default=1)
     # The node agent's latest readiness probe (design §17.2), and when the replica last became ready.

@@ -37,6 +37,8 @@ from .detectors import Card, CommandRunner, detect_all, run_command
 from .host import CpuSampler, memory_used_mb
 from .log_shipping import LogShipper
 from .runtime import Runtime, TaskSpec
+from nodes.artifacts_label import IMAGES_LABEL, MODELS_LABEL, encode_names
+
 from .topology import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
 
 logger = logging.getLogger(__name__)
@@ -89,7 +91,8 @@ class Agent:
                  topology_source: Callable[[], GpuTopology | None] = probe_nvidia_topology,
                  extra_labels: Mapping[str, str] | None = None, workers: int | None = None,
                  cpu_percent: Callable[[], float] | None = None,
-                 memory_used: Callable[[], int] = memory_used_mb) -> None:
+                 memory_used: Callable[[], int] = memory_used_mb,
+                 model_source: Callable[[], list[str]] = list) -> None:
         self.client = client
         self.runtime = runtime
         self.card_source = card_source
@@ -97,6 +100,7 @@ class Agent:
         self.extra_labels = dict(extra_labels or {})
         self.cpu_percent = cpu_percent or CpuSampler().percent
         self.memory_used = memory_used
+        self.model_source = model_source
         self.pool = ThreadPoolExecutor(max_workers=workers or default_pool_size(), thread_name_prefix="agent")
         self._lock = threading.Lock()
         self._running: dict[int, Any] = {}
@@ -158,6 +162,10 @@ class Agent:
             labels[GPU_TYPE_LABEL] = self._gpu_type
         if topology is not None:
             labels[TOPOLOGY_LABEL] = encode_label(topology)
+        # What the node holds already (design §17.2, model distribution): the scheduler prefers it for them.
+        for label, names in ((MODELS_LABEL, self.model_source()), (IMAGES_LABEL, self._images())):
+            if names:
+                labels[label] = encode_names(names)
         return {
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": self.memory_used(),
@@ -166,6 +174,13 @@ class Agent:
             "running": self.running_task_ids(),
             "readiness": self.readiness_reports(),
         }
+
+    def _images(self) -> list[str]:
+        try:
+            return self.runtime.images()
+        except RUNTIME_ERRORS as exc:
+            logger.warning("images on this node not listed: %s", exc)
+            return []
 
     def readiness_reports(self) -> list[dict[str, Any]]:
         with self._lock:

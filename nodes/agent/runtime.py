@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from nodes.artifacts_label import image_name
+
 logger = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10
@@ -127,6 +129,8 @@ class Runtime(Protocol):
     def adopt(self) -> dict[int, Any]: ...
 
     def probe(self, handle: Any, spec: TaskSpec) -> bool: ...
+
+    def images(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,13 @@ class DockerRuntime:
         if self.docker(["docker", "stop", "-t", str(STOP_GRACE_SECONDS), handle]).returncode != 0:
             self.docker(["docker", "kill", handle])
 
+    def images(self) -> list[str]:
+        """The images present on this host (`repository:tag`), for model distribution (design §17.2)."""
+        result = self.docker(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"])
+        if result.returncode != 0:
+            return []
+        return [name for name in result.stdout.split() if not name.endswith(":<none>")]
+
     def probe(self, handle: str, spec: TaskSpec) -> bool:
         """GET the readiness path on the port as published (design §17.2)."""
         address = self.publish_address or spec.node_address or LOOPBACK
@@ -354,6 +365,8 @@ class SimulatedRuntime:
 
     def __init__(self, state_dir: str | Path | None = None) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else None
+        # The images of the tasks it started: a real node keeps what it pulled.
+        self._pulled: set[str] = set()
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self.output_dir = self.state_dir
@@ -361,7 +374,12 @@ class SimulatedRuntime:
             self._temporary_output_dir = tempfile.TemporaryDirectory(prefix="heteroflow-sim-")
             self.output_dir = Path(self._temporary_output_dir.name)
 
+    def images(self) -> list[str]:
+        return sorted(self._pulled)
+
     def start(self, spec: TaskSpec) -> SimulatedProcess:
+        if spec.image:
+            self._pulled.add(image_name(spec.image))
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
         argv = [sys.executable, str(SIMULATED_WORKLOAD), "--task-id", str(spec.id), "--kind", spec.kind,

@@ -77,6 +77,7 @@ def create_member(group: TaskGroup, *, rank: int, priority: int | None = None) -
         command=group.command,
         env=group.env,
         revision=group.revision,
+        model=group.model,
         gpu_type=group.gpu_type,
         gpu_required=group.gpus_per_worker,
         priority=group_priority(group) if priority is None else priority,

@@ -74,6 +74,6 @@ def task_group_create(
             task_create(
                 tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
-                tolerations=group.tolerations, node_selector=group.node_selector, env=group.env,
+                tolerations=group.tolerations, node_selector=group.node_selector, env=group.env, model=model,
             )
     return group

@@ -39,6 +39,7 @@ def task_create(
     group_run: int = 0,
     env: dict[str, str] | None = None,
     revision: int = 1,
+    model: str = "",
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
@@ -81,6 +82,7 @@ def task_create(
             env=env or {},
             submitted_env=env or {},
             revision=revision,
+            model=model,
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))
