@@ -150,3 +150,26 @@ def test_a_revision_that_never_becomes_ready_is_rolled_back(fleet):
     assert (group["revision"], group["image"]) == (1, "vllm:1")
     assert set(Task.objects.filter(group_id=group_id).exclude(status__in=["stopped", "failed"])
                .values_list("revision", flat=True)) == {1}
+
+
+def test_a_service_is_created_becomes_ready_rolls_scales_and_stops(fleet):
+    group_id = _service(fleet, replicas=2)
+    fleet.until(lambda: _ready(fleet, group_id) == 2)
+
+    assert fleet.api("PATCH", f"/task-groups/{group_id}", json={"command": "serve --v2"}).status_code == 200
+    fleet.until(lambda: fleet.api("GET", f"/task-groups/{group_id}/revisions").json()[0]["state"] == "complete",
+                timeout=60)
+    assert fleet.api("PATCH", f"/task-groups/{group_id}", json={"replicas": 3}).status_code == 200
+    fleet.until(lambda: len(fleet.api("GET", f"/task-groups/{group_id}/endpoints").json()) == 3)
+    assert {task.command for task in Task.objects.filter(group_id=group_id, status="running")} == {"serve --v2"}
+
+    stopped = fleet.api("POST", f"/task-groups/{group_id}/stop")
+
+    assert stopped.status_code == 200, stopped.text
+    fleet.until(lambda: fleet.api("GET", f"/task-groups/{group_id}").json()["status"] == "stopped")
+    for _ in range(3):  # nothing comes back: the rebuild loop and the rollouts leave a stopped group alone
+        fleet.tick()
+    assert not Task.objects.filter(group_id=group_id).exclude(status__in=["stopped", "failed",
+                                                                          "succeeded"]).exists()
+    assert fleet.api("GET", f"/task-groups/{group_id}/endpoints").json() == []
+    assert all(not agent.running_task_ids() for agent in fleet.agents)
