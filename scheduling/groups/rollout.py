@@ -112,15 +112,10 @@ def _step(group_id: int, now: datetime) -> bool:
     if not old and new_ready >= desired:
         _finish(group, revision, now)
         return True
-    room = desired + group.max_surge - len(live)
-    missing = min(room, desired - len(new))
-    if missing > 0 and not crash_loop(group).holds_at(now):
-        next_rank = max((task.rank or 0 for task in live_replicas(group)), default=-1) + 1
-        for offset in range(missing):
-            create_member(group, rank=next_rank + offset)
     ready_total = new_ready + sum(replica_ready(group, task) for task in old)
     # Ready replicas that may stop now without the group falling below `replicas - max_unavailable`.
     spare = ready_total - (desired - group.max_unavailable)
+    stopped = 0
     # Not-ready ones first (they serve nothing), then the newest.
     for task in sorted(old, key=lambda task: (replica_ready(group, task), -(task.rank or 0), -task.id)):
         ready = replica_ready(group, task)
@@ -128,6 +123,14 @@ def _step(group_id: int, now: datetime) -> bool:
             break
         _stop(task, reason=f"rolling update to revision {group.revision}")
         spare -= ready
+        stopped += 1
+    # The room the stops just made is used in the same step, not the next one (5 s later).
+    room = desired + group.max_surge - (len(live) - stopped)
+    missing = min(room, desired - len(new))
+    if missing > 0 and not crash_loop(group).holds_at(now):
+        next_rank = max((task.rank or 0 for task in live_replicas(group)), default=-1) + 1
+        for offset in range(missing):
+            create_member(group, rank=next_rank + offset)
     return True
 
 
