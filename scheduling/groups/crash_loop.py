@@ -51,7 +51,8 @@ def crash_loop(group: TaskGroup, *, revision: int | None = None) -> CrashLoop:
     ended = group.members.filter(status__in=lifecycle.TERMINAL_STATES, finished_at__isnull=False)
     if revision is not None:
         ended = ended.filter(revision=revision)
-    ended = (ended.order_by("-finished_at", "-id").values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
+    ended = (ended.order_by("-finished_at", "-id")
+             .values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
     crashes, last_crash_at = 0, None
     for status, started_at, finished_at, reason in ended:
         if status == lifecycle.FAILED and reason.startswith(_NOT_THE_REPLICAS_FAULT):

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from heteroflow_site.errors import DomainError
+from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import lifecycle
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.refusals import NoChange, RolloutInProgress
@@ -27,6 +27,7 @@ from scheduling.groups.scale import ensure_serving, locked_group
 from scheduling.groups.status import refresh_group_status
 from scheduling.housekeeping.isolation import isolated
 from scheduling.models import ROLLOUT_STATES, GroupRevision, Task, TaskGroup
+from scheduling.services.task_create import ensure_pending_capacity
 from scheduling.services.task_stop import task_stop
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,11 @@ def _step(group_id: int, now: datetime) -> bool:
     room = desired + group.max_surge - (len(live) - stopped)
     missing = min(room, desired - len(new))
     if missing > 0 and not crash_loop(group).holds_at(now):
+        try:
+            ensure_pending_capacity(tenant=group.tenant, adding=missing)
+        except TooManyPending as refusal:
+            logger.warning("group %s: rollout waits, %s new replica(s) not created: %s", group.id, missing, refusal)
+            return True
         next_rank = max((task.rank or 0 for task in live_replicas(group)), default=-1) + 1
         for offset in range(missing):
             create_member(group, rank=next_rank + offset)

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from django.core.wsgi import get_wsgi_application
 from django.db import connections
+from django.utils.dateparse import parse_datetime
 
 from nodes.agent.agent import Agent
 from nodes.agent.client import AgentClient
@@ -147,10 +148,11 @@ class Command(BaseCommand):
                 raise CommandError(f"the rollout did not finish in {seconds} s; last sample {sample}")
             time.sleep(0.5)
         took = time.monotonic() - started
+        update_at = parse_datetime(revisions[0]["created_at"])
         new = Task.objects.filter(group_id=created.json()["id"], revision=2).order_by("ready_at")
         return {"creation_to_ready": first_ready, "took": took, "state": revisions[0]["state"],
-                "timeline": timeline, "ready_at": [round((task.ready_at - changed_at(revisions)).total_seconds(), 1)
-                                                   for task in new if task.ready_at]}
+                "timeline": timeline,
+                "ready_at": [round((task.ready_at - update_at).total_seconds(), 1) for task in new if task.ready_at]}
 
     @staticmethod
     def _wait(condition, deadline: float, failure: str) -> float:
@@ -169,11 +171,7 @@ class Command(BaseCommand):
                           f"max_live={max(live for _, _, live in timeline)}")
         self.stdout.write("new replicas ready at (s after the update): "
                           + ", ".join(f"{seconds:.1f}" for seconds in figures["ready_at"]))
-        self.stdout.write("what a user polling the group sees (s after the update: ready/live, live counting replicas still stopping): "
+        self.stdout.write("what a user polling the group sees (s after the update: ready/live, live counting "
+                          "replicas still stopping): "
                           + ", ".join(f"{at:.1f}: {ready}/{live}" for at, ready, live in timeline))
 
-
-def changed_at(revisions: list[dict]):
-    from django.utils.dateparse import parse_datetime
-
-    return parse_datetime(revisions[0]["created_at"])

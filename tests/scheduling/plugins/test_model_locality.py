@@ -40,7 +40,8 @@ def test_the_summary_line_says_what_the_chosen_node_lacks():
 
     result = framework().schedule(task, make_snapshot(bare), random.Random(0))
 
-    assert result.message == "1/1 nodes are available. llama-3-8b and vllm:latest not yet on bare: pulled before it starts."
+    assert result.message == ("1/1 nodes are available. llama-3-8b and vllm:latest not yet on bare: pulled before it "
+                              "starts.")
 
 
 def test_a_task_naming_nothing_scores_alike_everywhere():
