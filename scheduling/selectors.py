@@ -114,8 +114,9 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
 
 
 
-def agent_work(node: Node) -> dict:
-    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones."""
+def agent_work(node: Node, *, probes: bool = False) -> dict:
+    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones; with
+    `probes`, how to probe the replicas running there (for an agent that adopted them after a restart)."""
     to_start = (Task.objects.filter(node=node, status=lifecycle.SCHEDULED).select_related("group")
                 .order_by("-priority", "created_at", "id"))
     to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
@@ -144,7 +145,15 @@ def agent_work(node: Node) -> dict:
             for task in to_start
         ],
         "stop": [{"id": task.id, "status": task.status} for task in to_stop.only("id", "status")],
+        "probe": _probes(node) if probes else [],
     }
+
+
+def _probes(node: Node) -> list[dict]:
+    running = (Task.objects.filter(node=node, status=lifecycle.RUNNING, group__readiness__isnull=False)
+               .select_related("group").only("id", "port", "group__readiness"))
+    return [{"id": task.id, "port": task.port, "node_address": host_address(node.internal_ip),
+             "readiness": _readiness(task)} for task in running]
 
 
 def host_address(internal_ip: str) -> str:

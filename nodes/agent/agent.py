@@ -7,7 +7,9 @@ Expected JSON shapes (the agent routes of /api/schema/docs/):
   -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
   elsewhere); they are killed without a report
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?, readiness?}],
-  stop: [{id, status}]}`` where ``status`` is ``stopping`` or ``preempting``
+  stop: [{id, status}], probe: [{id, port, node_address, readiness}]}`` where ``status`` is ``stopping`` or
+  ``preempting``; ``probe`` (asked with ``?probes=1`` after adopting tasks) lists the running
+  replicas to probe
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
 - ``POST /api/v1/agent/tasks/{id}/logs`` the task's output since the last batch, as the raw body (design §16.4)
 
@@ -36,7 +38,7 @@ from .client import AgentClient, AgentRequestError, ServerUnavailable
 from .detectors import Card, CommandRunner, detect_all, run_command
 from .host import CpuSampler, memory_used_mb
 from .log_shipping import LogShipper
-from .runtime import Runtime, TaskSpec
+from .runtime import Readiness, Runtime, TaskSpec
 from nodes.artifacts_label import IMAGES_LABEL, MODELS_LABEL, encode_names
 
 from .topology import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
@@ -114,6 +116,8 @@ class Agent:
             logger.info("adopted %s task(s) left running by an earlier agent: %s", len(adopted),
                         ", ".join(map(str, sorted(adopted))))
         self._running.update(adopted)
+        # Adopted replicas whose readiness probe (if any) the server has not told yet.
+        self._adopted_unprobed = set(adopted)
 
     def run_once(self) -> None:
         """One step: resend held reports, heartbeat, fetch and carry out work, then report exited tasks.
@@ -126,11 +130,14 @@ class Agent:
             reply = self.client.heartbeat(self.heartbeat_payload())
             for future in [self.pool.submit(self._kill, task_id) for task_id in reply.get("kill") or ()]:
                 future.result()
-            work = self.client.fetch_work()
+            work = self.client.fetch_work(probes=bool(self._adopted_unprobed))
             jobs = [partial(self._start, item) for item in work["start"]]
             jobs += [partial(self._stop, item) for item in work["stop"]]
             for future in [self.pool.submit(job) for job in jobs]:
                 future.result()
+            if self._adopted_unprobed:
+                self._probe_adopted(work.get("probe") or ())
+                self._adopted_unprobed.clear()
             self._probe_due()
         finally:
             self._reap()
@@ -199,6 +206,20 @@ class Agent:
             state.ready = ready
             state.failures = 0 if ready else state.failures + 1
             state.next_at = now + state.spec.readiness.period_seconds
+
+    def _probe_adopted(self, items) -> None:
+        """Probe the running replicas this process did not start (adopted after a restart) as the server says."""
+        with self._lock:
+            for item in items:
+                try:
+                    task_id = int(item["id"])
+                    if task_id in self._running and task_id not in self._probes:
+                        spec = TaskSpec(id=task_id, image="", command="", port=item.get("port"),
+                                        node_address=str(item.get("node_address") or ""),
+                                        readiness=Readiness.from_item(item["readiness"]))
+                        self._probes[task_id] = ProbeState(spec, next_at=time.monotonic())
+                except (KeyError, TypeError, ValueError) as exc:
+                    logger.error("unusable probe item %r: %s", item, exc)
 
     def _probe(self, task_id: int, state: ProbeState, handle: Any) -> bool:
         try:

@@ -3,7 +3,7 @@ says which of the tasks it runs to kill), the work list it polls and the status 
 
 import ipaddress
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
@@ -140,11 +140,14 @@ class AgentHeartbeatApi(AgentApi):
 
 
 class AgentWorkApi(AgentApi):
-    @extend_schema(responses={200: inline_serializer("AgentWork", {
+    @extend_schema(parameters=[OpenApiParameter("probes", enum=["1"], description="`1`: list `probe` too, the "
+                                                "readiness of the replicas running here (after adopting them)")],
+                   responses={200: inline_serializer("AgentWork", {
         "start": serializers.ListField(child=serializers.DictField()),
-        "stop": serializers.ListField(child=serializers.DictField())})})
+        "stop": serializers.ListField(child=serializers.DictField()),
+        "probe": serializers.ListField(child=serializers.DictField())})})
     def get(self, request):
-        return Response(agent_work(request.auth))
+        return Response(agent_work(request.auth, probes=request.query_params.get("probes") == "1"))
 
 
 class AgentTaskStatusApi(AgentApi):

@@ -57,7 +57,7 @@ class FakeControlPlane:
         if request.path == "/api/v1/agent/heartbeat":
             code = self.heartbeat_codes.pop(0) if self.heartbeat_codes else 200
             answer = {"node_id": 1, "status": "online", "kill": self.kill}
-        elif request.path == "/api/v1/agent/work":
+        elif request.path.split("?")[0] == "/api/v1/agent/work":
             answer = self.work
         elif request.path.startswith(STATUS_PREFIX) and request.path.endswith("/logs"):
             task_id = int(request.path[len(STATUS_PREFIX):].split("/")[0])

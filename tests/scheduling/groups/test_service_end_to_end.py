@@ -25,8 +25,10 @@ PROBE = {"path": "/health", "period_seconds": 1, "failure_threshold": 2}
 
 
 class Fleet:
-    def __init__(self, server: str, session: requests.Session, agents: list[Agent]):
+    def __init__(self, server: str, session: requests.Session, agents: list[Agent], restart):
         self.server, self.session, self.agents = server, session, agents
+        # restart(index) -> a new agent process for node `index`, on the same token and state directory.
+        self.restart = restart
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         return self.session.request(method, f"{self.server}/api/v1{path}", timeout=10, **kwargs)
@@ -53,20 +55,27 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(live_server, tenant):
-    agents = []
-    for index in range(2):
-        _, token = agent_register(name=f"sim-{index}", internal_ip=f"10.1.0.{5 + index}/16", public_ip=None,
-                                  cpu_cores=32, memory_gb=128)
-        cards = fake_cards_for("nvidia", "A100", 4, 81920, [0, 0, 1, 1])
-        agents.append(Agent(AgentClient(live_server.url, token, retry=RetryPolicy(attempts=1)), SimulatedRuntime(),
-                            card_source=lambda cards=cards: list(cards),
-                            topology_source=lambda: None, cpu_percent=lambda: 5.0, memory_used=lambda: 2048,
-                            workers=4))
+def fleet(live_server, tenant, tmp_path):
+    tokens = [agent_register(name=f"sim-{index}", internal_ip=f"10.1.0.{5 + index}/16", public_ip=None,
+                             cpu_cores=32, memory_gb=128)[1] for index in range(2)]
+    cards = [fake_cards_for("nvidia", "A100", 4, 81920, [0, 0, 1, 1]) for _ in tokens]
+
+    def agent(index: int) -> Agent:
+        return Agent(AgentClient(live_server.url, tokens[index], retry=RetryPolicy(attempts=1)),
+                     SimulatedRuntime(tmp_path / f"sim-{index}"), card_source=lambda: list(cards[index]),
+                     topology_source=lambda: None, cpu_percent=lambda: 5.0, memory_used=lambda: 2048, workers=4)
+
+    agents = [agent(index) for index in range(len(tokens))]
+
+    def restart(index: int) -> Agent:
+        agents[index].close()  # its stand-ins keep running, as containers outlive their agent
+        agents[index] = agent(index)
+        return agents[index]
+
     _, tenant_token = tenant_user_create(tenant=tenant, username="svc-user", password="svc-password")
     session = requests.Session()
     session.headers["Authorization"] = f"Token {tenant_token}"
-    yield Fleet(live_server.url, session, agents)
+    yield Fleet(live_server.url, session, agents, restart)
     for agent in agents:
         for task_id in agent.running_task_ids():
             agent._kill(task_id)
@@ -112,6 +121,18 @@ def test_a_replica_that_stops_answering_its_probe_is_restarted(fleet):
     assert restarted.ready_at is not None
     assert restarted.reason.startswith("restarted: readiness probe failed 2 times in a row")
     fleet.until(lambda: Task.objects.filter(group_id=group_id, status="running").exclude(id=restarted.id).exists())
+
+
+def test_a_restarted_agent_probes_the_replicas_it_adopted(fleet):
+    group_id = _service(fleet, replicas=1, env={**LONG_LIVED, "HETEROFLOW_SIM_UNREADY_AFTER_SECONDS": "6"})
+    fleet.until(lambda: _ready(fleet, group_id) == 1)
+    replica = Task.objects.select_related("node").get(group_id=group_id)
+
+    adopting = fleet.restart(int(replica.node.name.removeprefix("sim-")))
+
+    assert adopting.running_task_ids() == [replica.id]
+    fleet.until(lambda: Task.objects.get(id=replica.id).status in ("stopping", "stopped"))
+    assert Task.objects.get(id=replica.id).reason.startswith("restarted: readiness probe failed")
 
 
 def test_a_rollout_of_three_replicas_never_has_fewer_than_three_ready(fleet):
