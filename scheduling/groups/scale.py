@@ -55,7 +55,6 @@ def task_group_scale(*, group: TaskGroup, replicas: int) -> TaskGroup:
             next_rank = max((task.rank or 0 for task in live), default=-1) + 1
             for offset in range(adding):
                 create_member(locked, rank=next_rank + offset, priority=priority)
-            locked.replicas = replicas
         else:
             set_desired_replicas(locked, replicas, reason=f"group scaled to {replicas} replica(s)")
         TaskGroup.objects.filter(id=locked.id).update(replicas=replicas)

@@ -3,10 +3,12 @@
 import pytest
 
 from scheduling import lifecycle
+from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.models import GroupRevision, Task, TaskGroup
 from scheduling.services.task_transition import task_transition
+from tests.factories import make_node
 
 pytestmark = pytest.mark.django_db
 
@@ -213,3 +215,19 @@ def test_a_control_plane_variable_is_refused_by_name(tenant_client):
 
     assert response.status_code == 400 and response.data["field"] == "env.MASTER_ADDR"
     assert not Task.objects.exists()
+
+
+def test_replicas_scaled_up_beyond_the_quota_wait_for_it_as_submitted_ones_do(tenant_client, tenant):
+    make_node(cards=8)
+    tenant.gpu_quota = 3
+    tenant.save()
+    group = _create(tenant_client, replicas=2)
+    run_cycle()
+
+    response = tenant_client.patch(f"/api/v1/task-groups/{group.id}", {"replicas": 5}, format="json")
+    run_cycle()
+
+    assert response.status_code == 200
+    assert group.members.filter(status="scheduled").count() == 3
+    waiting = group.members.filter(status="pending").select_related("attempt")
+    assert [task.attempt.code for task in waiting] == ["QuotaExceeded", "QuotaExceeded"]
