@@ -100,9 +100,13 @@ def _step(group_id: int, now: datetime) -> bool:
     revision = GroupRevision.objects.select_for_update().filter(group=group, state__in=ROLLOUT_STATES).first()
     if revision is None:
         return False
-    live = [task for task in live_replicas(group) if task.status != lifecycle.STOPPING]
+    everything = live_replicas(group)
+    # A replica already stopping neither serves nor counts against the surge, but the rollout is complete only
+    # once it is gone: a user then sees the new revision's replicas only.
+    live = [task for task in everything if task.status != lifecycle.STOPPING]
     new = [task for task in live if task.revision == group.revision]
     old = [task for task in live if task.revision != group.revision]
+    old_stopping = any(task.revision != group.revision for task in everything if task.status == lifecycle.STOPPING)
     desired = group.replicas or 0
     new_ready = sum(replica_ready(group, task) for task in new)
     if revision.state == State.ROLLING_OUT:
@@ -110,7 +114,7 @@ def _step(group_id: int, now: datetime) -> bool:
         if failure:
             _roll_back(group, revision, failure)
             return True
-    if not old and new_ready >= desired:
+    if not old and not old_stopping and new_ready >= desired:
         _finish(group, revision, now)
         return True
     ready_total = new_ready + sum(replica_ready(group, task) for task in old)
