@@ -30,6 +30,8 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("backlog", 60.0, "scheduling.housekeeping.tickers.backlog_recovery"),
     PeriodicJob("windows", 60.0, "scheduling.housekeeping.tickers.windows"),
     PeriodicJob("inference-rebuild", 10.0, "scheduling.housekeeping.tickers.inference_rebuild"),
+    # Rolling updates (design §17.2): each tick moves every rollout in progress one step.
+    PeriodicJob("rollouts", 5.0, "scheduling.housekeeping.tickers.rollouts"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
     PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
     PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),

@@ -90,6 +90,21 @@ class TaskGroup(models.Model):
     termination_grace_seconds = models.PositiveIntegerField(default=DEFAULT_GRACE_SECONDS)
     # The latest gang attempt: {code, message, member, reason}.
     diagnostics = models.JSONField(default=dict, blank=True)
+    # The variables every member's container gets (design §17.2; `scheduling.api.env_input` says which are refused).
+    env = models.JSONField(default=dict, blank=True)
+    # Set when a user stopped the group (design §17.2): nothing is rebuilt, scaled or rolled out after it.
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    # The revision new replicas are made of (`GroupRevision.number`); a rollout moves it on, a rollback back.
+    revision = models.PositiveIntegerField(default=1)
+    # How a rollout replaces replicas (design §17.2): at most `max_surge` above `replicas`, never more than
+    # `max_unavailable` ready ones below it; a revision not ready within `ready_timeout_seconds` is rolled back.
+    max_surge = models.PositiveIntegerField(default=1)
+    max_unavailable = models.PositiveIntegerField(default=0)
+    ready_timeout_seconds = models.PositiveIntegerField(default=600)
+    # {path, port, period_seconds, failure_threshold}: how the agent probes each replica; null: running is ready.
+    readiness = models.JSONField(null=True, blank=True)
+    # The model artifact the group serves (design §17.2, model distribution): nodes already holding it score higher.
+    model = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -141,7 +156,17 @@ class Task(models.Model):
     port = models.IntegerField(null=True, blank=True)
     # The fractional-GPU shard made at bind: {card, memory_limit_mb, compute_percent, qos, env}.
     shard = models.JSONField(null=True, blank=True)
+    # The container's environment: `submitted_env` (the submitter's, design §17.2) with the variables the control
+    # plane sets at bind on top; back in the queue it is the submitter's again.
     env = models.JSONField(default=dict, blank=True)
+    submitted_env = models.JSONField(default=dict, blank=True)
+    # The model artifact a replica serves (its group's `model`): the scheduler prefers nodes that hold it.
+    model = models.CharField(max_length=200, blank=True, default="")
+    # Which revision of its group the replica runs (`TaskGroup.revision` when it was created).
+    revision = models.PositiveIntegerField(default=1)
+    # The node agent's latest readiness probe (design §17.2), and when the replica last became ready.
+    ready = models.BooleanField(default=False)
+    ready_at = models.DateTimeField(null=True, blank=True)
     preempt_count = models.PositiveIntegerField(default=0)
     # Admitted beyond its tenant's nominal quota by borrowing the cohort's (design §16.2): a reclaim may evict it.
     borrowed = models.BooleanField(default=False)
@@ -209,6 +234,41 @@ class Task(models.Model):
     @property
     def is_fractional(self) -> bool:
         return is_fractional(self.gpu_required, self.gpu_memory_mb)
+
+
+class GroupRevision(models.Model):
+    """One revision of an inference group's image, command and env, and how its rollout ended (design §17.2)."""
+
+    class State(models.TextChoices):
+        ROLLING_OUT = "rolling_out"
+        ROLLING_BACK = "rolling_back"
+        COMPLETE = "complete"
+        ROLLED_BACK = "rolled_back"
+        # The first revision, and one that a later rollout replaced.
+        SUPERSEDED = "superseded"
+
+    group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    image = models.CharField(max_length=500, blank=True, default="")
+    command = models.TextField(blank=True, default="")
+    env = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.COMPLETE)
+    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["group", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "number"], name="group_revision_number_unique"),
+            # One rollout at a time per group (design §17.2): the database refuses a second one.
+            models.UniqueConstraint(fields=["group"], condition=Q(state__in=["rolling_out", "rolling_back"]),
+                                    name="group_one_rollout_at_a_time"),
+        ]
+
+
+# A revision in one of these is the group's rollout in progress.
+ROLLOUT_STATES = (GroupRevision.State.ROLLING_OUT, GroupRevision.State.ROLLING_BACK)
 
 
 class TaskEvent(models.Model):

@@ -119,9 +119,11 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
 
 
 
-def agent_work(node: Node) -> dict:
-    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones."""
-    to_start = Task.objects.filter(node=node, status=lifecycle.SCHEDULED).order_by("-priority", "created_at", "id")
+def agent_work(node: Node, *, probes: bool = False) -> dict:
+    """What the node's agent must do now: start its scheduled tasks, stop its stopping/preempting ones; with
+    `probes`, how to probe the replicas running there (for an agent that adopted them after a restart)."""
+    to_start = (Task.objects.filter(node=node, status=lifecycle.SCHEDULED).select_related("group")
+                .order_by("-priority", "created_at", "id"))
     to_stop = Task.objects.filter(node=node, status__in=[lifecycle.STOPPING, lifecycle.PREEMPTING]).order_by("id")
     return {
         "start": [
@@ -142,7 +144,8 @@ def agent_work(node: Node) -> dict:
                 "tenant": task.tenant_id,
                 "cpu_cores": task.cpu_cores,
                 "memory_mb": task.memory_mb,
-                "node_address": _host_address(node.internal_ip),
+                "node_address": host_address(node.internal_ip),
+                "readiness": _readiness(task),
             }
             for task in to_start
         ],
@@ -150,16 +153,32 @@ def agent_work(node: Node) -> dict:
         # (design §17.1).
         "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.termination_grace_seconds}
                  for task in to_stop.only("id", "status", "termination_grace_seconds")],
+        "probe": _probes(node) if probes else [],
     }
 
 
-def _host_address(internal_ip: str) -> str:
+def _probes(node: Node) -> list[dict]:
+    running = (Task.objects.filter(node=node, status=lifecycle.RUNNING, group__readiness__isnull=False)
+               .select_related("group").only("id", "port", "group__readiness"))
+    return [{"id": task.id, "port": task.port, "node_address": host_address(node.internal_ip),
+             "readiness": _readiness(task)} for task in running]
+
+
+def host_address(internal_ip: str) -> str:
     """The node's internal address without its prefix length (`10.0.3.7/24` → `10.0.3.7`): what docker publishes a
     port on; empty when there is none or it is not an address."""
     try:
         return str(ipaddress.ip_interface(internal_ip.strip()).ip) if internal_ip else ""
     except ValueError:
         return ""
+
+
+def _readiness(task: Task) -> dict | None:
+    """The group's readiness probe, on the replica's published port unless it names one (design §17.2)."""
+    readiness = task.group.readiness if task.group_id is not None else None
+    if not readiness:
+        return None
+    return {**readiness, "port": readiness.get("port") or task.port}
 
 
 def _container_env(task: Task) -> dict[str, str]:

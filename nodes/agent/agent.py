@@ -2,11 +2,14 @@
 
 Expected JSON shapes (the agent routes of /api/schema/docs/):
 
-- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids]}``
+- ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids],
+  readiness: [{task, ready, failures}]}`` (the latest probe of each replica that declares one, design §17.2)
   -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
   elsewhere); they are killed without a report
-- ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?}],
-  stop: [{id, status, grace_seconds}]}`` where ``status`` is ``stopping`` or ``preempting``
+- ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?, readiness?}],
+  stop: [{id, status, grace_seconds}], probe: [{id, port, node_address, readiness}]}`` where ``status`` is
+  ``stopping`` or ``preempting``; ``probe`` (asked with ``?probes=1`` after adopting tasks) lists the running
+  replicas to probe
 - ``POST /api/v1/agent/tasks/{id}/status`` ``{from, to, reason?}`` -> 200 (won the CAS) or 409 (lost it)
 - ``POST /api/v1/agent/tasks/{id}/logs`` the task's output since the last batch, as the raw body (design §16.4)
 
@@ -35,7 +38,9 @@ from .client import AgentClient, AgentRequestError, ServerUnavailable
 from .detectors import Card, CommandRunner, detect_all, run_command
 from .host import CpuSampler, memory_used_mb
 from .log_shipping import LogShipper
-from .runtime import Runtime, TaskSpec
+from .runtime import Readiness, Runtime, TaskSpec
+from nodes.artifacts_label import IMAGES_LABEL, MODELS_LABEL, encode_names
+
 from .topology import LABELLED_CARD_TYPE, TOPOLOGY_LABEL, GpuTopology, encode_label, parse_nvidia_smi_topo
 
 logger = logging.getLogger(__name__)
@@ -48,6 +53,19 @@ ENDED_BY_ITSELF = "preempted: the container ended by itself before its stop took
 RUNTIME_ERRORS = (OSError, RuntimeError, ValueError, subprocess.SubprocessError)
 # The grace of a stop item that names none (a server from before design §17.1), and of a kill the server orders.
 DEFAULT_GRACE_SECONDS = 10
+
+
+@dataclasses.dataclass
+class ProbeState:
+    """A replica's readiness probes (design §17.2): the latest outcome and the failures in a row since a success."""
+
+    spec: TaskSpec
+    next_at: float
+    ready: bool | None = None
+    failures: int = 0
+
+    def report(self, task_id: int) -> dict[str, Any]:
+        return {"task": task_id, "ready": bool(self.ready), "failures": self.failures}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +106,8 @@ class Agent:
                  extra_labels: Mapping[str, str] | None = None, workers: int | None = None,
                  cpu_percent: Callable[[], float] | None = None,
                  memory_used: Callable[[], int] = memory_used_mb,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 model_source: Callable[[], list[str]] = list) -> None:
         self.client = client
         self.runtime = runtime
         self.card_source = card_source
@@ -97,11 +116,13 @@ class Agent:
         self.cpu_percent = cpu_percent or CpuSampler().percent
         self.memory_used = memory_used
         self.clock = clock
+        self.model_source = model_source
         self.pool = ThreadPoolExecutor(max_workers=workers or default_pool_size(), thread_name_prefix="agent")
         self._lock = threading.Lock()
         self._running: dict[int, Any] = {}
         self._stopping: dict[int, _Stopping] = {}
         self._pending_reports: list[StatusReport] = []
+        self._probes: dict[int, ProbeState] = {}
         self.logs = LogShipper(client)
         self._topology: GpuTopology | None = None
         self._gpu_type: str | None = None
@@ -110,6 +131,8 @@ class Agent:
             logger.info("adopted %s task(s) left running by an earlier agent: %s", len(adopted),
                         ", ".join(map(str, sorted(adopted))))
         self._running.update(adopted)
+        # Adopted replicas whose readiness probe (if any) the server has not told yet.
+        self._adopted_unprobed = set(adopted)
 
     def run_once(self) -> None:
         """One step: resend held reports, heartbeat, fetch and carry out work, then report exited tasks.
@@ -122,11 +145,15 @@ class Agent:
             reply = self.client.heartbeat(self.heartbeat_payload())
             for future in [self.pool.submit(self._kill, task_id) for task_id in reply.get("kill") or ()]:
                 future.result()
-            work = self.client.fetch_work()
+            work = self.client.fetch_work(probes=bool(self._adopted_unprobed))
             jobs = [partial(self._start, item) for item in work["start"]]
             jobs += [partial(self._stop, item) for item in work["stop"]]
             for future in [self.pool.submit(job) for job in jobs]:
                 future.result()
+            if self._adopted_unprobed:
+                self._probe_adopted(work.get("probe") or ())
+                self._adopted_unprobed.clear()
+            self._probe_due()
         finally:
             self._reap()
 
@@ -157,13 +184,64 @@ class Agent:
             labels[GPU_TYPE_LABEL] = self._gpu_type
         if topology is not None:
             labels[TOPOLOGY_LABEL] = encode_label(topology)
+        # What the node holds already (design §17.2, model distribution): the scheduler prefers it for them.
+        for label, names in ((MODELS_LABEL, self.model_source()), (IMAGES_LABEL, self._images())):
+            if names:
+                labels[label] = encode_names(names)
         return {
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": self.memory_used(),
             "gpus": [card.to_json() for card in cards],
             "labels": labels,
             "running": self.running_task_ids(),
+            "readiness": self.readiness_reports(),
         }
+
+    def _images(self) -> list[str]:
+        try:
+            return self.runtime.images()
+        except RUNTIME_ERRORS as exc:
+            logger.warning("images on this node not listed: %s", exc)
+            return []
+
+    def readiness_reports(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [state.report(task_id) for task_id, state in sorted(self._probes.items())
+                    if task_id in self._running and state.ready is not None]
+
+    def _probe_due(self) -> None:
+        """Probe each replica whose period came round; a probe's outcome goes out with the next heartbeat."""
+        now = time.monotonic()
+        with self._lock:
+            for task_id in set(self._probes) - set(self._running):
+                del self._probes[task_id]
+            due = [(task_id, state, self._running[task_id]) for task_id, state in self._probes.items()
+                   if state.next_at <= now]
+        for (task_id, state, _handle), ready in zip(due, self.pool.map(lambda entry: self._probe(*entry), due)):
+            state.ready = ready
+            state.failures = 0 if ready else state.failures + 1
+            state.next_at = now + state.spec.readiness.period_seconds
+
+    def _probe_adopted(self, items) -> None:
+        """Probe the running replicas this process did not start (adopted after a restart) as the server says."""
+        with self._lock:
+            for item in items:
+                try:
+                    task_id = int(item["id"])
+                    if task_id in self._running and task_id not in self._probes:
+                        spec = TaskSpec(id=task_id, image="", command="", port=item.get("port"),
+                                        node_address=str(item.get("node_address") or ""),
+                                        readiness=Readiness.from_item(item["readiness"]))
+                        self._probes[task_id] = ProbeState(spec, next_at=time.monotonic())
+                except (KeyError, TypeError, ValueError) as exc:
+                    logger.error("unusable probe item %r: %s", item, exc)
+
+    def _probe(self, task_id: int, state: ProbeState, handle: Any) -> bool:
+        try:
+            return self.runtime.probe(handle, state.spec)
+        except RUNTIME_ERRORS as exc:
+            logger.warning("task %s: readiness probe not run: %s", task_id, exc)
+            return False
 
     def running_task_ids(self) -> list[int]:
         """Every container here, those still stopping included."""
@@ -197,6 +275,8 @@ class Agent:
             return
         with self._lock:
             self._running[spec.id] = handle
+            if spec.readiness is not None:
+                self._probes[spec.id] = ProbeState(spec, next_at=time.monotonic())
 
     def _stop(self, item: Mapping[str, Any]) -> None:
         try:

@@ -61,14 +61,16 @@ class AgentClient:
             return {}
         return body if isinstance(body, dict) else {}
 
-    def fetch_work(self) -> dict[str, list[dict[str, Any]]]:
+    def fetch_work(self, *, probes: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """The work list; with `probes`, also the readiness of the replicas running here (for adopted ones)."""
         try:
-            body = self._request("GET", WORK_PATH).json()
+            body = self._request("GET", f"{WORK_PATH}?probes=1" if probes else WORK_PATH).json()
         except ValueError as exc:  # a 200 that is not JSON: wrong --server URL, or a proxy's page
             raise AgentRequestError(f"GET {WORK_PATH}: answer is not JSON") from exc
         if not isinstance(body, dict):
             raise AgentRequestError(f"GET {WORK_PATH}: expected an object, got {type(body).__name__}")
-        return {"start": list(body.get("start") or []), "stop": list(body.get("stop") or [])}
+        return {"start": list(body.get("start") or []), "stop": list(body.get("stop") or []),
+                "probe": list(body.get("probe") or [])}
 
     def report_status(self, task_id: int, from_status: str, to_status: str, reason: str | None = None) -> bool:
         """Ask for the ``from_status -> to_status`` transition; ``True`` if this agent won the CAS, ``False`` on 409."""

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from .agent import Agent
@@ -44,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--container-disk-gb", type=int, default=ContainerLimits.disk_gb, metavar="GB",
                         help="docker runtime: a container's writable layer at most this big where the storage "
                              f"driver takes a quota, 0 for none (default {ContainerLimits.disk_gb})")
+    parser.add_argument("--models-dir", help="where model artifacts are kept on this node: each entry's name is "
+                                             "reported as a model the node holds (design §17.2)")
     parser.add_argument("--fake-cards", help="report fabricated cards instead of detecting them, "
                                              "TYPE:MODEL:COUNT:MEMORY_MB")
 
@@ -101,7 +104,17 @@ def agent_from(options: Mapping[str, Any]) -> Agent:
     runtime: Runtime = (SimulatedRuntime(options["state_dir"]) if options["runtime"] == "simulated"
                         else DockerRuntime(publish_address=options.get("publish_address"),
                                            limits=container_limits(options)))
+    if options.get("models_dir"):
+        extra["model_source"] = partial(models_in, options["models_dir"])
     return Agent(AgentClient(options["server"], node_token(options)), runtime, **extra)
+
+
+def models_in(directory: str) -> list[str]:
+    """The names of the entries of a models directory (none when it cannot be read)."""
+    try:
+        return sorted(entry.name for entry in os.scandir(directory) if not entry.name.startswith("."))
+    except OSError:
+        return []
 
 
 def run(agent: Agent, interval: float, stop: threading.Event) -> None:

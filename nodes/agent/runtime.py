@@ -22,12 +22,15 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from .port_guard import PortGuard
+from nodes.artifacts_label import image_name
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +39,44 @@ SIM_EXIT_CODE_KEY = "HETEROFLOW_SIM_EXIT_CODE"
 # How long the stand-in takes to wind down after SIGTERM (a checkpoint being saved); a grace shorter than this ends
 # in the kill.
 SIM_STOP_SECONDS_KEY = "HETEROFLOW_SIM_STOP_SECONDS"
+
+# How long a simulated replica takes to answer its readiness probe (`inf`: never), and when it stops answering.
+SIM_READY_SECONDS_KEY = "HETEROFLOW_SIM_READY_SECONDS"
+SIM_UNREADY_AFTER_KEY = "HETEROFLOW_SIM_UNREADY_AFTER_SECONDS"
+DEFAULT_SIM_READY_SECONDS = 2.0
+# A probe that takes longer than this is a failed one (kube's default timeoutSeconds).
+PROBE_TIMEOUT_SECONDS = 1.0
 DEFAULT_SIM_SECONDS = 30.0
 DEFAULT_SIM_EXIT_CODE = 0
 # Docker's own exit status for "the container could not be run"; reported when the container vanished under us.
 CONTAINER_GONE_EXIT_CODE = 125
 SIMULATED_WORKLOAD = Path(__file__).with_name("simulated_workload.py")
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How to tell that a replica serves (design §17.2): an HTTP GET of `path` on `port` answered 2xx or 3xx."""
+
+    path: str
+    port: int | None
+    period_seconds: float = 10.0
+    failure_threshold: int = 3
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> Readiness | None:
+        if not item:
+            return None
+        return cls(path=str(item["path"]), port=int(item["port"]) if item.get("port") is not None else None,
+                   period_seconds=float(item.get("period_seconds") or 10),
+                   failure_threshold=int(item.get("failure_threshold") or 3))
+
+
+def http_probe(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
+            return 200 <= response.status < 400
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -63,6 +99,7 @@ class TaskSpec:
     cpu_cores: float = 0.0
     memory_mb: int = 0
     node_address: str = ""
+    readiness: Readiness | None = None
 
     @classmethod
     def from_work_item(cls, item: Mapping[str, Any], default_gpu_type: str | None = None) -> TaskSpec:
@@ -82,6 +119,7 @@ class TaskSpec:
             cpu_cores=float(item.get("cpu_cores") or 0),
             memory_mb=int(item.get("memory_mb") or 0),
             node_address=str(item.get("node_address") or ""),
+            readiness=Readiness.from_item(item.get("readiness")),
         )
 
 
@@ -99,6 +137,10 @@ class Runtime(Protocol):
     def release(self, handle: Any) -> None: ...
 
     def adopt(self) -> dict[int, Any]: ...
+
+    def probe(self, handle: Any, spec: TaskSpec) -> bool: ...
+
+    def images(self) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -351,6 +393,21 @@ class DockerRuntime:
     def kill(self, handle: str) -> None:
         self.docker(["docker", "kill", handle])
 
+    def images(self) -> list[str]:
+        """The images present on this host (`repository:tag`), for model distribution (design §17.2)."""
+        result = self.docker(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"])
+        if result.returncode != 0:
+            return []
+        return [name for name in result.stdout.split() if not name.endswith(":<none>")]
+
+    def probe(self, handle: str, spec: TaskSpec) -> bool:
+        """GET the readiness path on the port as published (design §17.2)."""
+        address = self.publish_address or spec.node_address or LOOPBACK
+        if address in ("0.0.0.0", "::"):
+            address = LOOPBACK
+        port = spec.readiness.port or spec.port
+        return port is not None and http_probe(f"http://{_bracketed(address)}:{port}{spec.readiness.path}")
+
     def read_output(self, handle: str) -> bytes:
         """The container's output between the last read and now (stdout, then stderr, of that window), as the
         bytes the task printed: whatever they are, the window moves on once docker answered (the server decodes
@@ -415,6 +472,8 @@ class SimulatedRuntime:
 
     def __init__(self, state_dir: str | Path | None = None) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else None
+        # The images of the tasks it started: a real node keeps what it pulled.
+        self._pulled: set[str] = set()
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self.output_dir = self.state_dir
@@ -422,7 +481,12 @@ class SimulatedRuntime:
             self._temporary_output_dir = tempfile.TemporaryDirectory(prefix="heteroflow-sim-")
             self.output_dir = Path(self._temporary_output_dir.name)
 
+    def images(self) -> list[str]:
+        return sorted(self._pulled)
+
     def start(self, spec: TaskSpec) -> SimulatedProcess:
+        if spec.image:
+            self._pulled.add(image_name(spec.image))
         seconds = float(_setting(spec, SIM_SECONDS_KEY, DEFAULT_SIM_SECONDS))
         exit_code = int(_setting(spec, SIM_EXIT_CODE_KEY, DEFAULT_SIM_EXIT_CODE))
         stop_seconds = float(_setting(spec, SIM_STOP_SECONDS_KEY, 0))
@@ -431,6 +495,13 @@ class SimulatedRuntime:
                 "--gpus", ",".join(map(str, spec.gpus))]
         if spec.port is not None:
             argv += ["--port", str(spec.port)]
+        if spec.kind == "inference":
+            self._port_file(spec.id).unlink(missing_ok=True)
+            argv += ["--serve-port-file", str(self._port_file(spec.id)),
+                     "--ready-after", str(_setting(spec, SIM_READY_SECONDS_KEY, DEFAULT_SIM_READY_SECONDS))]
+            unready_after = _setting(spec, SIM_UNREADY_AFTER_KEY, 0)
+            if unready_after:
+                argv += ["--unready-after", str(unready_after)]
         if self.state_dir is not None:
             argv += ["--exit-file", str(self._exit_file(spec.id))]
         with self._output_file(spec.id).open("wb") as output:
@@ -456,6 +527,15 @@ class SimulatedRuntime:
     def release(self, handle: SimulatedProcess) -> None:
         self._forget(handle.task_id)
         self._output_file(handle.task_id).unlink(missing_ok=True)
+        self._port_file(handle.task_id).unlink(missing_ok=True)
+
+    def probe(self, handle: SimulatedProcess, spec: TaskSpec) -> bool:
+        """GET the readiness path from the stand-in, on the loopback port it chose (see simulated_workload.serve)."""
+        try:
+            port = int(self._port_file(handle.task_id).read_text())
+        except (OSError, ValueError):
+            return False  # not serving yet
+        return http_probe(f"http://{LOOPBACK}:{port}{spec.readiness.path}")
 
     def stop(self, handle: SimulatedProcess, grace_seconds: int) -> None:
         # Popen's own signalling sends nothing to a pid it has already reaped (and the system may have reused).
@@ -500,6 +580,9 @@ class SimulatedRuntime:
 
     def _exit_file(self, task_id: int) -> Path:
         return self.state_dir / f"{task_id}.exit"
+
+    def _port_file(self, task_id: int) -> Path:
+        return self.output_dir / f"{task_id}.port"
 
     def _output_file(self, task_id: int) -> Path:
         return self.output_dir / f"{task_id}.log"

@@ -7,10 +7,13 @@ demo shows logs. Lines are flushed as printed, as a real process writing to a fi
 """
 
 import argparse
+import os
 import random
 import signal
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LINES_PER_SECOND = 2.0
 
@@ -51,6 +54,30 @@ def batch(rng: random.Random, steps: int, args) -> "iter[str]":
 KINDS = {"training": training, "inference": inference, "batch": batch}
 
 
+def serve(port_file: str, ready_after: float, unready_after: float | None) -> None:
+    """Answer every GET on a free loopback port (written to `port_file` for the runtime's probe): 503 for the first
+    `ready_after` seconds (loading the model), then 200, then 503 again from `unready_after` on (a server that
+    wedged). Several simulated nodes share one host, so the published port itself could be taken twice."""
+    started = time.monotonic()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            age = time.monotonic() - started
+            ready = age >= ready_after and (unready_after is None or age < unready_after)
+            self.send_response(200 if ready else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass  # the task's output is its own lines, not the probe's
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with open(port_file + ".tmp", "w") as written:
+        written.write(str(server.server_address[1]))
+    os.replace(port_file + ".tmp", port_file)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task-id", type=int, required=True)
@@ -62,6 +89,10 @@ def main() -> None:
     parser.add_argument("--stop-seconds", type=float, default=0.0)
     parser.add_argument("--gpus", default="")
     parser.add_argument("--port", type=int, default=None)
+    # Inference stand-ins answer readiness probes (design §17.2) when given where to write their port.
+    parser.add_argument("--serve-port-file", default="")
+    parser.add_argument("--ready-after", type=float, default=0.0)
+    parser.add_argument("--unready-after", type=float, default=None)
     # The task's container name: it marks the process's command line, so adoption can tell it from a process that
     # reused its pid.
     parser.add_argument("name")
@@ -73,6 +104,8 @@ def main() -> None:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stopped)
+    if args.serve_port_file:
+        serve(args.serve_port_file, args.ready_after, args.unready_after)
     deadline = time.monotonic() + args.seconds
     steps = max(1, int(args.seconds * LINES_PER_SECOND))
     rng = random.Random(args.task_id)

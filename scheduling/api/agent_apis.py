@@ -3,7 +3,7 @@ says which of the tasks it runs to kill), the work list it polls and the status 
 
 import ipaddress
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
@@ -21,6 +21,7 @@ from nodes.authentication import (
 )
 from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
+from scheduling.groups.readiness import readiness_apply
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
 from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
@@ -85,6 +86,13 @@ class HeartbeatGpuInput(StrictSerializer):
         return attrs
 
 
+class ReadinessReportInput(StrictSerializer):
+    task = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    ready = serializers.BooleanField()
+    failures = serializers.IntegerField(min_value=0, max_value=2**31 - 1,
+                                        help_text="probes failed in a row since the last success")
+
+
 class AgentHeartbeatApi(AgentApi):
     class InputSerializer(StrictSerializer):
         cpu_percent = serializers.FloatField(min_value=0, max_value=100)
@@ -95,6 +103,9 @@ class AgentHeartbeatApi(AgentApi):
         # to kill.
         running = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
                                         max_length=4096, required=False, default=None)
+        # The latest readiness probe of each replica that declares one (design §17.2).
+        readiness = serializers.ListField(child=ReadinessReportInput(), max_length=4096, required=False,
+                                          default=list)
 
         def validate_gpus(self, cards):
             # Each card is valid by now (errors name its position: gpus[3].memory_total_mb). A card is known by its
@@ -118,7 +129,9 @@ class AgentHeartbeatApi(AgentApi):
     def post(self, request):
         report = validated(self.InputSerializer, request.data)
         running = report.pop("running")
+        readiness = report.pop("readiness")
         node = node_heartbeat_apply(node=request.auth, **report)
+        readiness_apply(node_id=node.id, reports=readiness)
         if running is None:  # an agent that does not say what it runs: nothing to reconcile
             return Response({"node_id": node.id, "status": node.status, "kill": []})
         fail_tasks_the_agent_lost(node_id=node.id, running=running)
@@ -127,11 +140,14 @@ class AgentHeartbeatApi(AgentApi):
 
 
 class AgentWorkApi(AgentApi):
-    @extend_schema(responses={200: inline_serializer("AgentWork", {
+    @extend_schema(parameters=[OpenApiParameter("probes", enum=["1"], description="`1`: list `probe` too, the "
+                                                "readiness of the replicas running here (after adopting them)")],
+                   responses={200: inline_serializer("AgentWork", {
         "start": serializers.ListField(child=serializers.DictField()),
-        "stop": serializers.ListField(child=serializers.DictField())})})
+        "stop": serializers.ListField(child=serializers.DictField()),
+        "probe": serializers.ListField(child=serializers.DictField())})})
     def get(self, request):
-        return Response(agent_work(request.auth))
+        return Response(agent_work(request.auth, probes=request.query_params.get("probes") == "1"))
 
 
 class AgentTaskStatusApi(AgentApi):

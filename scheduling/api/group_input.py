@@ -1,9 +1,12 @@
 """The one validation of a task group submission, shared by the API and the group form (as task_input for tasks)."""
 
+from django.conf import settings
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import (
+    IMAGE_MAX_LENGTH,
     REPLICAS_MAX,
     WORLD_SIZE_MAX,
     ColumnIntegerField,
@@ -11,13 +14,20 @@ from heteroflow_site.validation import (
     ImageField,
     LabelsField,
     NameField,
+    oci_image_reference,
 )
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
+from scheduling.api.env_input import EnvField
 from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
 from scheduling.models import Parallelism, TaskType
 
 INFERENCE_ONLY = "applies to inference groups only"
+
+READY_TIMEOUT_MAX_SECONDS = 86_400
+PROBE_PATH_MAX_LENGTH = 1024
+# What a model artifact is called (design §17.2, model distribution): `qwen2-7b-instruct`, `llama/3.1-8b:fp8`.
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
 
 
 class ScheduleWindowInput(StrictSerializer):
@@ -27,6 +37,25 @@ class ScheduleWindowInput(StrictSerializer):
     timezone = serializers.CharField(max_length=64, required=False, default="UTC")
     action = serializers.ChoiceField(choices=["pause", "scale", "stop"])
     scale_to = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False)
+
+
+class ReadinessInput(StrictSerializer):
+    """How the node agent probes a replica (design §17.2): HTTP GET `path` on the replica's published port (or
+    `port`), every `period_seconds`; a replica that was ready and fails `failure_threshold` probes in a row is
+    restarted."""
+
+    path = serializers.RegexField(r"^/[^\u0000-\u0020\u007f]*$", max_length=PROBE_PATH_MAX_LENGTH,
+                                  help_text="starts with `/`, no spaces or control characters")
+    # Within the host ports replicas are published on (the scheduler's `port_range_start`–`port_range_end`).
+    port = serializers.IntegerField(min_value=settings.SCHEDULER["port_range_start"],
+                                    max_value=settings.SCHEDULER["port_range_end"], required=False, allow_null=True,
+                                    default=None)
+    period_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False, default=10)
+    failure_threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
+
+
+def readiness_field(**kwargs) -> ReadinessInput:
+    return ReadinessInput(required=False, allow_null=True, default=None, **kwargs)
 
 
 class TaskGroupInput(StrictSerializer):
@@ -48,6 +77,15 @@ class TaskGroupInput(StrictSerializer):
     node_selector = LabelsField(required=False, default=dict)
     labels = LabelsField(required=False, default=dict, help_text="every member's labels, as a task's")
     tenant = ColumnIntegerField(min_value=1, required=False, allow_null=True, default=None)
+    env = EnvField()
+    # The rollout and readiness of an inference group (design §17.2).
+    max_surge = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, default=1)
+    max_unavailable = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, default=0)
+    ready_timeout_seconds = serializers.IntegerField(min_value=1, max_value=READY_TIMEOUT_MAX_SECONDS,
+                                                     required=False, default=600)
+    readiness = readiness_field()
+    model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
+                                   help_text="the model artifact the group serves; nodes holding it score higher")
     # Every member's (design §17.1).
     timeout_seconds = timeout_field()
     termination_grace_seconds = grace_field()
@@ -67,3 +105,20 @@ class TaskGroupInput(StrictSerializer):
             if errors:
                 raise serializers.ValidationError(errors)
         return data
+
+
+class TaskGroupChangeInput(StrictSerializer):
+    """`PATCH /api/v1/task-groups/{id}` (design §17.2): `replicas` scales; `image`, `command` and/or `env` make a new
+    revision, rolled out. At least one of them."""
+
+    replicas = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False)
+    image = serializers.CharField(max_length=IMAGE_MAX_LENGTH, required=False, allow_blank=True,
+                                  validators=[oci_image_reference])
+    command = CommandField(default=empty)
+    env = EnvField(default=empty)
+
+    def validate(self, attrs):
+        attrs = {name: value for name, value in attrs.items() if value is not None}
+        if not attrs:
+            raise serializers.ValidationError({"replicas": ["give replicas, image, command or env"]})
+        return attrs

@@ -28,6 +28,8 @@ class TaskOutput(serializers.ModelSerializer):
     tenant = serializers.IntegerField(source="tenant_id")
     node = serializers.SerializerMethodField()
     group = serializers.IntegerField(source="group_id", allow_null=True)
+    env = serializers.DictField(source="submitted_env", child=serializers.CharField(),
+                                help_text="The variables the submitter gave (design §17.2)")
     diagnostics = serializers.SerializerMethodField(
         help_text="The latest scheduling attempt, null before the first: `{code, message, nodes: [{node, reason, "
                   "scores, total}], …}`; in a list `{code, message}` only unless `diagnostics=full` is asked for.")
@@ -37,7 +39,7 @@ class TaskOutput(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "name", "type", "image", "command", "gpu_type", "gpu_required", "gpu_memory_mb",
             "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "tolerations",
-            "node_selector", "group", "rank", "status", "reason", "node", "gpus", "port", "shard", "borrowed",
+            "node_selector", "env", "group", "rank", "status", "reason", "node", "gpus", "port", "shard", "borrowed",
             "preempt_count", "reserved_at", "deadline", "timeout_seconds", "termination_grace_seconds", "created_at",
             "scheduled_at", "started_at", "finished_at", "diagnostics",
         ]

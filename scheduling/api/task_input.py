@@ -10,6 +10,7 @@ from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
+from scheduling.api.env_input import EnvField
 from scheduling.framework.gpu_models import MODEL_LABEL, patterns_error
 from scheduling.models import (
     DEFAULT_GRACE_SECONDS,
@@ -75,6 +76,7 @@ class TaskInput(StrictSerializer):
     labels = LabelsField(required=False, default=dict)
     tolerations = tolerations_field(required=False, default=list)
     node_selector = LabelsField(required=False, default=dict)
+    env = EnvField()
     # Optional; only the weighted queue order reads it (design §16.3).
     deadline = serializers.DateTimeField(required=False, allow_null=True, default=None,
                                          help_text="ISO 8601; in the future, at most a year ahead")

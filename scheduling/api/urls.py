@@ -36,6 +36,11 @@ urlpatterns = [
     path("scheduler/defrag-plan", scheduler_apis.DefragPlanApi.as_view(), name="api-scheduler-defrag-plan"),
     path("task-groups", group_apis.TaskGroupListCreateApi.as_view(), name="api-task-groups"),
     path("task-groups/<int:group_id>", group_apis.TaskGroupDetailApi.as_view(), name="api-task-group-detail"),
+    path("task-groups/<int:group_id>/stop", group_apis.TaskGroupStopApi.as_view(), name="api-task-group-stop"),
+    path("task-groups/<int:group_id>/endpoints", group_apis.TaskGroupEndpointsApi.as_view(),
+         name="api-task-group-endpoints"),
+    path("task-groups/<int:group_id>/revisions", group_apis.TaskGroupRevisionsApi.as_view(),
+         name="api-task-group-revisions"),
     # The node's detail is the nodes app's; the tasks holding its cards are this app's to say.
     path("nodes/<int:node_id>", node_apis.NodeDetailApi.as_view(card_holders=node_card_holders),
          name="api-node-detail"),

@@ -30,7 +30,7 @@ _PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memor
 TASK_INFO_FIELDS = (
     "id", "tenant_id", "name", "type", "gpu_type", "gpu_required", "gpu_memory_mb", "gpu_compute_percent",
     "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "created_at", "group_id",
-    "tolerations", "node_selector",
+    "tolerations", "node_selector", "image", "model",
 )
 
 

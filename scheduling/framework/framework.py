@@ -43,7 +43,7 @@ from scheduling.framework import reasons
 from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
-from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
+from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowPlugin, RowScorePlugin
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
 from scheduling.framework.result import ScheduleResult, Rejection
@@ -284,6 +284,10 @@ class Framework:
             _score_matrix=matrix, _total_scores=totals,
         )
         result.message = reasons.summarize(table.size, result.reason_counts())
+        if chosen is not None:
+            notes = [plugin.summary_note(task, chosen) for plugin, _ in self.plugin_set.scorers
+                     if isinstance(plugin, RowPlugin)]
+            result.message = " ".join([result.message, *filter(None, notes)])
         if chosen is None:
             result.code = self._failure_code(rejected_by)
         return result

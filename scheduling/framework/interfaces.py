@@ -181,6 +181,10 @@ class RowPlugin:
     def score_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray") -> "np.ndarray":
         raise NotImplementedError
 
+    def summary_note(self, task: TaskInfo, chosen: NodeInfo) -> str:
+        """What the attempt's summary line adds about the chosen node ("" for nothing)."""
+        return ""
+
 
 def label_is(labels: dict[str, str], key: str, value: str) -> bool:
     return str(labels.get(key, "")).strip().lower() == value

@@ -124,6 +124,9 @@ class TaskInfo:
     # design §16.3 (`nodes.taints`).
     tolerations: list[dict[str, str]] = field(default_factory=list)
     node_selector: dict[str, str] = field(default_factory=dict)
+    # What the node pulls before it starts (design §17.2, model distribution): nodes holding them score higher.
+    image: str = ""
+    model: str = ""
 
     @property
     def is_fractional(self) -> bool:

@@ -44,11 +44,15 @@ def backoff_delay(crashes: int) -> timedelta:
     return timedelta(seconds=min(base * 2 ** min(crashes - 1, _COUNTED), cap))
 
 
-def crash_loop(group: TaskGroup) -> CrashLoop:
-    """The group's current crash loop, from its newest ended replicas (one query)."""
+def crash_loop(group: TaskGroup, *, revision: int | None = None) -> CrashLoop:
+    """The group's current crash loop, from its newest ended replicas (one query); of one revision's replicas only
+    when `revision` is given (a rollout judges its own revision, not the one it replaces)."""
     stable = timedelta(seconds=settings.SCHEDULER["replica_stable_seconds"])
-    ended = (group.members.filter(status__in=lifecycle.TERMINAL_STATES, finished_at__isnull=False)
-             .order_by("-finished_at", "-id").values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
+    ended = group.members.filter(status__in=lifecycle.TERMINAL_STATES, finished_at__isnull=False)
+    if revision is not None:
+        ended = ended.filter(revision=revision)
+    ended = (ended.order_by("-finished_at", "-id")
+             .values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
     crashes, last_crash_at = 0, None
     for status, started_at, finished_at, reason in ended:
         if status == lifecycle.FAILED and reason.startswith(_NOT_THE_REPLICAS_FAULT):

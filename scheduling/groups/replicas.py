@@ -36,9 +36,8 @@ def set_desired_replicas(group: TaskGroup, desired: int, *, reason: str) -> None
 def rebuild_inference_groups() -> int:
     """Create pending replicas for every inference group with fewer live replicas than desired; return how many."""
     created = 0
-    groups = TaskGroup.objects.select_related("tenant").filter(type=TaskType.INFERENCE, replicas__gt=0).exclude(
-        window_applied="stop"
-    )
+    groups = (TaskGroup.objects.select_related("tenant")
+              .filter(type=TaskType.INFERENCE, replicas__gt=0, stopped_at__isnull=True).exclude(window_applied="stop"))
     for group in groups:
         if group.tenant.is_active:
             created += isolated(lambda: _rebuild_group(group.id), what=f"rebuild of inference group {group.id}") or 0
@@ -47,6 +46,8 @@ def rebuild_inference_groups() -> int:
 
 def _rebuild_group(group_id: int) -> int:
     locked = TaskGroup.objects.select_for_update().select_related("tenant").get(id=group_id)
+    if locked.stopped_at is not None:
+        return 0
     live = live_replicas(locked)
     missing = (locked.replicas or 0) - len(live)
     if missing <= 0:
@@ -67,16 +68,19 @@ def _rebuild_group(group_id: int) -> int:
     return missing
 
 
-def create_member(group: TaskGroup, *, rank: int) -> Task:
+def create_member(group: TaskGroup, *, rank: int, priority: int | None = None) -> Task:
     return task_create(
         tenant=group.tenant,
         name=f"{group.name}-{rank}",
         type=group.type,
         image=group.image,
         command=group.command,
+        env=group.env,
+        revision=group.revision,
+        model=group.model,
         gpu_type=group.gpu_type,
         gpu_required=group.gpus_per_worker,
-        priority=group_priority(group),
+        priority=group_priority(group) if priority is None else priority,
         group=group,
         rank=rank,
         tolerations=group.tolerations,

@@ -189,7 +189,7 @@ def _start_new_run(group: TaskGroup, cause: str) -> None:
     for rank in range(group.world_size):
         task_create(
             tenant=group.tenant, name=f"{group.name}-{rank}", type=group.type, image=group.image,
-            command=group.command, gpu_type=group.gpu_type, gpu_required=group.gpus_per_worker,
+            command=group.command, env=group.env, gpu_type=group.gpu_type, gpu_required=group.gpus_per_worker,
             priority=first.priority if first else 50, labels=first.labels if first else None,
             group=group, rank=rank, group_run=run, tolerations=group.tolerations,
             node_selector=group.node_selector, timeout_seconds=group.timeout_seconds,

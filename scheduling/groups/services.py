@@ -3,7 +3,7 @@ from django.db import transaction
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
 from scheduling.groups.windows import validate_window
-from scheduling.models import DEFAULT_GRACE_SECONDS, Parallelism, TaskGroup, TaskType
+from scheduling.models import DEFAULT_GRACE_SECONDS, GroupRevision, Parallelism, TaskGroup, TaskType
 from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, task_create, timeout_for
 from tenants.models import Tenant
 
@@ -28,6 +28,12 @@ def task_group_create(
     labels: dict[str, str] | None = None,
     timeout_seconds: int | None | TypeDefault = BY_TYPE,
     termination_grace_seconds: int = DEFAULT_GRACE_SECONDS,
+    env: dict[str, str] | None = None,
+    max_surge: int = 1,
+    max_unavailable: int = 0,
+    ready_timeout_seconds: int = 600,
+    readiness: dict | None = None,
+    model: str = "",
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -39,6 +45,14 @@ def task_group_create(
     if type == TaskType.INFERENCE and (replicas if replicas is not None else world_size) > REPLICAS_MAX:
         raise NotAllowed(f"an inference group has at most {REPLICAS_MAX} replicas",
                           field="replicas" if replicas is not None else "world_size")
+    service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
+                      "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
+                      "model": bool(model)}
+    if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
+        raise NotAllowed(f"{named} applies to inference groups only", field=named)
+    if max_surge == 0 and max_unavailable == 0:
+        raise NotAllowed("max_surge and max_unavailable cannot both be 0: a rollout could replace nothing",
+                         field="max_surge")
     if window is not None:
         try:
             window = validate_window(window)
@@ -53,7 +67,11 @@ def task_group_create(
             labels=labels or {},
             timeout_seconds=timeout_for(type=type, timeout_seconds=timeout_seconds),
             termination_grace_seconds=termination_grace_seconds,
+            env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
+            ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
         )
+        GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
+                                     env=group.env, state=GroupRevision.State.COMPLETE)
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
         ensure_pending_capacity(tenant=tenant, adding=count)
         if type == TaskType.INFERENCE and replicas is None:
@@ -65,5 +83,6 @@ def task_group_create(
                 gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
                 tolerations=group.tolerations, node_selector=group.node_selector, labels=group.labels,
                 timeout_seconds=group.timeout_seconds, termination_grace_seconds=group.termination_grace_seconds,
+                env=group.env, model=model,
             )
     return group

@@ -16,7 +16,7 @@ Status = TaskGroup.Status
 
 
 def derive_group_status(*, type: str, world_size: int, restarts: int, max_restarts: int, replicas: int | None,
-                        tenant_active: bool, members: Iterable[tuple[str, str]]) -> str:
+                        tenant_active: bool, members: Iterable[tuple[str, str]], stopped: bool = False) -> str:
     """The group's status from its current run's members, as (status, reason) pairs."""
     members = list(members)
     statuses = [status for status, _reason in members]
@@ -29,7 +29,8 @@ def derive_group_status(*, type: str, world_size: int, restarts: int, max_restar
                 return derived
         if live:
             return Status.RUNNING
-        return Status.STOPPED if statuses and not replicas else Status.PENDING
+        # Stopped by its user (design §17.2), or none wanted and none live.
+        return Status.STOPPED if stopped or (statuses and not replicas) else Status.PENDING
     if not statuses:
         return Status.PENDING
     failures = [reason for status, reason in members if status == lifecycle.FAILED]
@@ -74,11 +75,13 @@ def refresh_group_status(group_id: int) -> str:
     lock, the read's fresh snapshot includes the change of whoever held it.
     """
     group = (TaskGroup.objects.select_for_update(of=("self",)).filter(id=group_id)
-             .values("type", "world_size", "restarts", "max_restarts", "replicas", "tenant__status").first())
+             .values("type", "world_size", "restarts", "max_restarts", "replicas", "tenant__status", "stopped_at")
+             .first())
     if group is None:
         return ""
     members = Task.objects.filter(group_id=group_id, group_run=group["restarts"]).values_list("status", "reason")
     tenant_active = group.pop("tenant__status") == Tenant.Status.ACTIVE
-    derived = derive_group_status(members=members, tenant_active=tenant_active, **group)
+    stopped = group.pop("stopped_at") is not None
+    derived = derive_group_status(members=members, tenant_active=tenant_active, stopped=stopped, **group)
     TaskGroup.objects.filter(id=group_id).exclude(status=derived).update(status=derived)
     return derived

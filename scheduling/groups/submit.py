@@ -12,6 +12,7 @@ def task_group_submit(*, user, fields: dict) -> TaskGroup:
     fields = dict(fields)
     tenant = submitting_tenant(user=user, tenant_id=fields.pop("tenant"))
     fields["priority"] = priority_within_ceiling(tenant=tenant, priority=fields["priority"])
-    if fields["window"] is not None:
-        fields["window"] = dict(fields["window"])
+    for nested in ("window", "readiness"):
+        if fields.get(nested) is not None:
+            fields[nested] = dict(fields[nested])
     return task_group_create(tenant=tenant, **fields)

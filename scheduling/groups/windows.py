@@ -101,7 +101,8 @@ def _after_leader_work() -> None:
 
 
 def _groups_with_windows():
-    groups = TaskGroup.objects.filter(type="inference", window__isnull=False).exclude(window_applied="stop")
+    groups = (TaskGroup.objects.filter(type="inference", window__isnull=False, stopped_at__isnull=True)
+              .exclude(window_applied="stop"))
     # Members before their groups: the order in which every member transition locks (scheduling.groups.status).
     list(Task.objects.select_for_update().filter(group__in=groups).exclude(status__in=lifecycle.TERMINAL_STATES)
          .order_by("id").values_list("id", flat=True))

@@ -9,6 +9,7 @@ from nodes.services import nodes_mark_silent_offline
 from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
+from scheduling.groups.rollout import drive_rollouts
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
@@ -66,6 +67,13 @@ def windows() -> str:
     if not run.leader:
         return "another instance holds the windows lock: nothing done"
     return f"{len(run.changed_groups)} group(s) changed by their window"
+
+
+def rollouts() -> str:
+    run = drive_rollouts()
+    if not run.leader:
+        return "another instance holds the rollouts lock: nothing done"
+    return f"{len(run.stepped)} rollout(s) driven"
 
 
 def plugin_state() -> str:

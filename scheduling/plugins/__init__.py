@@ -13,6 +13,7 @@ from scheduling.plugins import (
     defrag,
     fgd,
     gpu_filter,
+    model_locality,
     node_pools,
     nvlink,
     preempt,
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
     gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
-    rdma.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
+    rdma.SPEC, model_locality.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
 )
 
 

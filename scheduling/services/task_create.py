@@ -67,6 +67,8 @@ def task_create(
     env: dict[str, str] | None = None,
     timeout_seconds: int | None | TypeDefault = BY_TYPE,
     termination_grace_seconds: int = DEFAULT_GRACE_SECONDS,
+    revision: int = 1,
+    model: str = "",
 ) -> Task:
     """Commit a task as pending and, after commit, offer its id to the immediate queue."""
     if not tenant.is_active:
@@ -110,6 +112,9 @@ def task_create(
             env=env or {},
             timeout_seconds=timeout_for(type=type, timeout_seconds=timeout_seconds),
             termination_grace_seconds=termination_grace_seconds,
+            submitted_env=env or {},
+            revision=revision,
+            model=model,
         )
         task_id = task.id
         transaction.on_commit(lambda: _offer_to_immediate_queue(task_id))

@@ -15,8 +15,10 @@ from scheduling.signals import group_members_moved, task_transitioned
 
 # Returning to the queue forgets the placement and enters the queue active (design §15.1); finishing keeps node and
 # cards as history.
-_PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None, "env": {},
-                      "borrowed": False, "queue_backoff": 0, "parked_until": None}
+# The environment goes back to the submitter's: the control plane's variables belonged to the placement.
+_PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None,
+                      "env": F("submitted_env"), "borrowed": False, "queue_backoff": 0, "parked_until": None,
+                      "ready": False, "ready_at": None}
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",

@@ -4,12 +4,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
-from scheduling.api.group_input import TaskGroupInput
+from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
+from scheduling.groups.change import task_group_change
+from scheduling.groups.endpoints import group_endpoints, group_revisions
+from scheduling.groups.rollout import replica_ready
+from scheduling.groups.stop import task_group_stop
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
@@ -61,10 +66,70 @@ def group_new(request):
     return render_page(request, "scheduling/group_new.html", context, status=400 if errors else 200)
 
 
+# The lifecycle forms of an inference group's page (design §17.2) and the fields each shows errors beside.
+SCALE_FORM_FIELDS = ("replicas",)
+UPDATE_FORM_FIELDS = ("image", "command", "env")
+
+
+def env_from_text(text: str) -> dict[str, str]:
+    """The update form's `NAME=value` lines as an env map; a line without `=` is an error beside the field."""
+    env = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise ValidationError({"env": [f"line {number}: write NAME=value"]})
+        name, value = line.split("=", 1)
+        env[name.strip()] = value
+    return env
+
+
+def env_as_text(env: dict[str, str]) -> str:
+    return "\n".join(f"{name}={value}" for name, value in env.items())
+
+
+def _change(request, group: TaskGroup, action: str) -> TaskGroup:
+    if action == "stop":
+        return task_group_stop(group=group)
+    if action == "scale":
+        body = {"replicas": request.POST.get("replicas", "").strip()}
+    else:
+        body = {"image": request.POST.get("image", "").strip(), "command": request.POST.get("command", ""),
+                "env": env_from_text(request.POST.get("env", ""))}
+    payload = TaskGroupChangeInput(data=body, context=FORM_TEXT)
+    payload.is_valid(raise_exception=True)
+    return task_group_change(group=group, fields=payload.validated_data)
+
+
+_DONE = {"stop": "Stop requested for every replica of “{}”.", "scale": "“{}” scaled.",
+         "update": "A new revision of “{}” is rolling out."}
+
+
 @login_required
 def group_detail(request, group_id: int):
     group = get_object_or_404(groups_visible_to(request.user), id=group_id)
+    errors: dict[str, list[str]] = {}
+    action = request.POST.get("action", "") if request.method == "POST" else ""
+    if action in _DONE:
+        changed, errors = submitted(lambda: _change(request, group, action))
+        if changed is not None:
+            messages.success(request, _DONE[action].format(group.name))
+            return redirect("group-detail", group_id=group.id)
+        group.refresh_from_db()
     loop = crash_loop(group) if group.type == TaskType.INFERENCE else None
-    context = {"group": group, "members": group_members(group), "settled": group.status in _SETTLED,
-               "crash_loop": loop, "backing_off": loop is not None and loop.holds_at(timezone.now())}
-    return render_page(request, "scheduling/group_detail.html", context, fragment="group-live")
+    members = group_members(group)
+    service = group.type == TaskType.INFERENCE
+    context = {
+        "group": group, "members": members,
+        "settled": group.status in _SETTLED and (not service or group.stopped_at is not None),
+        "crash_loop": loop, "backing_off": loop is not None and loop.holds_at(timezone.now()),
+        "service": service, "ready_count": sum(replica_ready(group, task) for task in members),
+        "ready_ids": {task.id for task in members if replica_ready(group, task)},
+        "endpoints": group_endpoints(group) if service else [],
+        "revisions": group_revisions(group) if service else [],
+        "action": action, "values": request.POST if errors else {},
+        "env_text": request.POST.get("env", "") if errors and action == "update" else env_as_text(group.env),
+        **error_context(errors, SCALE_FORM_FIELDS if action == "scale" else UPDATE_FORM_FIELDS),
+    }
+    return render_page(request, "scheduling/group_detail.html", context, fragment="group-live",
+                       status=400 if errors else 200)

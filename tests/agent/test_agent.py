@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from nodes.agent.agent import GPU_TYPE_LABEL, Agent, default_pool_size
+from nodes.artifacts_label import IMAGES_LABEL, MODELS_LABEL
 from nodes.agent.client import AgentClient, AgentRequestError, RetryPolicy, ServerUnavailable
 from nodes.agent.detectors import fake_cards_for
 from nodes.agent.runtime import SimulatedRuntime
@@ -56,7 +57,7 @@ class FakeControlPlane:
         if request.path == "/api/v1/agent/heartbeat":
             code = self.heartbeat_codes.pop(0) if self.heartbeat_codes else 200
             answer = {"node_id": 1, "status": "online", "kill": self.kill}
-        elif request.path == "/api/v1/agent/work":
+        elif request.path.split("?")[0] == "/api/v1/agent/work":
             answer = self.work
         elif request.path.startswith(STATUS_PREFIX) and request.path.endswith("/logs"):
             task_id = int(request.path[len(STATUS_PREFIX):].split("/")[0])
@@ -117,6 +118,12 @@ class FakeRuntime:
 
     def adopt(self):
         return self.left_running
+
+    def images(self):
+        return []
+
+    def probe(self, handle, spec):
+        return True
 
 
 TOPOLOGY = GpuTopology(links=frozenset({(0, 1)}), numa={0: 0, 1: 1}, cards=(0, 1))
@@ -532,3 +539,15 @@ def test_simulated_training_prints_progress_that_reaches_the_server(plane, event
     shipped = b"".join(event[2] for event in log_events(events)).decode()
     assert "initializing process group" in shipped and "loss" in shipped and shipped.endswith("finished\n")
     agent.close()
+
+
+def test_heartbeat_reports_the_models_and_images_the_node_holds(plane, events, sleeps):
+    runtime = FakeRuntime(events)
+    runtime.images = lambda: ["vllm:0.6", "busybox:latest"]
+    agent = Agent(AgentClient(plane.url, "node-token"), runtime, card_source=lambda: [],
+                  topology_source=lambda: None, cpu_percent=lambda: 1.0, memory_used=lambda: 1,
+                  model_source=lambda: ["qwen2-7b"])
+
+    labels = agent.heartbeat_payload()["labels"]
+
+    assert labels[MODELS_LABEL] == "qwen2-7b" and labels[IMAGES_LABEL] == "busybox:latest,vllm:0.6"

@@ -26,7 +26,7 @@ DEFAULT_PLUGIN_SET = {
 }
 # What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
 # node-pools and queue-sort, always on, and defrag, off until an admin enables it).
-DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}),
+DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}), "model-locality": (True, 1, {}),
                     "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20}),
                     "queue-sort": (True, 0, {"order": "priority"})}
 

@@ -44,7 +44,7 @@ class TestWork:
             "id": bound_task.id, "name": bound_task.name, "image": "pytorch:2", "command": "python train.py",
             "type": "batch", "gpu_type": "", "gpus": [2, 3], "port": None, "env": {"A": "1", "B": "2"},
             "labels": {"team": "ml"}, "priority": 70,
-            "tenant": tenant.id, "cpu_cores": 0.0, "memory_mb": 0, "node_address": "10.0.3.7",
+            "tenant": tenant.id, "cpu_cores": 0.0, "memory_mb": 0, "node_address": "10.0.3.7", "readiness": None,
         }
 
 

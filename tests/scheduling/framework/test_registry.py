@@ -16,7 +16,8 @@ def test_defaults():
     assert plugin_set.describe() == {
         "filters": ["gpu-filter", "resource-filter", "node-pools", "nvlink", "rdma"],
         "scorers": [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
-                    {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1}],
+                    {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1},
+                    {"name": "model-locality", "weight": 1}],
         "preempt_stage": "running",
     }
 
@@ -52,7 +53,8 @@ def test_disabled_plugins_are_left_out():
     plugin_set = build_plugin_set([PluginSetting("nvlink", False), PluginSetting("rdma", False),
                                    PluginSetting("topology", False)], registry())
     assert plugin_set.describe()["filters"] == ["gpu-filter", "resource-filter", "node-pools"]
-    assert plugin_set.describe()["scorers"] == [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}]
+    assert plugin_set.describe()["scorers"] == [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1},
+                                                {"name": "model-locality", "weight": 1}]
 
 
 def test_preempt_stage():

@@ -1,0 +1,35 @@
+"""What a router or load balancer reads of a service (design §17.2): its ready replicas' addresses, and its
+revisions with what became of each."""
+
+from django.db.models import Count, Q
+
+from scheduling import lifecycle
+from scheduling.groups.rollout import replica_ready
+from scheduling.models import GroupRevision, Task, TaskGroup
+from scheduling.selectors import host_address
+
+
+def ready_replicas(group: TaskGroup) -> list[Task]:
+    running = (group.members.filter(status=lifecycle.RUNNING).select_related("node").order_by("rank", "id"))
+    return [task for task in running if replica_ready(group, task)]
+
+
+def group_endpoints(group: TaskGroup) -> list[dict]:
+    """`[{task, replica, node, address, port}]` of the ready replicas: the node's internal address as the runtime
+    publishes the port on it."""
+    return [{"task": task.id, "replica": task.rank, "node": task.node.name,
+             "address": host_address(task.node.internal_ip) or None, "port": task.port}
+            for task in ready_replicas(group) if task.node_id is not None]
+
+
+def group_revisions(group: TaskGroup) -> list[dict]:
+    """Each revision, newest first, with how many of its replicas are live and ready now."""
+    counts = {row["revision"]: row for row in group.members.values("revision").annotate(
+        live=Count("id", filter=~Q(status__in=lifecycle.TERMINAL_STATES)),
+        ready=Count("id", filter=Q(status=lifecycle.RUNNING) & (Q(ready=True) if group.readiness else Q())))}
+    return [{"number": revision.number, "image": revision.image, "command": revision.command, "env": revision.env,
+             "state": revision.state, "reason": revision.reason, "current": revision.number == group.revision,
+             "replicas": counts.get(revision.number, {}).get("live", 0),
+             "ready": counts.get(revision.number, {}).get("ready", 0),
+             "created_at": revision.created_at, "finished_at": revision.finished_at}
+            for revision in GroupRevision.objects.filter(group=group).order_by("-number")]
