@@ -32,6 +32,8 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("inference-rebuild", 10.0, "scheduling.housekeeping.tickers.inference_rebuild"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
     PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
+    # Each run records running placements up to the last midnight; the runs after it in one day find nothing.
+    PeriodicJob("usage", 300.0, "scheduling.housekeeping.tickers.usage_day_turn"),
     PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
     PeriodicJob("immediate-cycle", 1.0, "scheduling.housekeeping.tickers.immediate_cycle", in_run_loops=False),

@@ -137,6 +137,9 @@ class Task(models.Model):
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # How far this task's current or last placement is already in the usage records (design §17.4): recording
+    # moves it forward by compare-and-swap, so a replayed transition or a second ticker run counts nothing again.
+    usage_counted_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -255,3 +258,23 @@ class TaskLog(models.Model):
     # offset of the output's end, which a follower passes back as `offset` to read only what came after.
     dropped_bytes = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class UsageRecord(models.Model):
+    """Card-seconds a tenant used, per UTC day, GPU type and task type (design §17.4): written when a placement
+    ends and when a day turns under a running one (`scheduling.usage.records`). It holds no task id, so it outlives
+    the tasks retention deletes."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="usage_records")
+    day = models.DateField()
+    gpu_type = models.CharField(max_length=32, blank=True, default="")
+    task_type = models.CharField(max_length=16, choices=TaskType.choices)
+    card_seconds = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["day", "tenant_id", "gpu_type", "task_type"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "day", "gpu_type", "task_type"], name="usage_record_key"),
+            models.CheckConstraint(condition=Q(card_seconds__gte=0), name="usage_card_seconds_non_negative"),
+        ]
+        indexes = [models.Index(fields=["day"], name="usage_record_day")]

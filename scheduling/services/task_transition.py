@@ -12,6 +12,7 @@ from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
 from scheduling.queue.services import queue_activate
 from scheduling.signals import group_members_moved, task_transitioned
+from scheduling.usage.records import record_placement_end
 
 # Returning to the queue forgets the placement and enters the queue active (design §15.1); finishing keeps node and
 # cards as history.
@@ -42,6 +43,8 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         )
         if held is None:
             return False
+        if from_status in ACTIVE_STATES and to_status not in ACTIVE_STATES:
+            record_placement_end(task_id=task_id, ended_at=now)
         if to_status == lifecycle.PENDING:
             changes = {**_PLACEMENT_CLEARED, **changes}
         changes.update(_timestamps(to_status, now))
