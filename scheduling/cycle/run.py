@@ -28,7 +28,7 @@ from scheduling import lifecycle, metrics
 from scheduling.queue import immediate_queue
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.queue.fair_share_order import fair_share_order
+from scheduling.queue.fair_share_order import order_by_decayed_share
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -40,7 +40,7 @@ from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.plugins.queue_sort import WEIGHTED
+from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.services import activation_mark, queue_park
@@ -113,8 +113,10 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
-            entries = fair_share_order(entries, snapshot.quotas)
-            if plugin_set.queue_order == WEIGHTED:
+            # The window comes in priority-then-creation order, the default (design §17.1).
+            if plugin_set.queue_order == FAIR_SHARE:
+                entries = order_by_decayed_share(entries)
+            elif plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
