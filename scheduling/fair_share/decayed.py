@@ -90,3 +90,18 @@ def decayed_shares(tenant_ids, *, now: datetime | None = None) -> dict[int, Deca
         nominal.setdefault(tenant_id, float(quota))
     return {tenant_id: DecayedShare(tenant_id, used.get(tenant_id, 0.0), nominal.get(tenant_id))
             for tenant_id in tenant_ids}
+
+
+def decayed_share_listing(*, now: datetime | None = None, limit: int = 50) -> list[dict]:
+    """The diagnostics' table: each tenant with a nominal or with usage within the half-lives read, by the order
+    `fair-share` gives them."""
+    now = now or timezone.now()
+    oldest = (now - timedelta(seconds=half_life_seconds() * HALF_LIVES_READ)).date()
+    tenant_ids = set(UsageRecord.objects.filter(day__gte=oldest).values_list("tenant_id", flat=True).distinct())
+    tenant_ids |= set(TenantGpuQuota.objects.values_list("tenant_id", flat=True).distinct())
+    tenant_ids |= set(Tenant.objects.filter(gpu_quota__isnull=False).values_list("id", flat=True))
+    shares = sorted(decayed_shares(tenant_ids, now=now).values(), key=lambda share: share.order_key)[:limit]
+    names = dict(Tenant.objects.filter(id__in=[share.tenant_id for share in shares]).values_list("id", "name"))
+    return [{"tenant": names.get(share.tenant_id, share.tenant_id), "card_hours": share.card_seconds / 3600,
+             "nominal": share.nominal, "share": None if share.share == math.inf else share.share}
+            for share in shares]
