@@ -1,4 +1,4 @@
-"""`hf`: login, submit, ls, describe, logs [-f], stop, events, nodes, quota (design §16.4).
+"""`hf`: login, submit, ls, describe, logs [-f], stop, events, nodes, quota (design §16.4), usage (§17.4).
 
 Errors are one line, `hf: <code>: <message>` with the API's error code, and a non-zero exit status. Tables are
 drawn by rich, which leaves colour out under `NO_COLOR` and when the output is not a terminal; `--json` prints what
@@ -212,6 +212,18 @@ def quota(args) -> None:
     _table(None, ["STATUS", "TASKS"], [[status, count] for status, count in body["tasks"].items() if count])
 
 
+def usage(args) -> None:
+    rows = _api().get("usage", **{"from": args.from_day, "to": args.to_day, "group_by": args.by}).json()
+    if args.json:
+        _print_json(rows)
+        return
+    keys = [key for key in (rows[0] if rows else {}) if key not in ("card_seconds", "card_hours")]
+    _table(None, [*(key.upper().replace("_", " ") for key in keys), "CARD-HOURS"],
+           [[*(row[key] for key in keys), f"{row['card_hours']:.2f}"] for row in rows])
+    total = sum(row["card_hours"] for row in rows)
+    console.print(f"{total:.2f} card-hours in all", markup=False)
+
+
 # --- the command line -------------------------------------------------------------------------------------------
 
 
@@ -265,6 +277,12 @@ def parser() -> argparse.ArgumentParser:
     command("nodes", nodes, "the cluster's nodes", listing=True)
     sub = command("quota", quota, "your tenant's GPU quota and usage", listing=True)
     sub.add_argument("--tenant", type=int, help="admins: whose")
+    sub = command("usage", usage, "card-hours used per day, GPU type, task type (yours; an admin's: every tenant's)",
+                  listing=True)
+    sub.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first UTC day (default: 29 days ago)")
+    sub.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last UTC day (default: today)")
+    sub.add_argument("--by", default="tenant,gpu_type,day",
+                     help="comma-separated, any of tenant, gpu_type, task_type, day (default: %(default)s)")
     return root
 
 

@@ -146,3 +146,24 @@ def test_nodes_reads_every_page_of_the_node_list(cli, alice, monkeypatch):
     status, out, _ = cli("nodes", "--json")
     assert status == 0 and [node["name"] for node in json.loads(out)] == ["n0", "n1", "n2"]
 
+
+
+def test_usage_prints_the_tenants_own_card_hours_grouped_as_asked(cli, alice, other_tenant, monkeypatch):
+    from datetime import date
+
+    from scheduling.models import UsageRecord
+
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+    for owner, gpu_type, seconds in ((alice[0].membership.tenant, "nvidia", 7200),
+                                     (alice[0].membership.tenant, "ascend", 1800), (other_tenant, "nvidia", 36000)):
+        UsageRecord.objects.create(tenant=owner, day=date(2026, 11, 1), gpu_type=gpu_type, task_type="batch",
+                                   card_seconds=seconds)
+
+    status, out, _ = cli("usage", "--from", "2026-11-01", "--to", "2026-11-30", "--by", "gpu_type")
+    assert status == 0
+    assert [line.replace("│", " ").split() for line in out.splitlines() if line.strip()][-3:] == [
+        ["ascend", "0.50"], ["nvidia", "2.00"], ["2.50", "card-hours", "in", "all"]]
+
+    status, _, err = cli("usage", "--from", "2026-11-30", "--to", "2026-11-01")
+    assert status == 1 and err.startswith("hf: invalid: ") and "after" in err
