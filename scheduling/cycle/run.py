@@ -43,6 +43,7 @@ from scheduling.preemption.candidates import CandidatePool
 from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
+from scheduling.queue.positions import compute_queue_positions, publish_queue_positions
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
 from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
@@ -153,6 +154,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                 attempts.flush()
                 nomination.settle(placer.outcomes)
                 queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
+                _publish_positions(plugin_set.queue_order, snapshot)
             finally:
                 gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
@@ -168,6 +170,15 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
     metrics.record_cycle(duration_seconds=duration_ms / 1000, bound=bound, queue_latencies=latencies)
     logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict(), extra={"cycle_id": cycle_id})
     return replace(result, cycle_id=cycle_id)
+
+
+def _publish_positions(order: str, snapshot: ClusterSnapshot) -> None:
+    """What is left pending, in the order in force, for the pages and the API (`scheduling.queue.positions`)."""
+    try:
+        publish_queue_positions(compute_queue_positions(order=order, snapshot=snapshot))
+    except Exception:
+        # Positions are a view of the queue: the placements of this cycle stand without them.
+        logger.warning("queue positions not published", exc_info=True)
 
 
 def _runs(entries: list[QueueEntry]):

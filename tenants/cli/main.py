@@ -146,6 +146,8 @@ def describe(args) -> None:
                           f"{task['gpu_memory_mb']} MB GPU memory, {task['cpu_cores']} CPU, {task['memory_mb']} MB"),
               ("Priority", f"{task['priority']}{' (preemptible)' if task['preemptible'] else ''}"),
               ("Created", task["created_at"])]
+    if task.get("queue_position") is not None:
+        fields.append(("Queue position", f"{task['queue_position']} in the {task['gpu_type'] or 'any-type'} queue"))
     if task["status"] == "pending" or diagnostics.get("code"):
         fields.append(("Why", f"{diagnostics.get('code') or '-'}: {diagnostics.get('message') or 'not attempted yet'}"))
     width = max(len(label) for label, _ in fields) + 1

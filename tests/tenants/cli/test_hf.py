@@ -167,3 +167,20 @@ def test_usage_prints_the_tenants_own_card_hours_grouped_as_asked(cli, alice, ot
 
     status, _, err = cli("usage", "--from", "2026-11-30", "--to", "2026-11-01")
     assert status == 1 and err.startswith("hf: invalid: ") and "after" in err
+
+
+def test_describe_shows_the_queue_position_the_last_cycle_published(cli, alice, monkeypatch):
+    from scheduling.queue import immediate_queue
+    from scheduling.queue.positions import POSITIONS_KEY, publish_queue_positions
+    from tests.factories import make_task
+
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+    task = make_task(tenant=alice[0].membership.tenant, gpu_type="nvidia", gpu_required=8)
+    publish_queue_positions({task.id: (3, 7)})
+    try:
+        status, out, _ = cli("describe", str(task.id))
+    finally:
+        immediate_queue.connection().delete(POSITIONS_KEY)
+
+    assert status == 0 and "Queue position: 3 in the nvidia queue" in out
