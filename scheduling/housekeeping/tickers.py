@@ -12,6 +12,7 @@ from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
+from scheduling.housekeeping.retention import apply_retention
 from scheduling.plugins import restore_lost_plugin_state
 from scheduling.preemption.watchdog import preemption_watchdog
 from scheduling.usage.records import record_day_turn
@@ -76,3 +77,7 @@ def plugin_state() -> str:
 
 def usage_day_turn() -> str:
     return f"{record_day_turn()} running placement(s) recorded up to the last midnight"
+
+
+def retention() -> str:
+    return apply_retention().summary()
