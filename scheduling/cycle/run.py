@@ -28,7 +28,7 @@ from scheduling import lifecycle, metrics
 from scheduling.queue import immediate_queue
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.queue.fair_share_order import order_by_decayed_share
+from scheduling.queue.fair_share_order import fair_share_order, pending_tenant_shares
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -115,8 +115,9 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
             # The window comes in priority-then-creation order, the default (design §17.1).
-            if plugin_set.queue_order == FAIR_SHARE:
-                entries = order_by_decayed_share(entries)
+            shares = pending_tenant_shares() if plugin_set.queue_order == FAIR_SHARE else None
+            if shares is not None:
+                entries = fair_share_order(entries, shares)
             elif plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
@@ -154,7 +155,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                 attempts.flush()
                 nomination.settle(placer.outcomes)
                 queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
-                _publish_positions(plugin_set.queue_order, snapshot)
+                _publish_positions(plugin_set.queue_order, snapshot, shares)
             finally:
                 gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
@@ -172,10 +173,10 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
     return replace(result, cycle_id=cycle_id)
 
 
-def _publish_positions(order: str, snapshot: ClusterSnapshot) -> None:
+def _publish_positions(order: str, snapshot: ClusterSnapshot, shares: dict | None) -> None:
     """What is left pending, in the order in force, for the pages and the API (`scheduling.queue.positions`)."""
     try:
-        publish_queue_positions(compute_queue_positions(order=order, snapshot=snapshot))
+        publish_queue_positions(compute_queue_positions(order=order, snapshot=snapshot, shares=shares))
     except Exception:
         # Positions are a view of the queue: the placements of this cycle stand without them.
         logger.warning("queue positions not published", exc_info=True)

@@ -8,17 +8,18 @@ at its place. A task or gang asking for no GPU type queues with the others that 
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from django.db import connection
 
 from scheduling import lifecycle
+from scheduling.fair_share.decayed import DecayedShare, decayed_shares
 from scheduling.framework.snapshot import ClusterSnapshot
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.queue import immediate_queue
 from scheduling.queue.entries import GANG, TASK, QueueEntry
-from scheduling.queue.fair_share_order import order_by_decayed_share
+from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.queue.weighted import weighted_order
 
 logger = logging.getLogger(__name__)
@@ -57,20 +58,25 @@ def _pending_entries() -> tuple[list[QueueEntry], dict[tuple[str, int], tuple[st
     return entries, facts
 
 
-def ordered(entries: list[QueueEntry], *, order: str, snapshot: ClusterSnapshot | None) -> list[QueueEntry]:
+def ordered(entries: list[QueueEntry], *, order: str, snapshot: ClusterSnapshot | None,
+            shares: Mapping[int, DecayedShare] | None) -> list[QueueEntry]:
     """`entries` (in the default order) in the order in force, as the cycle orders its window."""
     if order == FAIR_SHARE:
-        return order_by_decayed_share(entries)
+        if shares is None:
+            shares = decayed_shares(entry.tenant_id for entry in entries)
+        return fair_share_order(entries, shares)
     if order == WEIGHTED and snapshot is not None:
         return weighted_order(entries, snapshot)
     return entries
 
 
-def compute_queue_positions(*, order: str, snapshot: ClusterSnapshot | None = None) -> dict[int, tuple[int, int]]:
-    """Task id → (its 1-based position, the length of its GPU type's queue)."""
+def compute_queue_positions(*, order: str, snapshot: ClusterSnapshot | None = None,
+                            shares: Mapping[int, DecayedShare] | None = None) -> dict[int, tuple[int, int]]:
+    """Task id → (its 1-based position, the length of its GPU type's queue). `shares`: the cycle's decayed
+    shares, when it read them (else they are read here)."""
     entries, facts = _pending_entries()
     by_type: dict[str, list[QueueEntry]] = defaultdict(list)
-    for entry in ordered(entries, order=order, snapshot=snapshot):
+    for entry in ordered(entries, order=order, snapshot=snapshot, shares=shares):
         by_type[facts[(entry.kind, entry.id)][0]].append(entry)
     positions = {}
     for queue in by_type.values():
