@@ -27,7 +27,9 @@ def usage_page(request):
                "checked": submitted.get("group_by", DEFAULT_GROUP_BY).split(",")}
     if not form.is_valid():
         context["errors"] = flat_errors(form.errors)
-        return render_page(request, "scheduling/usage.html", context, fragment=REPORT_FRAGMENT, status=400)
+        # A refusal is a 400 page; to htmx, which swaps only 2xx answers, the form with its errors.
+        return render_page(request, "scheduling/usage.html", context, fragment=REPORT_FRAGMENT,
+                           status=200 if request.htmx else 400)
     query: UsageQuery = form.validated_data
     by_day_and_type = usage_rows(user=request.user, query=UsageQuery(query.day_from, query.day_to,
                                                                       ("day", "gpu_type")))

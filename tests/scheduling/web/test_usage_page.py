@@ -76,3 +76,10 @@ def test_time_to_start_per_day_gives_p50_and_p99(tenant_web, tenant):
 
 def test_signed_out_is_sent_to_log_in(client):
     assert client.get("/usage/").status_code == 302
+
+
+def test_to_htmx_a_refusal_is_the_form_with_its_errors(tenant_web):
+    response = tenant_web.get("/usage/", {"from": "2026-11-05", "to": "2026-11-01"}, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200
+    assert '<div class="field-error" data-field="from">' in response.content.decode()
