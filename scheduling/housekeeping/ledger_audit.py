@@ -3,8 +3,8 @@ with what the agents last reported. Reads only; `scheduling.housekeeping.node_le
 
 Stored ledgers: each node's `gpu_used` (design §7). Host CPU cores and memory (design §16.1) have no stored ledger:
 they are recounted from the active tasks and compared with the node's registered size. Tenant usage has no stored ledger (quotas sum the active tasks
-when a cycle starts), so tenants are recounted and compared with their quotas only. The usage records of design §17.4 are recounted
-from the tasks' timelines (`scheduling.usage.audit`). What agents report: the tasks
+when a cycle starts), so tenants are recounted and compared with their quotas only. The usage records of design
+§17.4 are recounted from the tasks' timelines (`scheduling.usage.audit`). What agents report: the tasks
 they confirmed running (`scheduled -> running` comes only from the agent) and each card's memory in use in the last
 heartbeat. Agent disagreements are reported, never "fixed": the agent's next report or the liveness check settles
 them.

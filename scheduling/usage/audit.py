@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduling.fair_share.book import CARD
-from scheduling.fair_share.usage import SHARE_SQL, TYPE_SQL
+from scheduling.fair_share.usage import SHARE_SQL
 from scheduling.lifecycle import ACTIVE_STATES, PENDING, RUNNING
 from scheduling.models import Task, TaskEvent, UsageRecord
 

@@ -8,7 +8,7 @@ that adds the stretch, cut at each midnight, to the day rows: a replayed transit
 nothing left to claim, and two recorders racing for one task count it once.
 """
 
-from datetime import datetime, time, timedelta, timezone as dt_timezone
+from datetime import datetime, time, timezone as dt_timezone
 
 from django.db import connection, transaction
 from django.utils import timezone

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from scheduling import lifecycle
 from scheduling.cycle.run import run_cycle
-from scheduling.models import PluginConfig, Task, TaskGroup, UsageRecord
+from scheduling.models import Task, TaskGroup, UsageRecord
 from scheduling.queue import positions
 from scheduling.queue.positions import POSITIONS_KEY, compute_queue_positions, queue_positions
 from scheduling.queue import immediate_queue
