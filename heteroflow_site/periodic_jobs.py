@@ -34,6 +34,10 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("rollouts", 5.0, "scheduling.housekeeping.tickers.rollouts"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
     PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
+    # Each run records running placements up to the last midnight; the runs after it in one day find nothing.
+    PeriodicJob("usage", 300.0, "scheduling.housekeeping.tickers.usage_day_turn"),
+    # Finished tasks past retention, and each tenant's log budget (design §17.4).
+    PeriodicJob("retention", 60.0, "scheduling.housekeeping.tickers.retention"),
     PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
     PeriodicJob("immediate-cycle", 1.0, "scheduling.housekeeping.tickers.immediate_cycle", in_run_loops=False),

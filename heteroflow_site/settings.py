@@ -260,6 +260,11 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 HETEROFLOW_MAX_PENDING_PER_TENANT = env.int("HETEROFLOW_MAX_PENDING_PER_TENANT", default=10_000)
 # Request bodies over this are a 413 before anything reads them (`heteroflow_site.body_limit`, design §16.5).
 HETEROFLOW_MAX_BODY_BYTES = env.int("HETEROFLOW_MAX_BODY_BYTES", default=1024 * 1024)
+# Usage over time (design §17.4): the half-life of past usage in the `fair-share` queue order, in days; how long a
+# finished task (attempts, events, log) is kept; the log bytes one tenant's tasks may keep in all.
+HETEROFLOW_FAIR_SHARE_HALF_LIFE = env.float("HETEROFLOW_FAIR_SHARE_HALF_LIFE", default=7.0)
+HETEROFLOW_TASK_RETENTION_DAYS = env.int("HETEROFLOW_TASK_RETENTION_DAYS", default=30)
+HETEROFLOW_TENANT_LOG_BYTES = env.int("HETEROFLOW_TENANT_LOG_BYTES", default=1024 ** 3)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "HeteroFlow API",

@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 
 from plugins_admin.models import PluginChange
 from scheduling.framework.registry import PluginSpec
+from scheduling.plugins.queue_sort import NAME as QUEUE_SORT_NAME, ORDER_DESCRIPTIONS, PRIORITY
 from scheduling.selectors import current_plugin_set, current_plugin_settings, plugin_specs
 
 # Why the page and the API show a switch that cannot be turned off.
@@ -35,6 +36,9 @@ def plugin_listing() -> list[dict[str, Any]]:
             "kinds": sorted(spec.kinds),
             "scores": spec.is_scorer,
             "description": plugin_description(spec),
+            "in_force": (f"Order in force: {setting.extra.get('order', PRIORITY)} — "
+                         f"{ORDER_DESCRIPTIONS[setting.extra.get('order', PRIORITY)]}."
+                         if setting.name == QUEUE_SORT_NAME else ""),
         })
     return listing
 

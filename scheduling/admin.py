@@ -62,8 +62,7 @@ class TaskEventAdmin(admin.ModelAdmin):
 
 @admin.register(TaskLog)
 class TaskLogAdmin(admin.ModelAdmin):
-    list_display = ["task", "dropped_bytes", "updated_at"]
+    list_display = ["task", "dropped_bytes", "end_offset", "updated_at"]
     search_fields = ["task__name"]
-    # Written by the agents' log batches only; the content is bytes (the task page and the API show it as text).
-    readonly_fields = ["task", "dropped_bytes", "updated_at"]
-    exclude = ["content"]
+    # Written by the agents' log batches only; the bytes are in chunks (the task page and the API show them as text).
+    readonly_fields = ["task", "dropped_bytes", "end_offset", "updated_at"]

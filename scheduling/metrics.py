@@ -72,10 +72,62 @@ class _Histogram:
                                      sum_value=float(stored.get(b"sum", 0)))
 
 
+class _LabelledHistogram(_Histogram):
+    """`_Histogram` per label values, all in one Redis hash: fields `<labels>\t<bucket>`, `<labels>\tsum`,
+    `<labels>\tcount`, the label values joined by tabs."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], labels: tuple[str, ...]):
+        super().__init__(name, documentation, buckets)
+        self.labels = labels
+
+    def add_labelled(self, pipe, label_values: tuple[str, ...], value: float) -> None:
+        prefix = "\t".join(label_values)
+        pipe.hincrby(self.key, f"{prefix}\t{bisect.bisect_left(self.buckets, value)}", 1)
+        pipe.hincrbyfloat(self.key, f"{prefix}\tsum", value)
+        pipe.hincrby(self.key, f"{prefix}\tcount", 1)
+
+    def family(self, stored: dict[bytes, bytes]) -> HistogramMetricFamily:
+        by_labels: dict[tuple[str, ...], dict[bytes, bytes]] = {}
+        for field, value in stored.items():
+            *label_values, last = field.decode().split("\t")
+            by_labels.setdefault(tuple(label_values), {})[last.encode()] = value
+        family = HistogramMetricFamily(self.name, self.documentation, labels=list(self.labels))
+        for label_values, fields in sorted(by_labels.items()):
+            running, cumulative = 0, []
+            for index, bound in enumerate([*map(str, self.buckets), "+Inf"]):
+                running += int(fields.get(str(index).encode(), 0))
+                cumulative.append((bound, running))
+            family.add_metric(list(label_values), cumulative, sum_value=float(fields.get(b"sum", 0)))
+        return family
+
+
 CYCLE_DURATION = _Histogram("heteroflow_cycle_duration_seconds", "Duration of scheduling cycles that had work",
                             CYCLE_SECONDS_BUCKETS)
 QUEUE_LATENCY = _Histogram("heteroflow_queue_latency_seconds", "Time from submission to bind, per bound task",
                            QUEUE_SECONDS_BUCKETS)
+# Seed 004's metric to watch (design §17.4): submission to running, per GPU type and size class.
+TIME_TO_START = _LabelledHistogram("heteroflow_time_to_start_seconds",
+                                   "Time from submission to running, per GPU type and size class",
+                                   QUEUE_SECONDS_BUCKETS, labels=("gpu_type", "size"))
+
+
+def size_class(gpu_required: int) -> str:
+    """The size class a task's time to start is told by: a card's share, one card, 2–4, 5–8, more."""
+    if gpu_required <= 0:
+        return "fraction"
+    if gpu_required == 1:
+        return "1"
+    return "2-4" if gpu_required <= 4 else "5-8" if gpu_required <= 8 else "9+"
+
+
+def record_start(*, gpu_type: str, gpu_required: int, seconds: float) -> None:
+    """A task started running `seconds` after it was submitted."""
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        TIME_TO_START.add_labelled(pipe, (gpu_type.lower() or "any", size_class(gpu_required)), max(seconds, 0.0))
+        pipe.execute()
+    except Exception:
+        logger.debug("time to start not recorded", exc_info=True)
 
 
 def _counters_key() -> str:
@@ -258,14 +310,15 @@ class ClusterCollector:
     def _events(self):
         try:
             pipe = _redis().pipeline(transaction=False)
-            for key in (CYCLE_DURATION.key, QUEUE_LATENCY.key, _counters_key()):
+            for key in (CYCLE_DURATION.key, QUEUE_LATENCY.key, TIME_TO_START.key, _counters_key()):
                 pipe.hgetall(key)
-            durations, latencies, counters = pipe.execute()
+            durations, latencies, starts, counters = pipe.execute()
         except Exception:
             logger.warning("event metrics unavailable: Redis did not answer", exc_info=True)
             return
         yield CYCLE_DURATION.family(durations)
         yield QUEUE_LATENCY.family(latencies)
+        yield TIME_TO_START.family(starts)
         yield CounterMetricFamily("heteroflow_binds", "Tasks bound to a node by the scheduler",
                                   value=int(counters.get(b"binds", 0)))
         corrections = CounterMetricFamily("heteroflow_ledger_corrections",

@@ -193,6 +193,9 @@ class Task(models.Model):
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # How far this task's current or last placement is already in the usage records (design §17.4): recording
+    # moves it forward by compare-and-swap, so a replayed transition or a second ticker run counts nothing again.
+    usage_counted_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -348,16 +351,55 @@ class PluginConfig(models.Model):
 
 
 class TaskLog(models.Model):
-    """The tail of a task's output as its node agent shipped it (design §16.4): at most TASK_LOG_MAX_BYTES, the
-    oldest bytes dropped first (`scheduling.services.task_logs`). Bytes, not text: a batch may end inside a UTF-8
-    character, and readers decode with replacement."""
+    """The kept tail of a task's output as its node agent shipped it (design §16.4): where it ends and how much of
+    its front is no longer kept; the bytes are in `TaskLogChunk`s, one per batch, so an append writes its batch and
+    not the whole kept tail again (`scheduling.services.task_logs`). Readers decode with replacement: a batch may
+    end inside a UTF-8 character."""
 
     task = models.OneToOneField(Task, on_delete=models.CASCADE, primary_key=True, related_name="log")
-    content = models.BinaryField(default=bytes)
-    # How many bytes of the task's output were dropped from the front: `dropped_bytes + len(content)` is the
-    # offset of the output's end, which a follower passes back as `offset` to read only what came after.
+    # How many bytes of the task's output were dropped from the front: the output from `dropped_bytes` to
+    # `end_offset` is kept, and a follower passes the `end_offset` it read back as `offset` to read only what came
+    # after.
     dropped_bytes = models.BigIntegerField(default=0)
+    end_offset = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+    @property
+    def kept_bytes(self) -> int:
+        return self.end_offset - self.dropped_bytes
+
+
+class TaskLogChunk(models.Model):
+    """One shipped batch of a task's output, from byte `start_offset` of the whole output. Chunks wholly before
+    the log's `dropped_bytes` are deleted; the first kept one may begin before it (readers start at it)."""
+
+    id = models.BigAutoField(primary_key=True)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="log_chunks", db_index=False)
+    start_offset = models.BigIntegerField()
+    content = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["task", "start_offset"], name="task_log_chunk_order")]
+
+
+class UsageRecord(models.Model):
+    """Card-seconds a tenant used, per UTC day, GPU type and task type (design §17.4): written when a placement
+    ends and when a day turns under a running one (`scheduling.usage.records`). It holds no task id, so it outlives
+    the tasks retention deletes."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="usage_records")
+    day = models.DateField()
+    gpu_type = models.CharField(max_length=32, blank=True, default="")
+    task_type = models.CharField(max_length=16, choices=TaskType.choices)
+    card_seconds = models.FloatField(default=0)
+
+    class Meta:
+        ordering = ["day", "tenant_id", "gpu_type", "task_type"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "day", "gpu_type", "task_type"], name="usage_record_key"),
+            models.CheckConstraint(condition=Q(card_seconds__gte=0), name="usage_card_seconds_non_negative"),
+        ]
+        indexes = [models.Index(fields=["day"], name="usage_record_day")]
 
 
 class TaskTemplate(models.Model):

@@ -14,6 +14,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, 
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskTemplate, TaskType
 from scheduling.plugins import default_registry
+from scheduling.plugins.queue_sort import ORDER_DESCRIPTIONS
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from tenants.selectors import tenant_of
 
@@ -218,3 +219,9 @@ def current_plugin_set() -> PluginSet:
     """The plugin set the scheduler runs with; each cycle loads it through here, so a change applies at once."""
     registry = plugin_specs()
     return build_plugin_set(current_plugin_settings(registry), registry)
+
+
+def queue_order_in_force() -> dict[str, str]:
+    """The `queue-sort` order the next cycle applies and what it means (design §17.1), for the pages that say it."""
+    order = current_plugin_set().queue_order
+    return {"order": order, "description": ORDER_DESCRIPTIONS[order]}

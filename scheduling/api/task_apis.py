@@ -15,6 +15,7 @@ from heteroflow_site.permissions import is_admin
 from heteroflow_site.validation import positive_int_or_none
 from scheduling.api.task_input import TaskInput
 from scheduling.models import Task, TaskStatus
+from scheduling.queue.positions import queue_positions
 from scheduling.selectors import tasks_visible_to
 from scheduling.services.task_resubmit import task_resubmit
 from scheduling.services.task_stop import task_stop
@@ -33,6 +34,9 @@ class TaskOutput(serializers.ModelSerializer):
     diagnostics = serializers.SerializerMethodField(
         help_text="The latest scheduling attempt, null before the first: `{code, message, nodes: [{node, reason, "
                   "scores, total}], …}`; in a list `{code, message}` only unless `diagnostics=full` is asked for.")
+    queue_position = serializers.SerializerMethodField(
+        help_text="A pending task's place (1 = next) among the pending work of its GPU type, in the queue order in "
+                  "force, as of the last scheduling cycle; null when not pending or not yet seen by a cycle.")
 
     class Meta:
         model = Task
@@ -41,11 +45,20 @@ class TaskOutput(serializers.ModelSerializer):
             "gpu_compute_percent", "cpu_cores", "memory_mb", "priority", "preemptible", "labels", "tolerations",
             "node_selector", "env", "group", "rank", "status", "reason", "node", "gpus", "port", "shard", "borrowed",
             "preempt_count", "reserved_at", "deadline", "timeout_seconds", "termination_grace_seconds", "created_at",
-            "scheduled_at", "started_at", "finished_at", "diagnostics",
+            "scheduled_at", "started_at", "finished_at", "diagnostics", "queue_position",
         ]
 
     def get_node(self, task: Task) -> str | None:
         return task.node.name if task.node_id else None
+
+    @extend_schema_field({"type": ["integer", "null"], "minimum": 1})
+    def get_queue_position(self, task: Task) -> int | None:
+        if task.status != TaskStatus.PENDING:
+            return None
+        positions = self.context.get("queue_positions")
+        if positions is None:
+            positions = queue_positions([task.id])
+        return positions.get(task.id, (None,))[0]
 
     def get_diagnostics(self, task: Task) -> dict | None:
         attempt = getattr(task, "attempt", None)
@@ -96,7 +109,7 @@ _FAST_REPRESENTATIONS: dict[type, Callable] = {
 }
 # The columns of TaskOutput's method fields: the node's name, and whether the task has an attempt, its code and
 # message (the diagnostics summary).
-_METHOD_COLUMNS = {"node": "node__name", "diagnostics": "attempt__id"}
+_METHOD_COLUMNS = {"node": "node__name", "diagnostics": "attempt__id", "queue_position": "id"}
 _ATTEMPT_SUMMARY = ("attempt__code", "attempt__message")
 
 
@@ -129,12 +142,17 @@ def task_summaries(rows: Iterable[tuple]) -> list[dict]:
     """TaskOutput's representation of `task_summary_rows`, the diagnostics as their summary: {code, message}."""
     columns, fields = _summary_columns()
     code, message = len(columns) - 2, len(columns) - 1
+    rows = list(rows)
+    status_index = columns.index("status")
+    positions = queue_positions([row[columns.index("id")] for row in rows if row[status_index] == TaskStatus.PENDING])
     summaries = []
     for row in rows:
         summary = {name: None if row[index] is None else represent(row[index]) for name, index, represent in fields}
         # In place of the attempt's id, which said whether there is one.
         if summary["diagnostics"] is not None:
             summary["diagnostics"] = {"code": row[code], "message": row[message]}
+        # In place of the task's id: its published position.
+        summary["queue_position"] = positions.get(summary["id"], (None,))[0]
         summaries.append(summary)
     return summaries
 
@@ -199,7 +217,9 @@ class TaskListCreateApi(APIView):
             rows = paginator.paginate_queryset(task_summary_rows(tasks.qs), request, view=self)
             return paginator.get_paginated_response(task_summaries(rows))
         page = paginator.paginate_queryset(tasks.qs, request, view=self)
-        return paginator.get_paginated_response(TaskOutput(page, many=True, context=output_context(request)).data)
+        context = {**output_context(request),
+                   "queue_positions": queue_positions(task.id for task in page if task.status == TaskStatus.PENDING)}
+        return paginator.get_paginated_response(TaskOutput(page, many=True, context=context).data)
 
     @extend_schema(request=TaskInput, responses={201: TaskCreatedOutput})
     def post(self, request):

@@ -13,6 +13,7 @@ from scheduling.api import (
 )
 from scheduling.fair_share import apis as fair_share_apis
 from scheduling.selectors import node_card_holders
+from scheduling.usage import apis as usage_apis
 
 urlpatterns = [
     path("agent/register", agent_apis.AgentRegisterApi.as_view(), name="api-agent-register"),
@@ -49,4 +50,5 @@ urlpatterns = [
     path("tenants/<int:tenant_id>/quotas", fair_share_apis.TenantQuotasApi.as_view(), name="api-tenant-quotas"),
     path("cohorts", fair_share_apis.CohortListCreateApi.as_view(), name="api-cohorts"),
     path("cohorts/<int:cohort_id>", fair_share_apis.CohortDetailApi.as_view(), name="api-cohort"),
+    path("usage", usage_apis.UsageApi.as_view(), name="api-usage"),
 ]

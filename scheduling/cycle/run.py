@@ -28,7 +28,7 @@ from scheduling import lifecycle, metrics
 from scheduling.queue import immediate_queue
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.queue.fair_share_order import fair_share_order
+from scheduling.queue.fair_share_order import fair_share_order, pending_tenant_shares
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -41,9 +41,10 @@ from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.plugins.queue_sort import WEIGHTED
+from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.queue import nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
+from scheduling.queue.positions import compute_queue_positions, publish_queue_positions
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
 from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
@@ -114,8 +115,11 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
             snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
-            entries = fair_share_order(entries, snapshot.quotas)
-            if plugin_set.queue_order == WEIGHTED:
+            # The window comes in priority-then-creation order, the default (design §17.1).
+            shares = pending_tenant_shares() if plugin_set.queue_order == FAIR_SHARE else None
+            if shares is not None:
+                entries = fair_share_order(entries, shares)
+            elif plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
@@ -152,6 +156,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                 attempts.flush()
                 nomination.settle(placer.outcomes)
                 queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
+                _publish_positions(plugin_set.queue_order, snapshot, shares)
             finally:
                 gc.unfreeze()
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
@@ -167,6 +172,15 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
     metrics.record_cycle(duration_seconds=duration_ms / 1000, bound=bound, queue_latencies=latencies)
     logger.info("scheduler %s cycle %s: %s", instance, cycle_id, result.as_dict(), extra={"cycle_id": cycle_id})
     return replace(result, cycle_id=cycle_id)
+
+
+def _publish_positions(order: str, snapshot: ClusterSnapshot, shares: dict | None) -> None:
+    """What is left pending, in the order in force, for the pages and the API (`scheduling.queue.positions`)."""
+    try:
+        publish_queue_positions(compute_queue_positions(order=order, snapshot=snapshot, shares=shares))
+    except Exception:
+        # Positions are a view of the queue: the placements of this cycle stand without them.
+        logger.warning("queue positions not published", exc_info=True)
 
 
 def _runs(entries: list[QueueEntry]):

@@ -174,7 +174,7 @@ class PluginSet:
     binders: list[Any] = field(default_factory=list)
     # Which victims' states a PostFilter may evict (the preempt plugin's setting; "disabled" without it).
     preempt_stage: str = "disabled"
-    # The queue order (the queue-sort plugin's setting, design §16.3): "priority" or "weighted".
+    # The queue order (the queue-sort plugin's setting, design §16.3, §17.1): "priority", "fair-share" or "weighted".
     queue_order: str = "priority"
 
     def describe(self) -> dict[str, Any]:

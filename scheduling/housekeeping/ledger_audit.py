@@ -3,7 +3,8 @@ with what the agents last reported. Reads only; `scheduling.housekeeping.node_le
 
 Stored ledgers: each node's `gpu_used` (design §7). Host CPU cores and memory (design §16.1) have no stored ledger:
 they are recounted from the active tasks and compared with the node's registered size. Tenant usage has no stored ledger (quotas sum the active tasks
-when a cycle starts), so tenants are recounted and compared with their quotas only. What agents report: the tasks
+when a cycle starts), so tenants are recounted and compared with their quotas only. The usage records of design
+§17.4 are recounted from the tasks' timelines (`scheduling.usage.audit`). What agents report: the tasks
 they confirmed running (`scheduled -> running` comes only from the agent) and each card's memory in use in the last
 heartbeat. Agent disagreements are reported, never "fixed": the agent's next report or the liveness check settles
 them.
@@ -20,6 +21,7 @@ from scheduling.framework.snapshot import HOST_EPSILON
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskStatus
 from scheduling.fair_share.quotas import tenant_gpu_usage
+from scheduling.usage.audit import UsageDifference, usage_differences
 from tenants.models import Tenant
 
 
@@ -86,6 +88,7 @@ class TenantLedger:
 class LedgerAudit:
     nodes: list[NodeLedger] = field(default_factory=list)
     tenants: list[TenantLedger] = field(default_factory=list)
+    usage: list[UsageDifference] = field(default_factory=list)
 
     @property
     def differences(self) -> list[NodeLedger]:
@@ -137,4 +140,5 @@ def ledger_audit() -> LedgerAudit:
     usage = tenant_gpu_usage()
     for tenant_id, name, quota in Tenant.objects.order_by("name").values_list("id", "name", "gpu_quota"):
         audit.tenants.append(TenantLedger(name=name, gpus_in_use=usage.get(tenant_id) or 0, quota=quota))
+    audit.usage = usage_differences()
     return audit

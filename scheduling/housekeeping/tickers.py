@@ -13,8 +13,10 @@ from scheduling.groups.rollout import drive_rollouts
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
+from scheduling.housekeeping.retention import apply_retention
 from scheduling.plugins import restore_lost_plugin_state
 from scheduling.preemption.watchdog import preemption_watchdog
+from scheduling.usage.records import record_day_turn
 
 
 def _figures(result) -> str:
@@ -79,3 +81,11 @@ def rollouts() -> str:
 def plugin_state() -> str:
     """What plugins keep outside PostgreSQL (fgd's recent-task window in Redis) is rebuilt if it was lost."""
     return "; ".join(restore_lost_plugin_state()) or "no plugin keeps state elsewhere"
+
+
+def usage_day_turn() -> str:
+    return f"{record_day_turn()} running placement(s) recorded up to the last midnight"
+
+
+def retention() -> str:
+    return apply_retention().summary()

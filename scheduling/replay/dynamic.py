@@ -58,6 +58,11 @@ NO_GPU, FRACTIONAL = "no GPU", "fractional"
 SIZE_CLASSES = (NO_GPU, FRACTIONAL, *(f"{cards} cards" if cards > 1 else "1 card" for cards in range(1, 9)))
 CURVE_POINTS = 200      # allocation-over-time samples per run
 WARMUP_SHARE = 0.01     # the measured window starts once this share of the tasks has arrived
+# The waiting queue's order within a priority (design §17.1, §17.4): arrival (FIFO), the tenant's dominant share of
+# what it holds now, or its usage decayed with a half-life, each over its nominal.
+PRIORITY_ORDER, DOMINANT_SHARE_ORDER, FAIR_SHARE_ORDER = "priority", "dominant-share", "fair-share"
+QUEUE_ORDERS = (PRIORITY_ORDER, DOMINANT_SHARE_ORDER, FAIR_SHARE_ORDER)
+DEFAULT_HALF_LIFE_SECONDS = 7 * 86400.0
 TENANT_KEYS = {"gpu_quota", "nominal", "cohort"}
 
 
@@ -242,7 +247,13 @@ class DynamicReplay:
 
     def __init__(self, nodes: Sequence[TraceNode], jobs: Sequence[Job], *, policy: str, seed: int,
                  tenants: TenantPlan | None = None, workload: TargetWorkload | None = None,
-                 reserve_after: float | None = None, defrag: DefragSettings | None = None) -> None:
+                 reserve_after: float | None = None, defrag: DefragSettings | None = None,
+                 queue_order: str = PRIORITY_ORDER, half_life: float = DEFAULT_HALF_LIFE_SECONDS) -> None:
+        if queue_order not in QUEUE_ORDERS:
+            raise TraceError(f"queue order must be one of {', '.join(QUEUE_ORDERS)}, not {queue_order!r}")
+        if queue_order != PRIORITY_ORDER and (tenants is None or tenants.entitlement() is None):
+            raise TraceError(f"the {queue_order} order needs --tenants with a nominal (or gpu_quota) per tenant")
+        self.queue_order, self.half_life = queue_order, half_life
         snapshot = ClusterSnapshot(nodes=[to_node(node, index + 1) for index, node in enumerate(nodes)])
         if tenants is not None:
             tenants.fill(snapshot)
@@ -270,6 +281,10 @@ class DynamicReplay:
         classes = {name: ClassFigures() for name in SIZE_CLASSES}
         tenant_count = len(self.tenants.names) if self.tenants else 1
         held_by_tenant = np.zeros(tenant_count + 1)                     # milli, by tenant id
+        # Milli-card-seconds, halved every half-life: what the fair-share order ranks by (design §17.4).
+        decayed_by_tenant = np.zeros(tenant_count + 1)
+        entitlement = np.array([1.0, *(self.tenants.entitlement() or [])]) if self.tenants else None
+        decayed_at = 0.0
         tenant_integral = np.zeros(tenant_count + 1)
         tenant_curves: list[list[float]] = [[] for _ in range(tenant_count + 1)]
         departures: list[tuple[float, int, int, Placed]] = []   # (leaves at, task id, placement number, …)
@@ -320,6 +335,12 @@ class DynamicReplay:
                     tenant_curves[tenant_id].append(round(held_by_tenant[tenant_id] / MILLI, 3))
                 next_sample += sample_every
             now = max(now, measured_until)
+            if moment > decayed_at:
+                decay = 0.5 ** ((moment - decayed_at) / self.half_life)
+                # Held over the stretch, weighed as of its middle.
+                decayed_by_tenant = (decayed_by_tenant * decay
+                                     + held_by_tenant * (moment - decayed_at) * math.sqrt(decay))
+                decayed_at = moment
             freed_rows, quota_freed = set(), set()
             while departures and departures[0][0] <= moment:
                 placed = heapq.heappop(departures)[-1]
@@ -343,12 +364,20 @@ class DynamicReplay:
                 arrived.append(jobs[next_job])
                 next_job += 1
             candidates = [*waiting, *arrived] if freed else arrived
+            waiting_ids = {id(job) for job in waiting} if freed else set()
+            if self.queue_order != PRIORITY_ORDER and len(candidates) > 1:
+                if self.queue_order == DOMINANT_SHARE_ORDER:
+                    shares = {tenant_id: book.dominant_share(tenant_id) for tenant_id in range(1, tenant_count + 1)}
+                else:
+                    shares = dict(enumerate(decayed_by_tenant / entitlement))
+                candidates = sorted(candidates, key=lambda job: (shares[job.task.tenant_id], job.arrives_at,
+                                                                 job.task.id))
             if big is not None:
                 big.before_pass({job.task.id: (job.task, job.arrives_at) for job in [*waiting, *arrived]}, moment)
             still_waiting, failed_shapes = [], set()
-            for position, job in enumerate(candidates):
+            for job in candidates:
                 shape = _shape(job.task)
-                was_waiting = freed and position < len(waiting)
+                was_waiting = id(job) in waiting_ids
                 reserved = big is not None and big.is_reserved(job.task)
                 if reserved:
                     big.release(job.task)

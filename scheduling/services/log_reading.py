@@ -1,8 +1,21 @@
-"""Reading the kept tail of a task's output (design §16.4; written by `scheduling.services.task_logs`)."""
+"""Reading the kept tail of a task's output (design §16.4; written by `scheduling.services.task_logs` as a log row and
+its chunks)."""
 
 from dataclasses import dataclass
 
 from django.db import connection
+
+
+# The kept chunks from `offset` (or the first kept byte) on, the first one cut where the slice starts.
+_SLICE = """
+SELECT coalesce((SELECT string_agg(substring(c.content FROM (start.at - c.start_offset + 1)::int), ''::bytea
+                                   ORDER BY c.start_offset)
+                   FROM scheduling_tasklogchunk c
+                  WHERE c.task_id = l.task_id AND c.start_offset + length(c.content) > start.at), ''::bytea),
+       l.dropped_bytes, l.end_offset
+  FROM scheduling_tasklog l, LATERAL (SELECT greatest(%(offset)s, l.dropped_bytes) AS at) AS start
+ WHERE l.task_id = %(task_id)s
+"""
 
 
 @dataclass(frozen=True)
@@ -19,11 +32,7 @@ def task_log_slice(*, task_id: int, offset: int = 0, tail_lines: int | None = No
     to its end; with `tail_lines`, only that many last lines of it. Only the bytes past `offset` leave the
     database, so a follower polling with its last `end_offset` reads only what is new."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT substring(content FROM least(greatest(1, %(offset)s - dropped_bytes + 1), length(content) + 1)::int),"
-            " dropped_bytes,"
-            " dropped_bytes + length(content) FROM scheduling_tasklog WHERE task_id = %(task_id)s",
-            {"task_id": task_id, "offset": offset})
+        cursor.execute(_SLICE, {"task_id": task_id, "offset": offset})
         row = cursor.fetchone()
     if row is None:
         return LogSlice(text="", end_offset=0, dropped_bytes=0)

@@ -7,11 +7,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from nodes.models import Node
-from scheduling import lifecycle
+from scheduling import lifecycle, metrics
 from scheduling.lifecycle import ACTIVE_STATES, check_transition
 from scheduling.models import Task, TaskEvent
 from scheduling.queue.services import queue_activate
 from scheduling.signals import group_members_moved, task_transitioned
+from scheduling.usage.records import record_placement_end
 
 # Returning to the queue forgets the placement and enters the queue active (design §15.1); finishing keeps node and
 # cards as history.
@@ -39,11 +40,13 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
         held = (
             Task.objects.select_for_update()
             .filter(id=task_id, status=from_status)
-            .values("node_id", "gpu_required", "tenant_id", "group_id", "card_type")
+            .values("node_id", "gpu_required", "tenant_id", "group_id", "card_type", "gpu_type", "created_at")
             .first()
         )
         if held is None:
             return False
+        if from_status in ACTIVE_STATES and to_status not in ACTIVE_STATES:
+            record_placement_end(task_id=task_id, ended_at=now)
         if to_status == lifecycle.PENDING:
             changes = {**_PLACEMENT_CLEARED, **changes}
         changes.update(_timestamps(to_status, now))
@@ -67,6 +70,10 @@ def task_transition(task_id: int, from_status: str, to_status: str, *, reason: s
             queue_activate(reason=f"task {task_id} left node {held['node_id']}",
                            gpu_types=[held["card_type"]] if held["card_type"] else None)
         TaskEvent.objects.create(task_id=task_id, from_status=from_status, to_status=to_status, reason=reason)
+        if to_status == lifecycle.RUNNING:
+            transaction.on_commit(lambda: metrics.record_start(
+                gpu_type=held["card_type"] or held["gpu_type"], gpu_required=held["gpu_required"],
+                seconds=(now - held["created_at"]).total_seconds()))
         after_arcs_won([WonArc(task_id, held["tenant_id"], held["group_id"], reason)], from_status=from_status,
                        to_status=to_status, derive_group_status=derive_group_status)
     return True

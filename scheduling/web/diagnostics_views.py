@@ -1,6 +1,8 @@
-"""The diagnostics page: recent cycles, attempts by code, the pending queue, borrowed work, fgd's view of the
+"""The diagnostics page: recent cycles, attempts by code, the pending queue and the order in force, each tenant's
+decayed share (design §17.4), borrowed work, fgd's view of the
 workload and what defrag would move (design §16.3)."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -8,10 +10,11 @@ from django.utils import timezone
 from heteroflow_site.web import render_page, staff_required
 from scheduling.queue import immediate_queue
 from scheduling.diagnostics.attempts import attempt_counts
+from scheduling.fair_share.decayed import decayed_share_listing
 from scheduling.fair_share.selectors import borrowed_work
 from scheduling.plugins import fgd
 from scheduling.queue.selectors import queue_state
-from scheduling.selectors import pending_queue, recent_cycles
+from scheduling.selectors import pending_queue, queue_order_in_force, recent_cycles
 from scheduling.web.charts import fragmentation_panel
 from scheduling.what_if.defrag_plan import defrag_plan
 
@@ -47,6 +50,9 @@ def diagnostics(request):
         "borrowed_count": borrowed_work().count(),
         "fragmentation": fragmentation_panel(),
         "target_workload": fgd.target_workload_summary(),
+        "queue_order": queue_order_in_force(),
+        "decayed_shares": decayed_share_listing(),
+        "half_life_days": settings.HETEROFLOW_FAIR_SHARE_HALF_LIFE,
     }
     return render_page(request, "scheduling/diagnostics.html", context, fragment="recent-cycles")
 

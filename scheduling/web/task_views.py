@@ -18,6 +18,7 @@ from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
 from scheduling.api.template_apis import TemplateFieldsInput, template_fields
 from scheduling.models import TaskStatus, TaskTemplate, TaskType
+from scheduling.queue.positions import queue_positions
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import task_list_visible_to, tasks_visible_to, templates_visible_to
 from scheduling.services.task_resubmit import task_resubmit
@@ -201,6 +202,7 @@ def task_detail(request, task_id: int):
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None), admin=is_admin(request.user)),
         "queue": queue_state(task),
+        "position": queue_positions([task.id]).get(task.id) if pending else None,
         "stoppable": task.status in (lifecycle.PENDING, lifecycle.SCHEDULED, lifecycle.RUNNING),
         "terminal": task.status in lifecycle.TERMINAL_STATES,
         "show_tenant": is_admin(request.user),

@@ -1,5 +1,5 @@
-"""`hf`: login, submit, resubmit, ls, describe, logs [-f], stop, events, nodes, quota, group …, template …,
-completion (design §16.4, §17.2).
+"""`hf`: login, submit, resubmit, ls, describe, logs [-f], stop, events, nodes, quota, usage, group …, template …,
+completion (design §16.4, §17.2, §17.4).
 
 Errors are one line, `hf: <code>: <message>` with the API's error code, and a non-zero exit status. Tables are
 drawn by rich, which leaves colour out under `NO_COLOR` and when the output is not a terminal; `--json` prints what
@@ -482,6 +482,17 @@ def group_logs(args) -> None:
 def completion(args) -> None:
     sys.stdout.write(completion_script(args.shell, parser()))
 
+def usage(args) -> None:
+    rows = _api().get("usage", **{"from": args.from_day, "to": args.to_day, "group_by": args.by}).json()
+    if args.json:
+        _print_json(rows)
+        return
+    keys = [key for key in (rows[0] if rows else {}) if key not in ("card_seconds", "card_hours")]
+    _table(None, [*(key.upper().replace("_", " ") for key in keys), "CARD-HOURS"],
+           [[*(row[key] for key in keys), f"{row['card_hours']:.2f}"] for row in rows])
+    total = sum(row["card_hours"] for row in rows)
+    console.print(f"{total:.2f} card-hours in all", markup=False)
+
 
 # --- the command line -------------------------------------------------------------------------------------------
 
@@ -595,6 +606,12 @@ def parser() -> argparse.ArgumentParser:
 
     sub = command("completion", completion, "print a completion script: eval \"$(hf completion bash)\"")
     sub.add_argument("shell", choices=["bash", "zsh"])
+    sub = command("usage", usage, "card-hours used per day, GPU type, task type (yours; an admin's: every tenant's)",
+                  listing=True)
+    sub.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first UTC day (default: 29 days ago)")
+    sub.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last UTC day (default: today)")
+    sub.add_argument("--by", default="tenant,gpu_type,day",
+                     help="comma-separated, any of tenant, gpu_type, task_type, day (default: %(default)s)")
     return root
 
 

@@ -246,3 +246,32 @@ class ConsoleBrowserTests(ChannelsLiveServerTestCase):
         assert self.page.evaluate("window.__notReloaded") is True
         assert PluginConfig.objects.get(name="binpack").enabled is True
         assert PluginConfig.objects.get(name="spread").enabled is False
+
+    def test_tenant_changes_the_usage_range_and_the_report_is_swapped_in(self):
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from scheduling.models import UsageRecord
+
+        today = timezone.now().date()
+        for days_ago, gpu_type, hours in ((1, "nvidia", 30), (1, "ascend", 12), (2, "nvidia", 20), (40, "nvidia", 5)):
+            UsageRecord.objects.create(tenant=self.tenant, day=today - timedelta(days=days_ago), gpu_type=gpu_type,
+                                       task_type="batch", card_seconds=hours * 3600)
+        self.sign_in("alice", "tenant-password")
+        self.page.goto(f"{self.live_server_url}/usage/")
+        self.page.evaluate("window.__notReloaded = true")
+        expect(self.page.locator("#usage-chart .usage-day")).to_have_count(30)
+
+        self.page.fill("input[name=from]", str(today - timedelta(days=45)))
+        self.page.click("#usage-report button[type=submit]")
+
+        expect(self.page.locator("#usage-chart .usage-day")).to_have_count(46)
+        expect(self.page.locator("#usage-table tbody tr")).to_have_count(4)
+        expect(self.page.locator("#usage-table")).to_contain_text(f"{today - timedelta(days=40)}5.00")
+        assert self.page.evaluate("window.__notReloaded") is True
+        self.shot("usage-page")
+
+        self.page.fill("input[name=from]", str(today + timedelta(days=3)))
+        self.page.click("#usage-report button[type=submit]")
+        expect(self.page.locator('.field-error[data-field="from"]')).to_contain_text("after")

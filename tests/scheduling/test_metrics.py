@@ -184,3 +184,31 @@ def test_prometheus_and_the_dashboard_count_cards_per_architecture_alike(admin_u
     # The offline node's cards are in the total, and its stale ledger is not "in use", as on the dashboard.
     assert 'heteroflow_gpus_total{gpu_type="ascend"} 16.0' in body
     assert 'heteroflow_gpus_used{gpu_type="ascend"} 3.0' in body
+
+
+@pytest.mark.django_db
+def test_time_to_start_is_a_histogram_per_gpu_type_and_size_class(admin_user, tenant, own_metrics_keys,
+                                                                   django_capture_on_commit_callbacks):
+    from scheduling import lifecycle
+    from scheduling.models import Task
+    from scheduling.services.task_transition import task_transition
+
+    node = make_node(cards=8, gpu_used=5)
+    waited = {}
+    for gpu_required, seconds in ((1, 40), (4, 400), (0, 3)):
+        task = make_task(tenant=tenant, gpu_type="nvidia", card_type="nvidia", gpu_required=gpu_required,
+                         status=lifecycle.SCHEDULED, node=node)
+        Task.objects.filter(id=task.id).update(created_at=timezone.now() - timedelta(seconds=seconds))
+        waited[task.id] = seconds
+    with django_capture_on_commit_callbacks(execute=True):
+        for task_id in waited:
+            assert task_transition(task_id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+
+    assert _missing(_scrape(admin_user), [
+        'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="30.0",size="1"} 0.0',
+        'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="60.0",size="1"} 1.0',
+        'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="300.0",size="2-4"} 0.0',
+        'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="900.0",size="2-4"} 1.0',
+        'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="5.0",size="fraction"} 1.0',
+        'heteroflow_time_to_start_seconds_count{gpu_type="nvidia",size="fraction"} 1.0',
+    ]) == []

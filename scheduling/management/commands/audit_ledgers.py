@@ -1,9 +1,11 @@
-"""`manage.py audit_ledgers [--fix]`: recount every node's and tenant's ledgers from the tasks, print differences."""
+"""`manage.py audit_ledgers [--fix]`: recount every node's and tenant's ledgers and the usage records from the tasks,
+print differences."""
 
 from django.core.management.base import BaseCommand
 
 from scheduling.housekeeping.ledger_audit import ledger_audit
 from scheduling.housekeeping.node_ledger import node_ledgers_correct
+from tenants.models import Tenant
 
 
 class Command(BaseCommand):
@@ -23,9 +25,14 @@ class Command(BaseCommand):
             if tenant.over_quota:
                 self.stdout.write(f"tenant {tenant.name}: {tenant.gpus_in_use} GPUs in use, quota {tenant.quota} "
                                   f"(over by {tenant.over_quota})")
+        names = dict(Tenant.objects.values_list("id", "name"))
+        for difference in audit.usage:
+            self.stdout.write(f"tenant {names.get(difference.tenant_id, difference.tenant_id)}: "
+                              f"{difference.finding()}")
         wrong = [node for node in audit.nodes if node.gpu_used_wrong]
         self.stdout.write(f"{len(audit.nodes)} nodes, {len(audit.tenants)} tenants audited: {len(wrong)} wrong "
-                          f"gpu_used ledgers, {len(audit.differences)} nodes with differences")
+                          f"gpu_used ledgers, {len(audit.differences)} nodes with differences, "
+                          f"{len(audit.usage)} tenant-days of usage records that differ from their tasks")
         if fix:
             for name, before, after in node_ledgers_correct(audit=audit):
                 self.stdout.write(f"fixed node {name}: gpu_used {before} -> {after}")

@@ -10,9 +10,11 @@ passes that then find nothing more to bind are in `wall_s`, not in the rate) bes
 cohort, a total cap) on fresh databases of the same seed and prints the cycle's cost with quotas against without;
 `--layout spread,fgd` likewise runs each layout scorer on a fresh database of the same seed and prints each one's
 cost against the first's (the same run's reference); `--big-jobs off,on,defrag` likewise without and with design
-§16.3's taints, tolerations and reservation, and with the defrag plugin enabled as well. `--stats none,seeded,fresh`
-runs each case under each state of PostgreSQL's planner statistics (`scheduling.bench.database.statistics_kept`) and
-prints the worst; `--explain-over MS` has the server log the plan of every statement slower than that.
+§16.3's taints, tolerations and reservation, and with the defrag plugin enabled as well; `--queue-order
+priority,fair-share` likewise with each queue-sort order (design §17.4), over the same usage records.
+`--stats none,seeded,fresh` runs each case under each state of PostgreSQL's planner statistics
+(`scheduling.bench.database.statistics_kept`) and prints the worst; `--explain-over MS` has the server log the plan
+of every statement slower than that.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -94,21 +96,25 @@ class Command(BaseCommand):
         parser.add_argument("--explain-over", type=int, metavar="MS",
                             help="the server logs the plan (auto_explain, actual rows and buffers) of every "
                                  "statement of the run slower than MS milliseconds")
+        parser.add_argument("--queue-order", type=_modes("priority", "fair-share", "weighted"), default=["priority"],
+                            help="the queue-sort order, or several, e.g. priority,fair-share: each on a fresh "
+                                 "database of the same seed, with ninety days of usage records per tenant, GPU type "
+                                 "and task type (what fair-share reads, design §17.4); each against the first")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
-               layout: list[str], quotas: list[str], big_jobs: list[str], stats: list[str],
+               layout: list[str], quotas: list[str], big_jobs: list[str], queue_order: list[str], stats: list[str],
                explain_over: int | None, **options):
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
-        runs = [(count, mode, name, pools, state) for count in instances for mode in quotas for name in layout
-                for pools in big_jobs for state in stats]
+        runs = [(count, mode, name, pools, order, state) for count in instances for mode in quotas for name in layout
+                for pools in big_jobs for order in queue_order for state in stats]
         by_state = {}
-        for count, quota_mode, layout_name, pools_mode, stats_state in runs:
+        for count, quota_mode, layout_name, pools_mode, order, stats_state in runs:
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
                 rng = random.Random(seed)
@@ -121,9 +127,12 @@ class Command(BaseCommand):
                 if pools_mode != "off":
                     _seed_pools(random.Random(seed), defrag=pools_mode == "defrag")
                 _use_layout(layout_name)
+                if queue_order != ["priority"]:
+                    _seed_usage(random.Random(seed), order)
                 self.stdout.write(f"database {bench}: {nodes_made} nodes, {tasks_made} pending tasks, layout "
-                                  f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode} (statistics "
-                                  f"{stats_state}; migrated and seeded in {time.perf_counter() - started:.1f} s)")
+                                  f"{layout_name}, quotas {quota_mode}, big jobs {pools_mode}, queue order {order} "
+                                  f"(statistics {stats_state}; migrated and seeded in "
+                                  f"{time.perf_counter() - started:.1f} s)")
                 if explain_over is not None:
                     explain_slow_statements(bench, over_ms=explain_over)
                 connections.close_all()
@@ -138,11 +147,12 @@ class Command(BaseCommand):
                 # Right after the cycles, on the same database and machine load: the reference to divide by.
                 ceiling = measure_bind_ceiling()
                 figures = (self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
-                by_state[count, quota_mode, layout_name, pools_mode, stats_state] = figures + (ceiling.per_second,)
+                by_state[count, quota_mode, layout_name, pools_mode, order, stats_state] = figures + (
+                    ceiling.per_second,)
         # Every other comparison is between the worst statistics state of each case.
-        for count, quota_mode, layout_name, pools_mode, stats_state in runs:
-            figures = by_state[count, quota_mode, layout_name, pools_mode, stats_state]
-            case = (count, quota_mode, layout_name, pools_mode)
+        for *case, stats_state in runs:
+            case = tuple(case)
+            figures = by_state[case + (stats_state,)]
             if case not in throughput or figures[0] < throughput[case][0]:
                 throughput[case] = figures[:2]
         if len(stats) > 1:
@@ -153,25 +163,32 @@ class Command(BaseCommand):
                         f"{state} tasks_per_second={rate_:.1f} cycle_ms_p50={p50:.1f} ratio={rate_ / ceiling:.3f}"
                         for state, (rate_, (p50, _), ceiling) in per_state.items())
                     + f"; worst tasks_per_second={rate:.1f}")
+
+        def run_of(count: int, *, quota: str = quotas[0], name: str = layout[0], pools: str = big_jobs[0],
+                   order: str = queue_order[0]) -> tuple:
+            """A run's figures (the worst statistics state), by what differs from the first run of its count."""
+            return throughput[count, quota, name, pools, order]
+
         if len(instances) > 1:
-            rates = {count: throughput[count, quotas[0], layout[0], big_jobs[0]][0] for count in instances}
+            rates = {count: run_of(count)[0] for count in instances}
             first = rates[instances[0]] or 1.0
             self.stdout.write("scaling " + " ".join(f"instances={count}:{rates[count] / first:.2f}x"
                                                     for count in instances))
         if len(quotas) > 1:
             for count in instances:
-                self._compare(f"quotas instances={count}", "off", throughput[count, "off", layout[0], big_jobs[0]],
-                              "on", throughput[count, "on", layout[0], big_jobs[0]])
+                self._compare(f"quotas instances={count}", "off", run_of(count, quota="off"), "on",
+                              run_of(count, quota="on"))
         for name in layout[1:]:
             for count in instances:
-                self._compare(f"layout instances={count}", layout[0],
-                              throughput[count, quotas[0], layout[0], big_jobs[0]], name,
-                              throughput[count, quotas[0], name, big_jobs[0]])
+                self._compare(f"layout instances={count}", layout[0], run_of(count), name, run_of(count, name=name))
         for mode in big_jobs[1:]:
             for count in instances:
-                self._compare(f"big_jobs instances={count}", big_jobs[0],
-                              throughput[count, quotas[0], layout[0], big_jobs[0]], mode,
-                              throughput[count, quotas[0], layout[0], mode])
+                self._compare(f"big_jobs instances={count}", big_jobs[0], run_of(count), mode,
+                              run_of(count, pools=mode))
+        for order in queue_order[1:]:
+            for count in instances:
+                self._compare(f"queue_order instances={count}", queue_order[0], run_of(count), order,
+                              run_of(count, order=order))
 
     def _compare(self, title: str, first: str, reference: tuple, second: str, measured: tuple) -> None:
         """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed."""
@@ -407,6 +424,27 @@ def _seed_quotas() -> None:
     TenantGpuQuota.objects.bulk_create(
         TenantGpuQuota(tenant=tenant, gpu_type=gpu_type, nominal=math.ceil(count / len(tenants)))
         for tenant in tenants for gpu_type, count in cards.items())
+
+
+def _seed_usage(rng: random.Random, order: str, days: int = 90) -> None:
+    """Usage records for every seeded tenant, GPU type and task type over the last `days` days, and the queue-sort
+    order `order`."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from nodes.models import GPU_TYPES
+    from scheduling.models import PluginConfig, TaskType, UsageRecord
+    from tenants.models import Tenant
+
+    today = timezone.now().date()
+    UsageRecord.objects.bulk_create(
+        UsageRecord(tenant_id=tenant_id, day=today - timedelta(days=age), gpu_type=gpu_type, task_type=task_type,
+                    card_seconds=rng.uniform(0, 8 * 86400))
+        for tenant_id in Tenant.objects.values_list("id", flat=True) for age in range(days)
+        for gpu_type in GPU_TYPES for task_type in TaskType.values)
+    PluginConfig.objects.update_or_create(name="queue-sort", defaults={"enabled": True, "weight": 0,
+                                                                       "extra": {"order": order}})
 
 
 def _seed_pools(rng: random.Random, *, defrag: bool = False) -> None:

@@ -36,7 +36,16 @@ from scheduling.plugins.fgd import TargetWorkload
 from scheduling.replay.bound import allocation_bound
 from scheduling.replay.chart import allocation_chart, dynamic_chart
 from scheduling.replay.big_jobs import DefragSettings
-from scheduling.replay.dynamic import DynamicReplay, DynamicResult, TenantPlan, jobs_of, multi_card_mix
+from scheduling.replay.dynamic import (
+    DEFAULT_HALF_LIFE_SECONDS,
+    PRIORITY_ORDER,
+    QUEUE_ORDERS,
+    DynamicReplay,
+    DynamicResult,
+    TenantPlan,
+    jobs_of,
+    multi_card_mix,
+)
 from scheduling.replay.recorded import recorded_config, recorded_workload
 from scheduling.replay.reports import report_write
 from scheduling.replay.simulate import POLICIES, Arrival, Replay, SeedResult, TraceReplay, trace_workload
@@ -109,7 +118,9 @@ def _replay_dynamic(nodes_path: str, pods_path: str, node_stride: int, compress:
     tenants = TenantPlan.read(Path(tenants_path)) if tenants_path else None
     return DynamicReplay(nodes, jobs_of(pods, compress=compress, tenants=tenants), policy=policy, seed=seed,
                          tenants=tenants, reserve_after=big_jobs.get("reserve_after"),
-                         defrag=DefragSettings() if big_jobs.get("defrag") else None).run()
+                         defrag=DefragSettings() if big_jobs.get("defrag") else None,
+                         queue_order=big_jobs.get("queue_order") or PRIORITY_ORDER,
+                         half_life=(big_jobs.get("half_life") or DEFAULT_HALF_LIFE_SECONDS / 3600) * 3600).run()
 
 
 def _replay_recorded(snapshot: ClusterSnapshot, arrivals: list[Arrival], workload: TargetWorkload,
@@ -183,6 +194,13 @@ class Command(BaseCommand):
         parser.add_argument("--multi-card", type=float,
                             help="with --dynamic: this share of the trace's whole 1-card pods ask 2, 4 or 8 cards "
                                  "instead (a multi-card-heavy mix with the trace's times)")
+        parser.add_argument("--queue-order", choices=QUEUE_ORDERS,
+                            help="with --dynamic: the waiting queue's order within a priority: arrival (priority, the "
+                                 "default), each tenant's dominant share of what it holds now, or its usage decayed "
+                                 "with --half-life (fair-share); both over the tenants' nominal (design §17.4)")
+        parser.add_argument("--half-life", type=float,
+                            help=f"with --queue-order fair-share: hours of replay time (default "
+                                 f"{DEFAULT_HALF_LIFE_SECONDS / 3600:g}, HETEROFLOW_FAIR_SHARE_HALF_LIFE's default)")
         parser.add_argument("--report", action="store_true",
                             help="keep the figures and the chart in the reports folder (settings.REPLAY_REPORT_DIR); "
                                  "the plugin page links the latest")
@@ -191,7 +209,8 @@ class Command(BaseCommand):
                default_duration: str | None, policy: str, arrival: float | None, seeds: int, jobs: int,
                json_path: str | None, svg_path: str | None, report: bool, dynamic: bool, compress: float | None,
                node_stride: int | None, tenants: str | None, bound: bool, reserve_after: float | None,
-               defrag: bool, multi_card: float | None, mix: str | None, **options):
+               defrag: bool, multi_card: float | None, mix: str | None, queue_order: str | None,
+               half_life: float | None, **options):
         policies = [name.strip() for name in policy.split(",") if name.strip()]
         unknown = [name for name in policies if name not in POLICIES]
         if not policies or unknown:
@@ -216,7 +235,12 @@ class Command(BaseCommand):
                 raise CommandError("--reserve-after must be at least 0; --defrag needs --reserve-after")
             if multi_card is not None and not 0 <= multi_card <= 1:
                 raise CommandError("--multi-card must be in [0, 1]")
-            big_jobs = {"reserve_after": reserve_after, "defrag": defrag, "multi_card": multi_card}
+            if half_life is not None and (half_life <= 0 or queue_order != "fair-share"):
+                raise CommandError("--half-life must be positive, and applies with --queue-order fair-share only")
+            if queue_order not in (None, PRIORITY_ORDER) and tenants is None:
+                raise CommandError(f"--queue-order {queue_order} needs --tenants")
+            big_jobs = {"reserve_after": reserve_after, "defrag": defrag, "multi_card": multi_card,
+                        "queue_order": queue_order, "half_life": half_life}
             figures = self._replay_dynamic(nodes=nodes or str(DEFAULT_NODES), pods=pods or str(DEFAULT_PODS),
                                            compress=compress, node_stride=node_stride, tenants=tenants,
                                            policies=policies, seeds=seeds, jobs=jobs, big_jobs=big_jobs)
@@ -227,7 +251,8 @@ class Command(BaseCommand):
             return
         for option, value in (("--compress", compress), ("--node-stride", node_stride), ("--tenants", tenants),
                               ("--reserve-after", reserve_after), ("--defrag", defrag or None),
-                              ("--multi-card", multi_card)):
+                              ("--multi-card", multi_card), ("--queue-order", queue_order),
+                              ("--half-life", half_life)):
             if value is not None:
                 raise CommandError(f"{option} applies only with --dynamic")
         if from_db:
@@ -302,7 +327,8 @@ class Command(BaseCommand):
                           f"{Path(nodes).name}: {len(trace_nodes)} nodes, {gpus} GPUs; arrivals compressed "
                           f"{compress:g}x; {seeds} seeds (tie-breaks)"
                           + (f"; tenants {', '.join(plan.names)}" if plan else "")
-                          + "".join(f"; {key.replace('_', '-')} {value:g}" if value is not True else f"; {key}"
+                          + "".join(f"; {key}" if value is True else f"; {key.replace('_', '-')} {value}"
+                                    if isinstance(value, str) else f"; {key.replace('_', '-')} {value:g}"
                                     for key, value in big_jobs.items() if value))
         figures = {"source": "trace", "mode": "dynamic", "nodes": nodes, "pods": pods, "gpus": gpus,
                    "node_stride": node_stride, "compress": compress, "tenants_file": tenants, **big_jobs}

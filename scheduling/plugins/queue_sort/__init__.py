@@ -1,6 +1,8 @@
-"""queue-sort (always on; design §16.3, seed 002's wait queue): the order a cycle takes its window of pending work
-in, kube-scheduler's QueueSort point. Setting `order`: `priority` (the default, design §15.1: priority, then fair
-share among equal priorities, then creation) or `weighted`, seed 002's weighted wait queue:
+"""queue-sort (always on; design §16.3, §17.1, seed 002's wait queue): the order a cycle takes its window of pending
+work in, kube-scheduler's QueueSort point. Setting `order`: `priority` (the default, design §15.1 and the seed's
+FIFO: priority, then creation, whatever the tenants' quotas), `fair-share` (design §17.4: within a priority, the
+tenant with the lowest decayed usage ÷ nominal first, then creation; `scheduling.queue.fair_share_order`) or
+`weighted`, seed 002's weighted wait queue:
 
     score = 0.4 × SLA + 0.3 × utilisation + 0.2 × priority / 100 + 0.1 × waiting
 
@@ -20,8 +22,14 @@ from datetime import datetime
 from scheduling.framework.registry import QUEUE_SORT, PluginSetting, PluginSpec
 
 NAME = "queue-sort"
-PRIORITY, WEIGHTED = "priority", "weighted"
-ORDERS = (PRIORITY, WEIGHTED)
+PRIORITY, FAIR_SHARE, WEIGHTED = "priority", "fair-share", "weighted"
+ORDERS = (PRIORITY, FAIR_SHARE, WEIGHTED)
+# What the plugin page and the diagnostics say of each order.
+ORDER_DESCRIPTIONS = {
+    PRIORITY: "priority, then creation (FIFO within a priority)",
+    FAIR_SHARE: "priority, then the tenant's decayed usage ÷ nominal (lowest first), then creation",
+    WEIGHTED: "seed 002's weighted score of SLA, utilisation, priority and waiting time",
+}
 # Seed 002's weights: SLA remaining time, cluster utilisation, business level (priority), waiting time.
 WEIGHTS = {"sla": 0.4, "utilisation": 0.3, "priority": 0.2, "waiting": 0.1}
 # A wait this long counts fully.
@@ -88,5 +96,6 @@ SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties"
 
 SPEC = PluginSpec(NAME, factory, always_on=True, default=PluginSetting(NAME, True, 0, {"order": PRIORITY}),
                   kinds=frozenset({QUEUE_SORT}), settings_schema=SETTINGS_SCHEMA,
-                  description="Queue order: priority (then fair share, then creation), or seed 002's weighted "
-                              "order of SLA, utilisation, priority and waiting time.")
+                  description="Queue order: priority then creation (FIFO, the default); fair-share: priority, then "
+                              "decayed usage ÷ nominal, then creation; or seed 002's weighted order of SLA, "
+                              "utilisation, priority and waiting time.")

@@ -36,7 +36,8 @@ def test_agreeing_ledgers_print_a_clean_summary(tenant):
     GPU.objects.filter(node=node, index__in=[0, 1]).update(memory_used_mb=4000)
     out, code = _audit()
     assert code == 0
-    assert out.strip() == "1 nodes, 1 tenants audited: 0 wrong gpu_used ledgers, 0 nodes with differences"
+    assert out.strip() == ("1 nodes, 1 tenants audited: 0 wrong gpu_used ledgers, 0 nodes with differences, "
+                           "0 tenant-days of usage records that differ from their tasks")
 
 
 @pytest.mark.django_db

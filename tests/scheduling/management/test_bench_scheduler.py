@@ -33,13 +33,14 @@ def test_bench_scheduler_prints_the_metrics_share_of_cycle_time_and_can_run_with
     ("--layout", "spread,fgd", "layout", "spread", "fgd"),
     ("--big-jobs", "off,on", "big_jobs", "off", "on"),
     ("--big-jobs", "off,defrag", "big_jobs", "off", "defrag"),
+    ("--queue-order", "priority,fair-share", "queue_order", "priority", "fair-share"),
 ])
 def test_bench_scheduler_compares_two_settings_in_one_run(option, values, title, first, second):
     output = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", option, values)
 
     runs = re.findall(r"^database \S+: 10 nodes, 30 pending tasks, layout (\S+), quotas (on|off), "
-                      r"big jobs (on|off|defrag) ", output, re.MULTILINE)
-    position = {"--layout": 0, "--quotas": 1, "--big-jobs": 2}[option]
+                      r"big jobs (on|off|defrag), queue order (\S+) ", output, re.MULTILINE)
+    position = {"--layout": 0, "--quotas": 1, "--big-jobs": 2, "--queue-order": 3}[option]
     assert [run[position] for run in runs] == [first, second], output
     figure = rf"{first}=[\d.]+ {second}=[\d.]+ {second}/{first}=[\d.]+"
     assert re.search(rf"^{title} instances=1: cycle_ms_p50 {figure}; cycle_ms_per_task {figure}; "

@@ -4,9 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling.plugins import build_plugin_set, default_registry
 from scheduling.framework.registry import PluginSetting, validate_extra
+from scheduling.plugins import build_plugin_set, default_registry
 from scheduling.plugins.queue_sort import Cards, EntryFacts, terms, weighted_score
+from scheduling.selectors import current_plugin_settings
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 CARDS = {"nvidia": Cards(allocated=8, total=16), "": Cards(allocated=8, total=16)}
@@ -71,3 +72,14 @@ def test_the_setting_reaches_the_plugin_set_and_is_validated():
     for bad in ({"order": "random"}, {"order": 1}, {"weights": {}}):
         with pytest.raises(ValueError):
             validate_extra("queue-sort", bad, registry)
+
+
+@pytest.mark.django_db
+def test_fair_share_is_an_order_an_admin_may_choose_and_priority_stays_the_default(admin_client):
+    listed = {plugin["name"]: plugin for plugin in admin_client.get("/api/v1/plugins").json()}
+    assert listed["queue-sort"]["extra"] == {"order": "priority"}
+
+    response = admin_client.put("/api/v1/plugins/queue-sort", {"extra": {"order": "fair-share"}}, format="json")
+
+    assert response.status_code == 200 and response.json()["extra"] == {"order": "fair-share"}
+    assert build_plugin_set(current_plugin_settings(), default_registry(extra_plugins=())).queue_order == "fair-share"

@@ -153,3 +153,40 @@ def test_a_pod_without_a_tenant_and_no_default_is_refused(tmp_path):
 def test_jain_index():
     assert jain_index([2.0, 2.0, 2.0]) == pytest.approx(1.0)
     assert jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+
+
+def _two_tenants(tmp_path, nominal: int) -> TenantPlan:
+    """`heavy` (pods h…) and `light` (pods l…), each of nominal `nominal`, hard caps."""
+    plan_file = tmp_path / "tenants.json"
+    plan_file.write_text(json.dumps({"tenants": {"heavy": {"nominal": nominal}, "light": {"nominal": nominal}},
+                                     "pods": {"l1": "light"}, "default": "heavy"}))
+    return TenantPlan.read(plan_file)
+
+
+def _light_wait(nodes, pods, plan, order) -> float:
+    result = DynamicReplay(nodes, jobs_of(pods, compress=1.0, tenants=plan), policy="binpack", seed=0,
+                           tenants=plan, queue_order=order).run()
+    return result.tenants["light"]["within_nominal_wait_p50"]
+
+
+@pytest.mark.parametrize("order, wait", [("priority", 198.0), ("dominant-share", 198.0), ("fair-share", 98.0)])
+def test_only_the_decayed_order_remembers_what_a_tenant_used_before(tmp_path, order, wait):
+    # heavy ran the only card until 100 and holds nothing then, like light: only its past tells them apart.
+    pods = [pod("h0", 0, 100), pod("h1", 1, 101), pod("l1", 2, 102), pod("end", 400, 401)]
+
+    assert _light_wait([GPU_NODE], pods, _two_tenants(tmp_path, 1), order) == pytest.approx(wait)
+
+
+@pytest.mark.parametrize("order, wait", [("priority", 198.0), ("dominant-share", 98.0), ("fair-share", 98.0)])
+def test_the_share_orders_put_the_tenant_holding_less_first(tmp_path, order, wait):
+    two_cards = TraceNode("node-2", 64_000, 262_144, 2, "V100M16")
+    # At 100 one card frees; heavy still holds the other.
+    pods = [pod("hA", 0, 1000), pod("hB", 0, 100), pod("h1", 1, 101), pod("l1", 2, 102), pod("end", 1100, 1101)]
+
+    assert _light_wait([two_cards], pods, _two_tenants(tmp_path, 2), order) == pytest.approx(wait)
+
+
+def test_a_share_order_needs_tenants_with_a_nominal():
+    with pytest.raises(TraceError, match="needs --tenants"):
+        DynamicReplay([GPU_NODE], jobs_of([pod("a", 0, 1)], compress=1.0), policy="binpack", seed=0,
+                      queue_order="fair-share")

@@ -154,3 +154,41 @@ def test_nodes_reads_every_page_of_the_node_list(cli, alice, monkeypatch):
     status, out, _ = cli("nodes", "--json")
     assert status == 0 and [node["name"] for node in json.loads(out)] == ["n0", "n1", "n2"]
 
+
+
+def test_usage_prints_the_tenants_own_card_hours_grouped_as_asked(cli, alice, other_tenant, monkeypatch):
+    from datetime import date
+
+    from scheduling.models import UsageRecord
+
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+    for owner, gpu_type, seconds in ((alice[0].membership.tenant, "nvidia", 7200),
+                                     (alice[0].membership.tenant, "ascend", 1800), (other_tenant, "nvidia", 36000)):
+        UsageRecord.objects.create(tenant=owner, day=date(2026, 11, 1), gpu_type=gpu_type, task_type="batch",
+                                   card_seconds=seconds)
+
+    status, out, _ = cli("usage", "--from", "2026-11-01", "--to", "2026-11-30", "--by", "gpu_type")
+    assert status == 0
+    assert [line.replace("│", " ").split() for line in out.splitlines() if line.strip()][-3:] == [
+        ["ascend", "0.50"], ["nvidia", "2.00"], ["2.50", "card-hours", "in", "all"]]
+
+    status, _, err = cli("usage", "--from", "2026-11-30", "--to", "2026-11-01")
+    assert status == 1 and err.startswith("hf: invalid: ") and "after" in err
+
+
+def test_describe_shows_the_queue_position_the_last_cycle_published(cli, alice, monkeypatch):
+    from scheduling.queue import immediate_queue
+    from scheduling.queue.positions import POSITIONS_KEY, publish_queue_positions
+    from tests.factories import make_task
+
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+    task = make_task(tenant=alice[0].membership.tenant, gpu_type="nvidia", gpu_required=8)
+    publish_queue_positions({task.id: (3, 7)})
+    try:
+        status, out, _ = cli("describe", str(task.id))
+    finally:
+        immediate_queue.connection().delete(POSITIONS_KEY)
+
+    assert status == 0 and "Queue position: 3 in the nvidia queue" in out

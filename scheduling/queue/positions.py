@@ -1,0 +1,114 @@
+"""Queue positions (design §17.4): each pending task's place among the pending work of its GPU type, in the order
+in force, computed once per cycle and kept in Redis for the API, the task page and `hf describe` to read; a request
+never orders the queue itself.
+
+Every pending entry counts, parked ones too (they wait like the rest); a gang is one entry, its pending members all
+at its place. A task or gang asking for no GPU type queues with the others that ask for none ("any").
+"""
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from django.db import connection
+
+from scheduling import lifecycle
+from scheduling.fair_share.decayed import DecayedShare, decayed_shares
+from scheduling.framework.snapshot import ClusterSnapshot
+from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
+from scheduling.queue import immediate_queue
+from scheduling.queue.entries import GANG, TASK, QueueEntry
+from scheduling.queue.fair_share_order import fair_share_order
+from scheduling.queue.weighted import weighted_order
+
+logger = logging.getLogger(__name__)
+
+POSITIONS_KEY = "heteroflow:queue-positions"
+ANY_TYPE = "any"
+_TASKS, _GROUPS = Task._meta.db_table, TaskGroup._meta.db_table
+
+# Every pending entry in the default order (priority, creation, tasks before gangs, id), with its GPU type and,
+# for a gang, its pending members.
+_ALL_PENDING = f"""
+(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, lower(t.gpu_type) AS gpu_type,
+        ARRAY[t.id] AS members
+   FROM {_TASKS} t
+  WHERE t.status = %(pending)s
+    AND NOT EXISTS (SELECT 1 FROM {_GROUPS} g
+                     WHERE g.id = t.group_id AND g.type = %(training)s AND g.world_size > 1))
+UNION ALL
+(SELECT '{GANG}', g.id, max(t.priority), g.created_at, g.tenant_id, lower(g.gpu_type), array_agg(t.id)
+   FROM {_GROUPS} g JOIN {_TASKS} t ON t.group_id = g.id AND t.status = %(pending)s
+  WHERE g.type = %(training)s AND g.world_size > 1 AND g.status <> %(stopped)s
+  GROUP BY g.id)
+ORDER BY priority DESC, created_at, kind DESC, id
+"""
+
+
+def _pending_entries() -> tuple[list[QueueEntry], dict[tuple[str, int], tuple[str, list[int]]]]:
+    with connection.cursor() as cursor:
+        cursor.execute(_ALL_PENDING, {"pending": lifecycle.PENDING, "training": TaskType.TRAINING,
+                                      "stopped": TaskGroup.Status.STOPPED})
+        rows = cursor.fetchall()
+    entries = [QueueEntry(kind, entry_id, priority, created_at, tenant_id)
+               for kind, entry_id, priority, created_at, tenant_id, _, _ in rows]
+    facts = {(kind, entry_id): (gpu_type or ANY_TYPE, members)
+             for kind, entry_id, _, _, _, gpu_type, members in rows}
+    return entries, facts
+
+
+def ordered(entries: list[QueueEntry], *, order: str, snapshot: ClusterSnapshot | None,
+            shares: Mapping[int, DecayedShare] | None) -> list[QueueEntry]:
+    """`entries` (in the default order) in the order in force, as the cycle orders its window."""
+    if order == FAIR_SHARE:
+        if shares is None:
+            shares = decayed_shares(entry.tenant_id for entry in entries)
+        return fair_share_order(entries, shares)
+    if order == WEIGHTED and snapshot is not None:
+        return weighted_order(entries, snapshot)
+    return entries
+
+
+def compute_queue_positions(*, order: str, snapshot: ClusterSnapshot | None = None,
+                            shares: Mapping[int, DecayedShare] | None = None) -> dict[int, tuple[int, int]]:
+    """Task id → (its 1-based position, the length of its GPU type's queue). `shares`: the cycle's decayed
+    shares, when it read them (else they are read here)."""
+    entries, facts = _pending_entries()
+    by_type: dict[str, list[QueueEntry]] = defaultdict(list)
+    for entry in ordered(entries, order=order, snapshot=snapshot, shares=shares):
+        by_type[facts[(entry.kind, entry.id)][0]].append(entry)
+    positions = {}
+    for queue in by_type.values():
+        for place, entry in enumerate(queue, start=1):
+            for task_id in facts[(entry.kind, entry.id)][1]:
+                positions[task_id] = (place, len(queue))
+    return positions
+
+
+def publish_queue_positions(positions: dict[int, tuple[int, int]]) -> None:
+    """Replaces the published positions at once: a reader sees the last cycle's or this one's, never a mix."""
+    pipe = immediate_queue.connection().pipeline(transaction=True)
+    pipe.delete(POSITIONS_KEY)
+    if positions:
+        pipe.hset(POSITIONS_KEY, mapping={task_id: f"{place}/{length}" for task_id, (place, length)
+                                          in positions.items()})
+    pipe.execute()
+
+
+def queue_positions(task_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """The positions the last cycle published for `task_ids` (a task it did not see has none)."""
+    task_ids = list(task_ids)
+    if not task_ids:
+        return {}
+    try:
+        values = immediate_queue.connection().hmget(POSITIONS_KEY, task_ids)
+    except Exception:
+        logger.warning("queue positions unavailable: Redis did not answer", exc_info=True)
+        return {}
+    found = {}
+    for task_id, value in zip(task_ids, values):
+        if value:
+            place, length = (value.decode() if isinstance(value, bytes) else value).split("/")
+            found[task_id] = (int(place), int(length))
+    return found
