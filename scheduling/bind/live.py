@@ -15,13 +15,14 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from nodes.models import GPU, Node
+from scheduling.cache.card_visibility import note_card_visibility
+from scheduling.fair_share.book import QuotaBook
+from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
-from scheduling.fair_share.book import QuotaBook
 from scheduling.framework.snapshot import CardInfo, NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 
 _ACTIVE = sorted(ACTIVE_STATES)
@@ -153,6 +154,7 @@ class LiveNode:
                                       temperature=temperature, type=vendor or "", model=model or "")
                              for index, total, used, utilization, temperature, vendor, model in self.card_rows),
                             key=lambda card: (card.type, card.index))
+        note_card_visibility(node)
         cards = cards_by_key(node)
         for held in self.placements:
             assume(node, held.occupant(), cards=cards, ledger=False)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 
 from nodes.models import GPU, Node
+from scheduling.cache.card_visibility import note_card_visibility
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
@@ -110,6 +111,12 @@ def task_info_from_row(row: tuple) -> TaskInfo:
     return info
 
 
+def newest_tasks(count: int) -> list[TaskInfo]:
+    """The `count` most recently created tasks (any state), oldest first."""
+    rows = Task.objects.order_by("-created_at", "-id").values_list(*TASK_INFO_FIELDS)[:count]
+    return [task_info_from_row(row) for row in reversed(rows)]
+
+
 def _active_placements():
     return Task.objects.filter(status__in=ACTIVE_STATES, node_id__isnull=False)
 
@@ -129,6 +136,8 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
         node = nodes.get(row[0])
         if node is not None:
             node.cards.append(CardInfo(*row[1:]))
+    for node in nodes.values():
+        note_card_visibility(node)
     cards_of = {node_id: cards_by_key(node) for node_id, node in nodes.items()}
     for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type, cpu_cores, memory_mb in placement_rows:
         node = nodes.get(node_id)

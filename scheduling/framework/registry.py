@@ -57,8 +57,9 @@ class PluginSpec:
     # Told of the tasks whose creation committed (objects with TaskInfo's fields); fgd keeps their shapes.
     on_tasks_created: Callable[[Iterable[Any]], None] | None = None
     # Rebuilds, from PostgreSQL, what the plugin keeps elsewhere once that was lost (fgd: its recent-task window, kept
-    # in Redis); returns a line on what it did. Run by the `plugin-state` periodic job.
-    restore_state: Callable[[], str] | None = None
+    # in Redis); returns a line on what it did. Run by the `plugin-state` periodic job, which hands it
+    # `newest_tasks(count)`: the newest tasks as TaskInfo, oldest first (a plugin reads no ORM).
+    restore_state: Callable[[Callable[[int], list[Any]]], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.kinds or not set(self.kinds) <= KINDS:

@@ -3,7 +3,7 @@ package each, kube-scheduler style: each exports its `NAME`, its reasons and its
 registry holds, description included)."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, import_dotted
@@ -66,8 +66,8 @@ def tell_tasks_created(tasks: Iterable[Any]) -> None:
                            ", ".join(str(task.id) for task in tasks), exc_info=True)
 
 
-def restore_lost_plugin_state() -> list[str]:
-    """Every plugin that keeps state outside PostgreSQL rebuilds it if it was lost (`restore_state`): what each
-    did, by name."""
-    return [f"{spec.name}: {spec.restore_state()}" for spec in default_registry().values()
+def restore_lost_plugin_state(newest_tasks: Callable[[int], list[Any]]) -> list[str]:
+    """Every plugin that keeps state outside PostgreSQL rebuilds it if it was lost (`restore_state`, handed
+    `newest_tasks`): what each did, by name."""
+    return [f"{spec.name}: {spec.restore_state(newest_tasks)}" for spec in default_registry().values()
             if spec.restore_state is not None]
