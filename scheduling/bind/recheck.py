@@ -6,13 +6,15 @@ from dataclasses import replace
 from typing import Any
 
 from scheduling.bind.live import LiveNode
+from scheduling.bind.shards import ShardAllocationError, occupancy_of, shard_on_card
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.single_tenant import card_holder, held_by_another_tenant
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.models import TaskType
-from scheduling.bind.shards import ShardAllocationError, occupancy_of, shard_on_card
+from scheduling.plugins.single_tenant_runtime import SINGLE_TENANT_RUNTIME
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
 
 
 # The framework's card choice (its Reserve extension point): (task, node, tenancy) -> card indexes.
@@ -36,7 +38,7 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
                           + ("" if live.schedulable else " and cordoned"))
     if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
         # Unnamed: the message reaches the tenant, and which node another tenant holds is not theirs to know.
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node is {reasons.DEDICATED_OTHER_TENANT}")
+        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node is {DEDICATED_OTHER_TENANT}")
     if live.cpu_percent >= config.cpu_percent:
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
                           f"node {name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
@@ -73,7 +75,7 @@ def check_single_tenant(task: TaskInfo, live: LiveNode) -> None:
     if held_by_another_tenant(task, card_holder(live.node_info())):
         # Unnamed, as the dedicated node above: whose tasks run there is not the tenant's to know.
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node's containers see every card and another "
-                                                        f"tenant's tasks hold them ({reasons.SINGLE_TENANT_RUNTIME})")
+                                                        f"tenant's tasks hold them ({SINGLE_TENANT_RUNTIME})")
 
 
 def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,

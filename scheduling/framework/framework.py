@@ -11,8 +11,9 @@ run here and nowhere else; the cycle (`scheduling/cycle/run.py`) calls them in k
         apply_bind(snapshot, task, result.node, cards)   # the next task sees the usage (framework/occupancy.py)
         framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
-Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
-affinity → the other plugin filters.
+Filter order is decided in one place, `_filter_order`: the framework's chain (availability → tenant → reservation
+→ resource pre-filter → single-tenant runtime → affinity: `scheduling.plugins.FRAMEWORK_CHAIN`) with the gpu-filter
+right after its tenant step, then the other plugin filters in registry order.
 
 A cycle that keeps many results alive should `gc.freeze()` after building its snapshot (and `gc.unfreeze()` at the
 end): the diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the
@@ -40,7 +41,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
@@ -53,9 +53,9 @@ from scheduling.framework.table import NodeTable, table_for
 
 logger = logging.getLogger(__name__)
 
-# Runs right after the tenant step (see `_filter_order`).
+# The always-on gpu-filter runs right after the chain's tenant step (see `_filter_order`).
 GPU_FILTER = "gpu-filter"
-_GANG_PERMIT = GangPermit()
+TENANT_STEP = "tenant"
 P = TypeVar("P")
 O = TypeVar("O")
 # Totals closer than this are a tie (float sums of the same scores in another order differ in the last bits).
@@ -68,7 +68,7 @@ class Framework:
     def __init__(self, plugin_set: PluginSet, config: SchedulerConfig) -> None:
         self.plugin_set = plugin_set
         self.config = config
-        self._pre_filters = [*BUILTIN_PRE_FILTERS, *plugin_set.pre_filters]
+        self._pre_filters = plugin_set.pre_filters
         self._filters = _filter_order(plugin_set.filters)
         self._rejections: list[Rejection] = []
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
@@ -87,7 +87,7 @@ class Framework:
 
     def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
                  admitted: bool = False) -> ScheduleResult:
-        """PreFilter → Filter (built-in chain and plugins) → PreScore → Score → PostScore; pick the best total,
+        """PreFilter → Filter (the framework's chain and the plugins) → PreScore → Score → PostScore; pick the best total,
         ties at random (one draw from `rng`). The snapshot is only read; `apply_bind` records a bind.
         `admitted`: the PreFilters already ran for the task's gang as a whole (`pre_filter_gang`)."""
         table = table_for(snapshot, self.config)
@@ -214,12 +214,10 @@ class Framework:
 
     def permit(self, placements: Sequence[tuple[TaskInfo, NodeInfo, list[int]]], *, world_size: int = 1,
                tenancy: TenancyView | None = None) -> Status:
-        """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
+        """Permit: whether placements that must bind together may go to bind — the chain's gang rule (every one
         of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
-        if not self.plugin_set.permits and len(placements) == world_size:
-            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
         state = CycleState(self.config, tenancy)
-        for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
+        for plugin in self.plugin_set.permits:
             status = plugin.permit(state, placements, world_size)
             if not status.is_success:
                 return status
@@ -357,13 +355,14 @@ def _apply_last_first(rejected_by: np.ndarray, shared: list[tuple[np.ndarray, np
 
 
 def _filter_order(plugin_filters: list) -> list:
-    """THE filter order: the built-in chain, then the plugin filters in registry order — except that the always-on
-    gpu-filter runs right after the tenant step: a node of the wrong GPU type is reported as a type mismatch
-    (unresolvable, so no preemption is tried for it) rather than as short of cards by the resource pre-filter."""
-    availability, tenant, *rest = BUILTIN_CHAIN
+    """THE filter order: the framework's chain, then the plugin filters in registry order (as the plugin set holds
+    them) — except that the always-on gpu-filter runs right after the chain's tenant step: a node of the wrong GPU
+    type is reported as a type mismatch (unresolvable, so no preemption is tried for it) rather than as short of cards
+    by the resource pre-filter."""
     type_filters = [plugin for plugin in plugin_filters if plugin.name == GPU_FILTER]
     others = [plugin for plugin in plugin_filters if plugin.name != GPU_FILTER]
-    return [availability, tenant, *type_filters, *rest, *others]
+    after = next((position + 1 for position, plugin in enumerate(others) if plugin.name == TENANT_STEP), 0)
+    return [*others[:after], *type_filters, *others[after:]]
 
 
 def _pick_tied(candidates: np.ndarray, rng: random.Random) -> int:

@@ -98,10 +98,17 @@ class PluginSpec:
 
 
 class Registry(dict[str, PluginSpec]):
-    """Plugin name → spec, in registration order (which is also the order filters and scorers run in)."""
+    """Plugin name → spec, in registration order (which is also the order filters and scorers run in), and the
+    framework's chain (`chain`): the always-on plugins of the rules every task meets whatever the plugin set (design
+    §4 step 1), which every plugin set runs first at their extension points. The chain has nothing to configure: it
+    is neither among the registry's entries (the plugin page, the settings) nor in `PluginSet.describe`."""
+
+    def __init__(self, chain: Iterable[PluginSpec] = ()) -> None:
+        super().__init__()
+        self.chain = tuple(chain)
 
     def register(self, spec: PluginSpec) -> PluginSpec:
-        if spec.name in self:
+        if spec.name in self or any(spec.name == chained.name for chained in self.chain):
             raise ValueError(f"plugin {spec.name!r} is registered twice")
         self[spec.name] = spec
         return spec
@@ -145,11 +152,13 @@ class PluginSet:
     preempt_stage: str = "disabled"
     # The queue order (the queue-sort plugin's setting, design §16.3): "priority" or "weighted".
     queue_order: str = "priority"
+    # The names of the framework's chain (`Registry.chain`), which `describe` leaves out.
+    chain: frozenset[str] = frozenset()
 
     def describe(self) -> dict[str, Any]:
-        """design §14 `GET /api/v1/scheduler/plugins`."""
+        """design §14 `GET /api/v1/scheduler/plugins` (the configurable plugins)."""
         return {
-            "filters": [plugin.name for plugin in self.filters],
+            "filters": [plugin.name for plugin in self.filters if plugin.name not in self.chain],
             "scorers": [{"name": plugin.name, "weight": weight} for plugin, weight in self.scorers],
             "preempt_stage": self.preempt_stage,
         }
@@ -161,7 +170,7 @@ _POINTS = ((PRE_FILTER, "pre_filters"), (FILTER, "filters"), (POST_FILTER, "post
 
 
 def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> PluginSet:
-    """Instantiate the enabled plugins, each extension point's in registry order.
+    """Instantiate the framework's chain and the enabled plugins, each extension point's in that order.
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
     enabled scorer with weight 0 gets weight 1 (design §6). Settings naming unknown plugins are ignored (a custom
@@ -169,10 +178,11 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
     config service prevents it, this is a guard — the one registered first wins: spread is kept, binpack dropped.
     """
     given = {setting.name: setting for setting in settings}
-    plugin_set = PluginSet()
+    plugin_set = PluginSet(chain=frozenset(spec.name for spec in registry.chain))
     chosen: set[str] = set()
-    for name, spec in registry.items():
-        setting = given.get(name, spec.default)
+    for spec in (*registry.chain, *registry.values()):
+        name = spec.name
+        setting = spec.default if name in plugin_set.chain else given.get(name, spec.default)
         if spec.always_on:
             setting = PluginSetting(name, True, setting.weight, setting.extra)
         if not setting.enabled or any(other in chosen for other in spec.exclusive_with):

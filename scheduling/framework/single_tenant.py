@@ -1,6 +1,6 @@
 """Nodes whose containers see every card (design §16.5): on Hygon, MetaX and Biren the container runtime cannot hide
 the other cards from a container, so such a node holds one tenant's card-holding tasks at a time. The snapshot's
-table carries each node's holder (`NodeTable.card_holder`), the built-in `SingleTenantRuntime` filter reads it and
+table carries each node's holder (`NodeTable.card_holder`), the always-on `single-tenant-runtime` plugin reads it and
 bind re-checks it on the live node. A task without cards is handed no device and may land there beside anyone."""
 
 from scheduling.framework.snapshot import NodeInfo, TaskInfo

@@ -13,13 +13,14 @@ from typing import Any
 
 from scheduling import lifecycle
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import AvailabilityFilter, TenantFilter
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.framework import Framework, refusal_code
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.groups.parallelism import PlanContext, path_key
+from scheduling.plugins import availability
+from scheduling.plugins import tenant as tenant_filter
 
 
 @dataclass(frozen=True)
@@ -152,11 +153,11 @@ def gpu_type_unavailable(gpu_type: str, result: ScheduleResult, snapshot: Cluste
     if not of_type:
         return f"no {gpu_type} node in the cluster"
     refused_by = Counter(getattr(result.rejection(node.id), "plugin", "") for node in of_type)
-    if refused_by[TenantFilter.name] == len(of_type):
+    if refused_by[tenant_filter.NAME] == len(of_type):
         return (f"no {gpu_type} node within the tenant's reach: {len(of_type)} "
-                f"{reasons.DEDICATED_OTHER_TENANT}")
-    if refused_by[AvailabilityFilter.name] + refused_by[TenantFilter.name] == len(of_type):
-        return f"no {gpu_type} node available now: {refused_by[AvailabilityFilter.name]} offline or cordoned"
+                f"{tenant_filter.DEDICATED_OTHER_TENANT}")
+    if refused_by[availability.NAME] + refused_by[tenant_filter.NAME] == len(of_type):
+        return f"no {gpu_type} node available now: {refused_by[availability.NAME]} offline or cordoned"
     return ""
 
 

@@ -6,7 +6,7 @@ cards there held each cycle, with the host CPU and memory the job asks): cards f
 it binds or leaves the queue. A single job moves to another node that has come to have strictly more free cards for
 it (`closer_node`), unless defrag's moves are emptying its node. Other tasks
 that would have fitted in the held cards are refused there with `Reserved`
-(`framework.builtin_filters.ReservationFilter`). A gang's members are reserved and nominated together, each on its
+(the always-on `reservation` plugin, `scheduling/plugins/reservation/`). A gang's members are reserved and nominated together, each on its
 own node (several may share one); the gang planner sees their held cards free during the gang's attempt
 (`groups.gang_bind`).
 """
