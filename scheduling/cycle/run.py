@@ -117,7 +117,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
             if plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
             snapshot.inactive_tenant_ids = inactive_tenant_ids()
-            reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
+            reserved = frozenset(reservation.reserve_waiting_jobs(snapshot, framework).values())
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
             # full collections walking the snapshot cost more than scheduling itself on a large cluster.

@@ -44,6 +44,7 @@ from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
+from scheduling.framework.occupancy import emptied
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
 from scheduling.framework.result import ScheduleResult, Rejection
@@ -120,6 +121,38 @@ class Framework:
                                    follows_usage=plugin.follows_usage)
             matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def pre_filter(self, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
+        """PreFilter alone: whether the task may be scheduled at all now (its tenant active, its quota, the PreFilter
+        plugins), whatever the nodes."""
+        return self._run_pre_filters(CycleState(self.config, snapshot.tenancy), task, snapshot)
+
+    def feasible_nodes(self, task: TaskInfo, snapshot: ClusterSnapshot) -> list[NodeInfo]:
+        """Filter alone (the framework's chain and the plugin filters, no PreFilter): the nodes that could take the
+        task now."""
+        table = table_for(snapshot, self.config)
+        rejected_by = np.zeros(table.size, np.int32)
+        rows = self._filter(task, table, CycleState(self.config, snapshot.tenancy),
+                            equivalence_cache(snapshot, table, self), rejected_by)
+        return [table.nodes[row] for row in rows.tolist()]
+
+    def once_emptied(self, snapshot: ClusterSnapshot) -> Callable[[TaskInfo, NodeInfo], bool]:
+        """Whether a node of the snapshot could take a task once its tasks were gone (the reserved job's and
+        defrag's question, design §16.3): the filters run over a copy of the snapshot with every node `emptied`,
+        built at the first question, once per task for every node. The snapshot as it is now: ask again after it
+        changes."""
+        holders: dict[int, frozenset[int]] = {}
+        copy: list[ClusterSnapshot] = []
+
+        def could_hold(task: TaskInfo, node: NodeInfo) -> bool:
+            if task.id not in holders:
+                if not copy:
+                    copy.append(ClusterSnapshot(nodes=[emptied(each) for each in snapshot.nodes],
+                                                tenancy=snapshot.tenancy))
+                holders[task.id] = frozenset(each.id for each in self.feasible_nodes(task, copy[0]))
+            return node.id in holders[task.id]
+
+        return could_hold
 
     def pre_filter_gang(self, members: Sequence[TaskInfo], snapshot: ClusterSnapshot) -> Status:
         """PreFilter for a gang, once with its totals: the members as one task asking for all their cards (the
