@@ -27,10 +27,7 @@ from scheduling.bind.live import LiveCluster, LiveNode, LivePlacement, lock_and_
 from scheduling.bind.recheck import (
     BindRefused,
     Reserve,
-    check_host_resources,
-    check_inference_limit,
     check_node,
-    check_single_tenant,
     choose_cards,
     choose_port,
     make_shard,
@@ -183,10 +180,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     if node is None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
     check_node(task, node, config)
-    check_host_resources(task, node)
-    check_single_tenant(task, node)
     cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
-    check_inference_limit(task, node, config)
     port = choose_port(task, node, config)
     shard = make_shard(task, node, cards, config, batch.tenancy)
     card_type = getattr(cards, "card_type", "")

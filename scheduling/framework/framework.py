@@ -50,7 +50,7 @@ from scheduling.framework.reserve import default_cards
 from scheduling.framework.result import ScheduleResult, Rejection
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
-from scheduling.framework.table import NodeTable, table_for
+from scheduling.framework.table import NodeTable, single_row_table, table_for
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,18 @@ class Framework:
         rows = self._filter(task, table, CycleState(self.config, snapshot.tenancy),
                             equivalence_cache(snapshot, table, self), rejected_by)
         return [table.nodes[row] for row in rows.tolist()]
+
+    def node_rejection(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> Rejection | None:
+        """The filters, in order, on one node as it is: the first rejection, or None when the node passes (bind's
+        re-check of its live node, design §5.2)."""
+        table = single_row_table(node, self.config)
+        state = CycleState(self.config, tenancy)
+        rows = np.zeros(1, np.int64)
+        for plugin, code_map in zip(self._filters, self._code_maps):
+            code = int(self._filter_codes(plugin, code_map, state, task, table, rows)[0])
+            if code:
+                return self._rejections[code - 1]
+        return None
 
     def once_emptied(self, snapshot: ClusterSnapshot) -> Callable[[TaskInfo, NodeInfo], bool]:
         """Whether a node of the snapshot could take a task once its tasks were gone (the reserved job's and
