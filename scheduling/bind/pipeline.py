@@ -3,12 +3,14 @@
 A placement batch is the only unit. A single bind is a batch of one; a gang is a batch bound all or nothing; the
 cycle commits up to BIND_BATCH placements at once. Whatever the size, one transaction of three round trips:
 
-1. `live.lock_and_read`, pipelined: BEGIN, lock the involved node rows (id order), then the involved tenants that
-   have a GPU quota (id order), then read the live cards, the active placements and the quota usage;
+1. `live.lock_and_read`, pipelined: BEGIN, lock the involved node rows (id order), then the cohorts of the involved
+   tenants (id order), then those of the involved tenants the quota book limits (id order), then read the live
+   cards, the active placements and the quota usage;
 2. every placement is re-checked in order (`recheck`) against the live rows plus the placements of this batch
-   accepted before it — node state and load, the ledger, cards (re-chosen by the framework's Reserve when the
-   snapshot's choice went stale), the inference limit and port, the shard, the tenant's quota — and the accepted
-   ones are claimed by ONE statement (`claim`), `task_transitioned` following after commit;
+   accepted before it — the framework's chain on the live node (state, dedication, the ledger, the inference
+   limit, the booked host, the single-tenant runtime), bind's load thresholds, cards (re-chosen by the
+   framework's Reserve when the snapshot's choice went stale), the port, the shard, the tenant's quota — and the
+   accepted ones are claimed by ONE statement (`claim`), `task_transitioned` following after commit;
 3. COMMIT (asynchronous, see `live.lock_and_read`).
 
 A refused placement leaves its task pending and holds nothing; in an all-or-nothing batch the first refusal or

@@ -25,10 +25,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduling import lifecycle, metrics
-from scheduling.queue import immediate_queue
 from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
+from scheduling.cache.snapshot_cache import snapshot_cache
+from scheduling.cycle.turns import TurnLost, cycle_turn
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.queue.fair_share_order import fair_share_order
+from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
@@ -38,19 +40,16 @@ from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, Task
 from scheduling.groups.gang_bind import GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
+from scheduling.plugins.queue_sort import WEIGHTED
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.plugins.queue_sort import WEIGHTED
-from scheduling.queue import nomination, reservation
+from scheduling.queue import immediate_queue, nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
+from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
-from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
-from scheduling.cycle.turns import TurnLost, cycle_turn
-from scheduling.cache.snapshot_cache import snapshot_cache
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +200,7 @@ def _internal_error_message(error: Exception) -> str:
 
 
 @dataclass
-class _Try:
+class _InFlight:
     """A task on its way through the cycle, with the binds refused for it so far."""
 
     task: TaskInfo
@@ -215,7 +214,7 @@ class _Decided:
     (`attempt_nodes`), not the ScheduleResult, whose per-row arrays would keep ~1 MB per task of a batch alive on
     a 20,000-node cluster."""
 
-    attempt: _Try
+    in_flight: _InFlight
     message: str
     nodes: dict
     extra: dict
@@ -240,14 +239,14 @@ class _Placer:
     def place(self, tasks: list[TaskInfo]) -> dict[int, str]:
         """Every task's attempt code, by task id."""
         codes: dict[int, str] = {}
-        queue = deque(_Try(task) for task in tasks)
+        queue = deque(_InFlight(task) for task in tasks)
         while queue:
             batch: list[_Decided] = []
             while queue and len(batch) < BIND_BATCH:
-                attempt = queue.popleft()
-                decided = self._decide_isolated(attempt)
+                in_flight = queue.popleft()
+                decided = self._decide_isolated(in_flight)
                 if isinstance(decided, str):
-                    codes[attempt.task.id] = decided
+                    codes[in_flight.task.id] = decided
                 else:
                     batch.append(decided)
             # Refused placements go back to the framework first, before the rest of the queue.
@@ -255,19 +254,19 @@ class _Placer:
         self.outcomes.update(codes)
         return codes
 
-    def _decide_isolated(self, attempt: _Try) -> _Decided | str:
+    def _decide_isolated(self, in_flight: _InFlight) -> _Decided | str:
         """`_decide`, with an unexpected error recorded as the task's attempt instead of ending the cycle."""
         try:
-            return self._decide(attempt)
+            return self._decide(in_flight)
         except Exception as error:
-            logger.exception("scheduling task %s failed unexpectedly", attempt.task.id)
-            self.attempts.add(attempt.task.id, reasons.INTERNAL_ERROR, _internal_error_message(error))
+            logger.exception("scheduling task %s failed unexpectedly", in_flight.task.id)
+            self.attempts.add(in_flight.task.id, reasons.INTERNAL_ERROR, _internal_error_message(error))
             return reasons.INTERNAL_ERROR
 
-    def _decide(self, attempt: _Try) -> _Decided | str:
+    def _decide(self, in_flight: _InFlight) -> _Decided | str:
         """The framework's placement for the task (applied to the snapshot), or the code its attempt ended with
         (the attempt is recorded)."""
-        task = attempt.task
+        task = in_flight.task
         # A nominee sees the cards held for it (they are held only from the others).
         self.held.release_for(task, self.snapshot)
         result = self.framework.schedule(task, self.snapshot, self.rng)
@@ -281,10 +280,10 @@ class _Placer:
                 # After PostFilter: a reserved job's preemption or defrag plan counts its node's free cards as free.
                 self.held.restore_for(task, self.snapshot)
         node = None
-        if len(attempt.refused) < BIND_TRIES:
-            node = next(_bind_candidates(result, self.snapshot, self.overloaded | attempt.refused_on), None)
+        if len(in_flight.refused) < BIND_TRIES:
+            node = next(_bind_candidates(result, self.snapshot, self.overloaded | in_flight.refused_on), None)
         if node is None:
-            return self._not_bound(attempt, result)
+            return self._not_bound(in_flight, result)
         cards = self.framework.reserve(task, node, self.snapshot.tenancy)
         permit = self.framework.permit([(task, node, cards)], tenancy=self.snapshot.tenancy)
         if not permit.is_success:
@@ -294,9 +293,9 @@ class _Placer:
             return code
         apply_bind(self.snapshot, task, node, cards)
         nodes, extra = attempt_nodes(result)
-        return _Decided(attempt, result.message, nodes, extra, Placement(task, node, cards))
+        return _Decided(in_flight, result.message, nodes, extra, Placement(task, node, cards))
 
-    def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_Try]:
+    def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_InFlight]:
         """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
         if not batch:
             return []
@@ -330,9 +329,9 @@ class _Placer:
                 self.attempts.count(reasons.BIND_CONFLICT)
                 codes[task.id] = reasons.BIND_CONFLICT
             else:
-                entry.attempt.refused.append(bind)
-                entry.attempt.refused_on.add(node.id)
-                retries.append(entry.attempt)
+                entry.in_flight.refused.append(bind)
+                entry.in_flight.refused_on.add(node.id)
+                retries.append(entry.in_flight)
         # Re-read after the commit: the node then holds exactly what this batch and everyone else bound there.
         refresh_nodes(self.snapshot, stale)
         return retries
@@ -365,16 +364,16 @@ class _Placer:
         self.attempts.add(task.id, result.code, result.message, nodes, extra)
         return result.code
 
-    def _not_bound(self, attempt: _Try, result: ScheduleResult) -> str:
+    def _not_bound(self, in_flight: _InFlight, result: ScheduleResult) -> str:
         """Feasible nodes, none left to bind to: the binds refused, or every candidate over a load threshold."""
         nodes, extra = attempt_nodes(result)
-        if attempt.refused:
-            last = attempt.refused[-1]
-            message = f"{result.message} Bind refused: " + "; ".join(bind.message for bind in attempt.refused)
-            self.attempts.add(attempt.task.id, last.code, message, nodes, extra)
+        if in_flight.refused:
+            last = in_flight.refused[-1]
+            message = f"{result.message} Bind refused: " + "; ".join(bind.message for bind in in_flight.refused)
+            self.attempts.add(in_flight.task.id, last.code, message, nodes, extra)
             return last.code
         code = reasons.LOAD_THRESHOLD_EXCEEDED
-        self.attempts.add(attempt.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
+        self.attempts.add(in_flight.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
                           nodes, extra)
         return code
 

@@ -47,7 +47,7 @@ from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFi
 from scheduling.framework.occupancy import emptied
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
-from scheduling.framework.result import ScheduleResult, Rejection
+from scheduling.framework.result import Rejection, ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, single_row_table, table_for

@@ -102,7 +102,7 @@ def _admitted(framework: Framework, snapshot: ClusterSnapshot, members: list[Tas
 def _top_priority(pending, gpu_type: str, admitted: Callable[[list[TaskInfo]], bool], *, default: int) -> int:
     """The highest priority of the type's pending tasks that their PreFilters admit: the queue's index read from
     its head down, a few rows at a time, to the first such task of the type (grouping every pending task by type
-    read them all each cycle)."""
+    would read them all each cycle)."""
     rows = pending.filter(gpu_type=gpu_type).order_by("-priority", "id").values_list(*TASK_INFO_FIELDS)
     start = 0
     while batch := list(rows[start:start + _HEAD_BATCH]):
@@ -148,8 +148,8 @@ def _candidates(pending, waited: datetime, *,
     """The jobs that may become reserved, oldest first, each as its GPU type, its highest priority and how to read
     its tasks: single tasks and whole gangs of at least `MIN_CARDS` cards submitted before `waited`, of GPU types
     without a reserved job. A single task is read whole only when its turn comes: most candidates are passed over
-    (their type got its job), and decoding every waiting big task's labels and tolerations each cycle was a tenth
-    of a 5,000-node cycle with a deep queue."""
+    (their type got its job), and decoding every waiting big task's labels and tolerations each cycle would cost a
+    tenth of a 5,000-node cycle with a deep queue."""
     singles = (pending.filter(group__isnull=True, gpu_required__gte=MIN_CARDS, created_at__lte=waited,
                               reserved_at__isnull=True).exclude(gpu_type__in=exclude)
                .values_list("created_at", "id", "gpu_type", "priority"))

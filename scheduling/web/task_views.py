@@ -13,12 +13,12 @@ from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
+from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.models import TaskStatus, TaskType
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import task_list_visible_to, tasks_visible_to
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_submit import task_submit
-from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.web import preemption_plan
 from scheduling.web.forms import TASK_FORM_FIELDS, error_context, submitted, task_form_payload
 from tenants.models import Tenant
@@ -129,7 +129,7 @@ def task_detail(request, task_id: int):
     context = {
         "task": task,
         # Planned for the full page and the panel's own 15 s refresh only, never for the 3 s live fragment (which
-        # does not show it): each plan reads the whole cluster (issue 27 item 4).
+        # does not show it): each plan reads the whole cluster.
         "preemption": (preemption_plan.preemption_plan_panel(task_id=task.id, user=request.user)
                        if pending and not request.htmx else None),
         "events": task.events.all(),

@@ -7,13 +7,13 @@ import pytest
 from django.core.management import call_command
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.occupancy import Occupant, assume, forget
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.housekeeping.ledger_audit import ledger_audit
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.plugins.resource_prefilter import INSUFFICIENT_HOST
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.bind.single import bind_task

@@ -4,11 +4,11 @@
 import pytest
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.plugins.single_tenant_runtime import SINGLE_TENANT_RUNTIME
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

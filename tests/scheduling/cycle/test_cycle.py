@@ -7,18 +7,17 @@ from collections import Counter
 import pytest
 
 from nodes.models import GPU, Node
-from scheduling.models import PluginConfig
 from scheduling import lifecycle
-from scheduling.queue import immediate_queue
 from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task
+from scheduling.models import AttemptCodeCount, CycleRecord, PluginConfig, SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter, resource_filter
-from scheduling.queue import services as queue_services
-from scheduling.signals import cycle_completed
 from scheduling.plugins.availability import NODE_OFFLINE
 from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
+from scheduling.queue import immediate_queue
+from scheduling.queue import services as queue_services
+from scheduling.signals import cycle_completed
 from tests.factories import end_backoffs, make_node, make_task
 
 pytestmark = pytest.mark.django_db

@@ -7,13 +7,13 @@ import pytest
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

@@ -16,10 +16,10 @@ from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import CardInfo, TenancyView
 from scheduling.plugins import build_plugin_set, fgd, resource_filter
-from scheduling.plugins.fgd.workload import TargetWorkload
-from scheduling.replay.simulate import POLICIES
 from scheduling.plugins.availability import NODE_OFFLINE
+from scheduling.plugins.fgd.workload import TargetWorkload
 from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
+from scheduling.replay.simulate import POLICIES
 from tests.scheduling.framework.builders import CONFIG, make_cards, make_node, make_snapshot, make_task, occupy
 
 TYPES = ("nvidia", "ascend", "hygon")

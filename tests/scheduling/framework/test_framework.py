@@ -7,8 +7,8 @@ from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind, apply_release
-from scheduling.framework.reserve import default_cards
 from scheduling.framework.registry import PluginSetting, build_plugin_set
+from scheduling.framework.reserve import default_cards
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.status import Code, Status
 from scheduling.plugins import default_registry, gpu_filter, resource_filter

@@ -10,6 +10,7 @@ from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.models import GPU, Node
 from scheduling import lifecycle
 from scheduling.bind import pipeline
+from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
@@ -17,7 +18,6 @@ from scheduling.groups.gang_bind import schedule_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
 from scheduling.plugins import build_plugin_set, gpu_filter
-from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from tests.factories import make_node
 

@@ -9,8 +9,8 @@ from django.utils import timezone
 from scheduling import lifecycle
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
-from scheduling.metrics import ClusterCollector
 from scheduling.groups.services import task_group_create
+from scheduling.metrics import ClusterCollector
 from scheduling.models import Task, TaskGroup
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_transition import task_transition
