@@ -151,6 +151,20 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
     return outcomes
 
 
+def bind_placements(framework: Framework, placements: Sequence[Placement], *, tenancy: TenancyView | None = None,
+                    all_or_nothing: bool = False, env_for: EnvFor | None = None,
+                    after_claim: AfterClaim | None = None) -> list[BindOutcome]:
+    """THE door into bind for single tasks and gangs alike: the framework's Bind plugins first (`Framework.bind`),
+    what they skip one batch of this pipeline (`bind_batch`, all or nothing for a gang), the framework's Reserve
+    choosing cards again where the snapshot's went stale."""
+    config = framework.config
+    return framework.bind(
+        placements, tenancy=tenancy, all_or_nothing=all_or_nothing, plugin_outcome=plugin_bind_outcome,
+        default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy, reserve=framework.reserve,
+                                                all_or_nothing=all_or_nothing, env_for=env_for,
+                                                after_claim=after_claim))
+
+
 def plugin_bind_outcome(placement: Placement, status: Status) -> BindOutcome:
     """What a Bind plugin's own answer means (`Framework.bind`): bound by the plugin, or refused with its
     reason."""

@@ -10,6 +10,7 @@ from dataclasses import fields
 
 from nodes.models import GPU, Node
 from scheduling.cache.card_visibility import note_card_visibility
+from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
@@ -50,6 +51,14 @@ def build_snapshot() -> ClusterSnapshot:
     A scheduling cycle takes its snapshot from the process's cache instead (`scheduling.cache.snapshot_cache`)."""
     nodes = read_nodes()
     return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
+
+
+def prepare_admission(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """THE setup of a snapshot that tasks are scheduled on (the cycle's and the what-if previews'): what the
+    PreFilters read — the quota book with the usage of the tenants it limits, and the inactive tenants."""
+    snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
+    snapshot.inactive_tenant_ids = inactive_tenant_ids()
+    return snapshot
 
 
 def read_nodes(*, node_ids: list[int] | None = None, occupied: bool = True) -> list[NodeInfo]:

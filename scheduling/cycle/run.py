@@ -20,23 +20,22 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
 from scheduling import lifecycle, metrics
-from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
+from scheduling.bind import BindOutcome, Placement, bind_placements
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, prepare_admission, refresh_nodes, task_info_from_row
 from scheduling.cache.snapshot_cache import snapshot_cache
 from scheduling.cycle.turns import TurnLost, cycle_turn
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.result import ScheduleResult
-from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.groups.gang_bind import GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
@@ -111,11 +110,10 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
-            snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
+            prepare_admission(snapshot)
             entries = fair_share_order(entries, snapshot.quotas)
             if plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
-            snapshot.inactive_tenant_ids = inactive_tenant_ids()
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot, framework).values())
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
@@ -269,7 +267,8 @@ class _Placer:
         task = in_flight.task
         # A nominee sees the cards held for it (they are held only from the others).
         self.held.release_for(task, self.snapshot)
-        result = self.framework.schedule(task, self.snapshot, self.rng)
+        placing = self.framework.place(task, self.snapshot, self.rng, pick=partial(self._bind_node, in_flight))
+        result = placing.result
         if result.node is None:
             try:
                 if result.pre_filtered:
@@ -279,21 +278,22 @@ class _Placer:
             finally:
                 # After PostFilter: a reserved job's preemption or defrag plan counts its node's free cards as free.
                 self.held.restore_for(task, self.snapshot)
-        node = None
-        if len(in_flight.refused) < BIND_TRIES:
-            node = next(_bind_candidates(result, self.snapshot, self.overloaded | in_flight.refused_on), None)
-        if node is None:
+        if placing.node is None:
             return self._not_bound(in_flight, result)
-        cards = self.framework.reserve(task, node, self.snapshot.tenancy)
-        permit = self.framework.permit([(task, node, cards)], tenancy=self.snapshot.tenancy)
-        if not permit.is_success:
-            nodes, extra = attempt_nodes(result)
-            code = permit.attempt_code or reasons.NO_SCHEDULABLE_NODES
-            self.attempts.add(task.id, code, f"{result.message} Not permitted: {permit.reason}", nodes, extra)
-            return code
-        apply_bind(self.snapshot, task, node, cards)
         nodes, extra = attempt_nodes(result)
-        return _Decided(in_flight, result.message, nodes, extra, Placement(task, node, cards))
+        if placing.refusal is not None:
+            code = placing.refusal.attempt_code or reasons.NO_SCHEDULABLE_NODES
+            self.attempts.add(task.id, code, f"{result.message} Not permitted: {placing.refusal.reason}", nodes,
+                              extra)
+            return code
+        return _Decided(in_flight, result.message, nodes, extra, Placement(task, placing.node, placing.cards))
+
+    def _bind_node(self, in_flight: _InFlight, result: ScheduleResult) -> NodeInfo | None:
+        """The node to bind to: the framework's choice, or the next best feasible one when binds were refused or
+        nodes found overloaded; None once the task's bind tries are spent."""
+        if len(in_flight.refused) >= BIND_TRIES:
+            return None
+        return next(_bind_candidates(result, self.snapshot, self.overloaded | in_flight.refused_on), None)
 
     def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_InFlight]:
         """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
@@ -337,12 +337,7 @@ class _Placer:
         return retries
 
     def _bind(self, placements: list[Placement]) -> list[BindOutcome]:
-        config, tenancy = self.framework.config, self.snapshot.tenancy
-        return self.framework.bind(
-            placements, tenancy=tenancy, plugin_outcome=plugin_bind_outcome,
-            default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy,
-                                                    reserve=self.framework.reserve),
-        )
+        return bind_placements(self.framework, placements, tenancy=self.snapshot.tenancy)
 
     def _bind_alone(self, placement: Placement) -> BindOutcome:
         try:

@@ -44,10 +44,11 @@ from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowScorePlugin
-from scheduling.framework.occupancy import emptied
+from scheduling.framework.occupancy import apply_bind, emptied
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
-from scheduling.framework.result import Rejection, ScheduleResult
+from scheduling.framework.result import Placing, Rejection, ScheduleResult
+from scheduling.framework.single_tenant import takes_cards
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, single_row_table, table_for
@@ -121,6 +122,27 @@ class Framework:
                                    follows_usage=plugin.follows_usage)
             matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def place(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
+              pick: Callable[[ScheduleResult], NodeInfo | None] | None = None, cards_required: bool = False,
+              apply: Callable[[ClusterSnapshot, TaskInfo, NodeInfo, list[int]], None] = apply_bind) -> Placing:
+        """THE in-memory placement step of the cycle, the what-if preview and the trace replay: `schedule`, then on
+        the node `pick` takes from the result (default: the chosen one) `reserve` → `permit` → `apply` (default
+        `apply_bind`: the next task sees the placement). `cards_required`: a task that needs cards and got none from
+        Reserve is not placed (the replay has no bind to choose them again)."""
+        result = self.schedule(task, snapshot, rng)
+        node = result.node if result.node is None or pick is None else pick(result)
+        if node is None:
+            return Placing(result)
+        cards = self.reserve(task, node, snapshot.tenancy)
+        if cards_required and takes_cards(task) and not cards:
+            return Placing(result, node, cards, Status.unschedulable(f"no cards for the task on node {node.name}",
+                                                                     plugin="reserve"))
+        permit = self.permit([(task, node, cards)], tenancy=snapshot.tenancy)
+        if not permit.is_success:
+            return Placing(result, node, cards, permit)
+        apply(snapshot, task, node, cards)
+        return Placing(result, node, cards)
 
     def pre_filter(self, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
         """PreFilter alone: whether the task may be scheduled at all now (its tenant active, its quota, the PreFilter

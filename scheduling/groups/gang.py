@@ -57,6 +57,11 @@ class GangPlan:
     def node_ids(self) -> list[int]:
         return sorted({placement.node_id for placement in self.placements})
 
+    def apply_to(self, snapshot: ClusterSnapshot) -> None:
+        """Every member's placement applied to the snapshot (`apply_bind`), so the rest of the queue sees them."""
+        for placement in self.placements:
+            apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
+
 
 @dataclass
 class GangFailure:
