@@ -9,10 +9,9 @@ from collections.abc import Iterable
 from dataclasses import fields
 
 from nodes.models import GPU, Node
-from scheduling.cache.card_visibility import note_card_visibility
+from scheduling.cache.node_info import assemble_node
 from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
-from scheduling.framework.cards import cards_by_key
-from scheduling.framework.occupancy import Occupant, assume
+from scheduling.framework.occupancy import Occupant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -141,19 +140,13 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
         if node.taints is None:
             node.taints = []
         nodes[node.id] = node
+    cards_of: dict[int, list[CardInfo]] = defaultdict(list)
     for row in card_rows:
-        node = nodes.get(row[0])
-        if node is not None:
-            node.cards.append(CardInfo(*row[1:]))
-    for node in nodes.values():
-        note_card_visibility(node)
-    cards_of = {node_id: cards_by_key(node) for node_id, node in nodes.items()}
+        cards_of[row[0]].append(CardInfo(*row[1:]))
+    occupants_of: dict[int, list[Occupant]] = defaultdict(list)
     for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type, cpu_cores, memory_mb in placement_rows:
-        node = nodes.get(node_id)
-        if node is not None:
-            # The node rows' gpu_used already counts them (the database's ledger).
-            assume(node, Occupant.of_row(tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
-                                         gpu_memory_mb=gpu_memory_mb, card_type=card_type, cpu_cores=cpu_cores,
-                                         memory_mb=memory_mb),
-                   cards=cards_of[node_id], ledger=False)
-    return list(nodes.values())
+        occupants_of[node_id].append(Occupant.of_row(
+            tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard, gpu_memory_mb=gpu_memory_mb,
+            card_type=card_type, cpu_cores=cpu_cores, memory_mb=memory_mb))
+    return [assemble_node(node, cards_of.get(node_id, ()), occupants_of.get(node_id, ()))
+            for node_id, node in nodes.items()]

@@ -2,7 +2,7 @@
 
 import itertools
 
-from scheduling.cache.card_visibility import note_card_visibility
+from scheduling.cache.node_info import note_card_visibility
 from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 
