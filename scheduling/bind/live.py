@@ -19,7 +19,8 @@ from scheduling.cache.node_info import assemble_node
 from scheduling.fair_share.book import QuotaBook
 from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from scheduling.framework.occupancy import Occupant, assume
-from scheduling.framework.snapshot import CardInfo, NodeInfo
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig
+from scheduling.framework.table import NodeTable
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
 from tenants.models import Cohort, Tenant, TenantGpuQuota
@@ -161,6 +162,19 @@ class LiveCluster:
     nodes: dict[int, LiveNode]
     # The involved tenants' and their cohorts' quotas and usage now.
     quotas: QuotaBook
+    _table: NodeTable | None = field(default=None, init=False, repr=False)
+
+    def table(self, config: SchedulerConfig) -> NodeTable:
+        """The live nodes as the framework's table, for the re-checks (built at the first; `held` keeps it
+        current)."""
+        if self._table is None:
+            self._table = NodeTable([node.node_info() for node in self.nodes.values()], config)
+        return self._table
+
+    def held(self, node: LiveNode) -> None:
+        """The node took a placement of the batch (`LiveNode.hold`): its row of the table is read again."""
+        if self._table is not None:
+            self._table.refresh_rows([self._table.row_of[node.id]])
 
 
 def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:

@@ -195,7 +195,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     node = live.nodes.get(placement.node.id)
     if node is None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
-    check_node(task, node, config)
+    check_node(task, node, config, live.table(config))
     cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
     port = choose_port(task, node, config)
     shard = make_shard(task, node, cards, config, batch.tenancy)
@@ -205,6 +205,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type,
                          task.cpu_cores, task.memory_mb)
     node.hold(held, task.gpu_required)
+    live.held(node)
     reason = placement.reason or f"bound to {node.name}"
     return _Accepted(position, Claim(task, node.id, list(cards), port, shard, reason, rank=placement.rank,
                                      card_type=card_type, borrowed=borrowed), node, held)

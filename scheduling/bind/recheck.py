@@ -15,6 +15,7 @@ from scheduling.framework.framework import Framework
 from scheduling.framework.registry import Registry, build_plugin_set
 from scheduling.framework.result import Rejection
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
+from scheduling.framework.table import NodeTable
 from scheduling.models import TaskType
 from scheduling.plugins import FRAMEWORK_CHAIN, availability, resource_prefilter, single_tenant_runtime, tenant
 
@@ -31,13 +32,13 @@ class BindRefused(Exception):
         self.node_overloaded = node_overloaded
 
 
-def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
+def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig, table: NodeTable) -> None:
     """The framework's chain (`scheduling.plugins.FRAMEWORK_CHAIN`: available and not cordoned, not dedicated to
     another tenant, room in the `gpu_used` ledger, the inference limit, the host CPU and memory the node's active
-    tasks book, one tenant's cards on a node whose containers see every card) run on the live node, then bind's own
-    CPU and memory load thresholds. The chain's plugin filters are the snapshot's: the live read carries no taints
-    or topology."""
-    rejection = _chain(config).node_rejection(task, live.node_info())
+    tasks book, one tenant's cards on a node whose containers see every card) run on the live node (its row of
+    `table`, the batch's live nodes), then bind's own CPU and memory load thresholds. The plugin filters are the
+    snapshot's: the live read carries no taints or topology."""
+    rejection = _chain(config).node_rejection(task, table, table.row_of[live.id])
     if rejection is not None:
         raise _refusal(task, live, config, rejection)
     name = live.name

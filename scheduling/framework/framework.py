@@ -51,7 +51,7 @@ from scheduling.framework.result import Placing, Rejection, ScheduleResult
 from scheduling.framework.single_tenant import takes_cards
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
-from scheduling.framework.table import NodeTable, single_row_table, table_for
+from scheduling.framework.table import NodeTable, table_for
 
 logger = logging.getLogger(__name__)
 
@@ -158,12 +158,12 @@ class Framework:
                             equivalence_cache(snapshot, table, self), rejected_by)
         return [table.nodes[row] for row in rows.tolist()]
 
-    def node_rejection(self, task: TaskInfo, node: NodeInfo, tenancy: TenancyView | None = None) -> Rejection | None:
-        """The filters, in order, on one node as it is: the first rejection, or None when the node passes (bind's
-        re-check of its live node, design §5.2)."""
-        table = single_row_table(node, self.config)
+    def node_rejection(self, task: TaskInfo, table: NodeTable, row: int,
+                       tenancy: TenancyView | None = None) -> Rejection | None:
+        """The filters, in order, on one row of a table as it is: the first rejection, or None when the node passes
+        (bind's re-check of its live nodes, design §5.2)."""
         state = CycleState(self.config, tenancy)
-        rows = np.zeros(1, np.int64)
+        rows = np.array([row], np.int64)
         for plugin, code_map in zip(self._filters, self._code_maps):
             code = int(self._filter_codes(plugin, code_map, state, task, table, rows)[0])
             if code:
