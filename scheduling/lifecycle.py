@@ -23,7 +23,7 @@ AGENT_LOST_REASON = "AgentLost"
 
 def fitting_reason(reason: str) -> str:
     """`reason` shortened to what a task row and its timeline hold: an agent's error output or a gang's cause
-    prefixed to a member's reason may run longer, and must never make the transition fail (issue 27 item 6)."""
+    prefixed to a member's reason may run longer, and must never make the transition fail."""
     return reason if len(reason) <= REASON_MAX_LENGTH else reason[: REASON_MAX_LENGTH - 1] + "…"
 
 

@@ -22,9 +22,9 @@ from nodes.authentication import (
 from nodes.models import GPU_TYPES, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.groups.readiness import readiness_apply
+from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
-from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import AgentArcRefused, NotThisNodesTask, agent_report_status
 from tenants.authentication import UserTokenAuthentication
@@ -155,7 +155,7 @@ class AgentTaskStatusApi(AgentApi):
         # "from" is a Python keyword, so it cannot be a class attribute: get_fields adds it.
         to = serializers.ChoiceField(choices=TaskStatus.choices)
         # Any length the body limit allows: an exit report is never dropped for a long error; the transition keeps
-        # what fits (issue 27 item 6).
+        # what fits.
         reason = serializers.CharField(required=False, allow_blank=True, default="")
 
         def get_fields(self):

@@ -4,17 +4,15 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduling.api.group_input import TaskGroupInput
-from scheduling.api.task_apis import SubmissionWarning
-from scheduling.diagnostics.submission_warnings import submission_warnings
-from scheduling.models import TaskGroup
 from heteroflow_site.api_errors import refusals
 from heteroflow_site.errors import NotAllowed, TooManyPending
 from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeaderPagination
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
+from scheduling.api.task_apis import SubmissionWarning
+from scheduling.diagnostics.submission_warnings import submission_warnings
+from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
-from scheduling.groups.change import task_group_change
 from scheduling.groups.rollout import replica_ready
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit

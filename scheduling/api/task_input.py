@@ -20,7 +20,6 @@ from scheduling.models import (
     TaskType,
 )
 
-
 MAX_DEADLINE_AHEAD = timedelta(days=366)
 # A task without any of these runs nothing and holds nothing: a mistake, not work. Each with the schema bound
 # that makes it count.

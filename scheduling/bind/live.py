@@ -15,13 +15,14 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from nodes.models import GPU, Node
-from scheduling.framework.cards import cards_by_key
-from scheduling.framework.occupancy import Occupant, assume
+from scheduling.cache.node_info import assemble_node
 from scheduling.fair_share.book import QuotaBook
-from scheduling.framework.snapshot import CardInfo, NodeInfo
+from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
+from scheduling.framework.occupancy import Occupant, assume
+from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig
+from scheduling.framework.table import NodeTable
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
-from scheduling.fair_share.quotas import LIMITED, fill_book, tenant_gpu_usage_rows
 from tenants.models import Cohort, Tenant, TenantGpuQuota
 
 _ACTIVE = sorted(ACTIVE_STATES)
@@ -41,15 +42,6 @@ SELECT c.id FROM {Cohort._meta.db_table} c
  FOR UPDATE OF c
 """
 
-_HAS_QUOTA_ROWS = f"EXISTS (SELECT 1 FROM {TenantGpuQuota._meta.db_table} q WHERE q.tenant_id = t.id)"
-
-_LOCK_QUOTA_TENANTS = f"""
-SELECT t.id FROM {Tenant._meta.db_table} t
- WHERE t.id = ANY(%(tenant_ids)s) AND (t.gpu_quota IS NOT NULL OR t.cohort_id IS NOT NULL OR {_HAS_QUOTA_ROWS})
- ORDER BY t.id
- FOR UPDATE OF t
-"""
-
 _BOOK_SCOPE = f"""
 t.id = ANY(%(tenant_ids)s)
  OR t.cohort_id IN (SELECT i.cohort_id FROM {Tenant._meta.db_table} i WHERE i.id = ANY(%(tenant_ids)s))"""
@@ -63,6 +55,13 @@ _BOOK_ROWS = f"""
 SELECT q.tenant_id, q.gpu_type, q.nominal, q.borrowing_limit, q.lending_limit
   FROM {TenantGpuQuota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id WHERE {_BOOK_SCOPE}
 """
+
+
+def _lock_limited_tenants(tenant_ids: list[int]) -> tuple[str, tuple]:
+    """The statement locking those of the tenants the quota book limits (`quotas.LIMITED`, the snapshot's rule
+    too), in id order."""
+    return (Tenant.objects.filter(LIMITED, id__in=tenant_ids).order_by("id").select_for_update(of=("self",))
+            .values_list("id").query.sql_with_params())
 
 
 def _book_tenants(tenant_ids: list[int]) -> QuerySet:
@@ -149,15 +148,11 @@ class LiveNode:
                         gpu_total=self.gpu_total, gpu_used=self.gpu_used, cpu_cores=self.cpu_cores,
                         memory_gb=self.memory_gb,
                         cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb)
-        node.cards = sorted((CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
-                                      temperature=temperature, type=vendor or "", model=model or "")
-                             for index, total, used, utilization, temperature, vendor, model in self.card_rows),
-                            key=lambda card: (card.type, card.index))
-        cards = cards_by_key(node)
-        for held in self.placements:
-            assume(node, held.occupant(), cards=cards, ledger=False)
-        self._node = node
-        return node
+        cards = (CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
+                          temperature=temperature, type=vendor or "", model=model or "")
+                 for index, total, used, utilization, temperature, vendor, model in self.card_rows)
+        self._node = assemble_node(node, cards, (held.occupant() for held in self.placements))
+        return self._node
 
 
 @dataclass
@@ -167,6 +162,19 @@ class LiveCluster:
     nodes: dict[int, LiveNode]
     # The involved tenants' and their cohorts' quotas and usage now.
     quotas: QuotaBook
+    _table: NodeTable | None = field(default=None, init=False, repr=False)
+
+    def table(self, config: SchedulerConfig) -> NodeTable:
+        """The live nodes as the framework's table, for the re-checks (built at the first; `held` keeps it
+        current)."""
+        if self._table is None:
+            self._table = NodeTable([node.node_info() for node in self.nodes.values()], config)
+        return self._table
+
+    def held(self, node: LiveNode) -> None:
+        """The node took a placement of the batch (`LiveNode.hold`): its row of the table is read again."""
+        if self._table is not None:
+            self._table.refresh_rows([self._table.row_of[node.id]])
 
 
 def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
@@ -184,10 +192,12 @@ def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:
         locked.execute(_LOCK_NODES, {"node_ids": node_ids})
         reads = {}
         if tenant_ids:
-            for name, statement in (("cohorts", _LOCK_COHORTS), ("locked tenants", _LOCK_QUOTA_TENANTS),
-                                    ("tenants", _BOOK_TENANTS), ("rows", _BOOK_ROWS)):
+            for name, statement in (("cohorts", (_LOCK_COHORTS, {"tenant_ids": tenant_ids})),
+                                    ("locked tenants", _lock_limited_tenants(tenant_ids)),
+                                    ("tenants", (_BOOK_TENANTS, {"tenant_ids": tenant_ids})),
+                                    ("rows", (_BOOK_ROWS, {"tenant_ids": tenant_ids}))):
                 reads[name] = raw.cursor()
-                reads[name].execute(statement, {"tenant_ids": tenant_ids})
+                reads[name].execute(*statement)
         read = raw.cursor()
         read.execute(_LIVE_NODES, {"node_ids": node_ids, "active": _ACTIVE})
         if tenant_ids:

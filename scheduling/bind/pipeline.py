@@ -3,12 +3,14 @@
 A placement batch is the only unit. A single bind is a batch of one; a gang is a batch bound all or nothing; the
 cycle commits up to BIND_BATCH placements at once. Whatever the size, one transaction of three round trips:
 
-1. `live.lock_and_read`, pipelined: BEGIN, lock the involved node rows (id order), then the involved tenants that
-   have a GPU quota (id order), then read the live cards, the active placements and the quota usage;
+1. `live.lock_and_read`, pipelined: BEGIN, lock the involved node rows (id order), then the cohorts of the involved
+   tenants (id order), then those of the involved tenants the quota book limits (id order), then read the live
+   cards, the active placements and the quota usage;
 2. every placement is re-checked in order (`recheck`) against the live rows plus the placements of this batch
-   accepted before it — node state and load, the ledger, cards (re-chosen by the framework's Reserve when the
-   snapshot's choice went stale), the inference limit and port, the shard, the tenant's quota — and the accepted
-   ones are claimed by ONE statement (`claim`), `task_transitioned` following after commit;
+   accepted before it — the framework's chain on the live node (state, dedication, the ledger, the inference
+   limit, the booked host, the single-tenant runtime), bind's load thresholds, cards (re-chosen by the
+   framework's Reserve when the snapshot's choice went stale), the port, the shard, the tenant's quota — and the
+   accepted ones are claimed by ONE statement (`claim`), `task_transitioned` following after commit;
 3. COMMIT (asynchronous, see `live.lock_and_read`).
 
 A refused placement leaves its task pending and holds nothing; in an all-or-nothing batch the first refusal or
@@ -27,10 +29,7 @@ from scheduling.bind.live import LiveCluster, LiveNode, LivePlacement, lock_and_
 from scheduling.bind.recheck import (
     BindRefused,
     Reserve,
-    check_host_resources,
-    check_inference_limit,
     check_node,
-    check_single_tenant,
     choose_cards,
     choose_port,
     make_shard,
@@ -152,6 +151,20 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
     return outcomes
 
 
+def bind_placements(framework: Framework, placements: Sequence[Placement], *, tenancy: TenancyView | None = None,
+                    all_or_nothing: bool = False, env_for: EnvFor | None = None,
+                    after_claim: AfterClaim | None = None) -> list[BindOutcome]:
+    """THE door into bind for single tasks and gangs alike: the framework's Bind plugins first (`Framework.bind`),
+    what they skip one batch of this pipeline (`bind_batch`, all or nothing for a gang), the framework's Reserve
+    choosing cards again where the snapshot's went stale."""
+    config = framework.config
+    return framework.bind(
+        placements, tenancy=tenancy, all_or_nothing=all_or_nothing, plugin_outcome=plugin_bind_outcome,
+        default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy, reserve=framework.reserve,
+                                                all_or_nothing=all_or_nothing, env_for=env_for,
+                                                after_claim=after_claim))
+
+
 def plugin_bind_outcome(placement: Placement, status: Status) -> BindOutcome:
     """What a Bind plugin's own answer means (`Framework.bind`): bound by the plugin, or refused with its
     reason."""
@@ -182,11 +195,8 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     node = live.nodes.get(placement.node.id)
     if node is None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
-    check_node(task, node, config)
-    check_host_resources(task, node)
-    check_single_tenant(task, node)
+    check_node(task, node, config, live.table(config))
     cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
-    check_inference_limit(task, node, config)
     port = choose_port(task, node, config)
     shard = make_shard(task, node, cards, config, batch.tenancy)
     card_type = getattr(cards, "card_type", "")
@@ -195,6 +205,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     held = LivePlacement(task.tenant_id, task.type, list(cards), shard, port, task.gpu_memory_mb, card_type,
                          task.cpu_cores, task.memory_mb)
     node.hold(held, task.gpu_required)
+    live.held(node)
     reason = placement.reason or f"bound to {node.name}"
     return _Accepted(position, Claim(task, node.id, list(cards), port, shard, reason, rank=placement.rank,
                                      card_type=card_type, borrowed=borrowed), node, held)

@@ -1,18 +1,23 @@
 """The re-checks of bind (design §5.2): a placement the framework chose over the snapshot, judged again against the
-rows just locked. Each check raises `BindRefused` with the attempt code; the first that fails decides."""
+rows just locked — the framework's chain on the live node, bind's load thresholds, the cards, port and shard. Each
+check raises `BindRefused` with the attempt code; the first that fails decides."""
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from scheduling.bind.live import LiveNode
+from scheduling.bind.shards import ShardAllocationError, occupancy_of, shard_on_card
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
-from scheduling.framework.single_tenant import card_holder, held_by_another_tenant
+from scheduling.framework.framework import Framework
+from scheduling.framework.registry import Registry, build_plugin_set
+from scheduling.framework.result import Rejection
 from scheduling.framework.snapshot import CardInfo, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
-from scheduling.framework.table import AVAILABLE_STATUSES
+from scheduling.framework.table import NodeTable
 from scheduling.models import TaskType
-from scheduling.bind.shards import ShardAllocationError, occupancy_of, shard_on_card
+from scheduling.plugins import FRAMEWORK_CHAIN, availability, resource_prefilter, single_tenant_runtime, tenant
 
 
 # The framework's card choice (its Reserve extension point): (task, node, tenancy) -> card indexes.
@@ -27,16 +32,16 @@ class BindRefused(Exception):
         self.node_overloaded = node_overloaded
 
 
-def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
-    """Available and not cordoned, not dedicated to another tenant, under the CPU and memory thresholds, room in
-    the `gpu_used` ledger for the task's cards."""
-    name, status = live.name, live.status
-    if status not in AVAILABLE_STATUSES or not live.schedulable:
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {status}"
-                          + ("" if live.schedulable else " and cordoned"))
-    if live.dedicated_tenant_id is not None and live.dedicated_tenant_id != task.tenant_id:
-        # Unnamed: the message reaches the tenant, and which node another tenant holds is not theirs to know.
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node is {reasons.DEDICATED_OTHER_TENANT}")
+def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig, table: NodeTable) -> None:
+    """The framework's chain (`scheduling.plugins.FRAMEWORK_CHAIN`: available and not cordoned, not dedicated to
+    another tenant, room in the `gpu_used` ledger, the inference limit, the host CPU and memory the node's active
+    tasks book, one tenant's cards on a node whose containers see every card) run on the live node (its row of
+    `table`, the batch's live nodes), then bind's own CPU and memory load thresholds. The plugin filters are the
+    snapshot's: the live read carries no taints or topology."""
+    rejection = _chain(config).node_rejection(task, table, table.row_of[live.id])
+    if rejection is not None:
+        raise _refusal(task, live, config, rejection)
+    name = live.name
     if live.cpu_percent >= config.cpu_percent:
         raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
                           f"node {name} CPU at {live.cpu_percent:g} % (threshold {config.cpu_percent:g} %)",
@@ -47,33 +52,42 @@ def check_node(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
             raise BindRefused(reasons.LOAD_THRESHOLD_EXCEEDED,
                               f"node {name} memory at {memory_percent:.1f} % "
                               f"(threshold {config.memory_percent:g} %)", node_overloaded=True)
-    needed = task.gpu_required
-    if needed and live.gpu_used + needed > live.gpu_total:
-        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                          f"node {name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, the task needs "
-                          f"{needed}")
 
 
-def check_host_resources(task: TaskInfo, live: LiveNode) -> None:
-    """The task's CPU cores and memory fit beside what the node's active tasks book (design §16.1). Bind, not a
-    plugin, holds this rule: plugins stay GPU-only."""
-    if not task.cpu_cores and not task.memory_mb:
-        return
-    node = live.node_info()
-    if not node.host_room_for(task.cpu_cores, task.memory_mb):
-        raise BindRefused(
+@lru_cache(maxsize=8)
+def _chain(config: SchedulerConfig) -> Framework:
+    return Framework(build_plugin_set([], Registry(chain=FRAMEWORK_CHAIN)), config)
+
+
+def _refusal(task: TaskInfo, live: LiveNode, config: SchedulerConfig, rejection: Rejection) -> BindRefused:
+    """The chain's rejection as bind reports it: the attempt code, and a message that names no other tenant's node
+    or tasks (it reaches the tenant)."""
+    name, node = live.name, live.node_info()
+    if rejection.plugin == availability.NAME:
+        return BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {name} is {live.status}"
+                           + ("" if live.schedulable else " and cordoned"))
+    if rejection.plugin == tenant.NAME:
+        return BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node is {tenant.DEDICATED_OTHER_TENANT}")
+    if rejection.plugin == single_tenant_runtime.NAME:
+        return BindRefused(reasons.NO_SCHEDULABLE_NODES,
+                           f"the chosen node's containers see every card and another tenant's tasks hold them "
+                           f"({single_tenant_runtime.SINGLE_TENANT_RUNTIME})")
+    if rejection.reason == resource_prefilter.INSUFFICIENT_GPU:
+        return BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                           f"node {name} has {max(live.gpu_total - live.gpu_used, 0)} free cards, the task needs "
+                           f"{task.gpu_required}")
+    if rejection.reason == resource_prefilter.INFERENCE_LIMIT:
+        return BindRefused(reasons.INSUFFICIENT_RESOURCES,
+                           f"node {name} already runs {node.inference_tasks} inference containers")
+    if rejection.reason == resource_prefilter.INSUFFICIENT_HOST:
+        return BindRefused(
             reasons.INSUFFICIENT_HOST_RESOURCES,
-            f"node {live.name} has {max(node.host_cpu_free, 0):g} CPU cores and "
+            f"node {name} has {max(node.host_cpu_free, 0):g} CPU cores and "
             f"{max(node.host_memory_free_mb, 0)} MB of memory unbooked, the task asks {task.cpu_cores:g} and "
             f"{task.memory_mb} MB")
-
-
-def check_single_tenant(task: TaskInfo, live: LiveNode) -> None:
-    """A node whose containers see every card holds one tenant's card-holding tasks at a time (design §16.5)."""
-    if held_by_another_tenant(task, card_holder(live.node_info())):
-        # Unnamed, as the dedicated node above: whose tasks run there is not the tenant's to know.
-        raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"the chosen node's containers see every card and another "
-                                                        f"tenant's tasks hold them ({reasons.SINGLE_TENANT_RUNTIME})")
+    return BindRefused(rejection.attempt_code or (reasons.INSUFFICIENT_RESOURCES if rejection.resolvable
+                                                  else reasons.NO_SCHEDULABLE_NODES),
+                       f"node {name}: {rejection.reason}")
 
 
 def choose_cards(task: TaskInfo, live_node: NodeInfo, preferred: list[int], config: SchedulerConfig,
@@ -124,15 +138,6 @@ def _card_load(card: CardInfo, config: SchedulerConfig) -> str:
             f"(threshold {config.gpu_memory_percent:g} %), {card.utilization:g} % utilisation "
             f"(threshold {config.gpu_utilization_percent:g} %), {card.temperature:g} °C "
             f"(threshold {config.gpu_temperature_threshold:g} °C)")
-
-
-def check_inference_limit(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> None:
-    if task.type != TaskType.INFERENCE:
-        return
-    inference = sum(1 for placement in live.placements if placement.type == TaskType.INFERENCE)
-    if inference >= config.inference_max_per_node:
-        raise BindRefused(reasons.INSUFFICIENT_RESOURCES,
-                          f"node {live.name} already runs {inference} inference containers")
 
 
 def choose_port(task: TaskInfo, live: LiveNode, config: SchedulerConfig) -> int | None:

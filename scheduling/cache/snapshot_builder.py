@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import fields
 
 from nodes.models import GPU, Node
-from scheduling.framework.cards import cards_by_key
-from scheduling.framework.occupancy import Occupant, assume
+from scheduling.cache.node_info import assemble_node
+from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
+from scheduling.framework.occupancy import Occupant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -49,6 +50,14 @@ def build_snapshot() -> ClusterSnapshot:
     A scheduling cycle takes its snapshot from the process's cache instead (`scheduling.cache.snapshot_cache`)."""
     nodes = read_nodes()
     return ClusterSnapshot(nodes=nodes, tenancy=build_tenancy(nodes))
+
+
+def prepare_admission(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """THE setup of a snapshot that tasks are scheduled on (the cycle's and the what-if previews'): what the
+    PreFilters read — the quota book with the usage of the tenants it limits, and the inactive tenants."""
+    snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
+    snapshot.inactive_tenant_ids = inactive_tenant_ids()
+    return snapshot
 
 
 def read_nodes(*, node_ids: list[int] | None = None, occupied: bool = True) -> list[NodeInfo]:
@@ -110,6 +119,12 @@ def task_info_from_row(row: tuple) -> TaskInfo:
     return info
 
 
+def newest_tasks(count: int) -> list[TaskInfo]:
+    """The `count` most recently created tasks (any state), oldest first."""
+    rows = Task.objects.order_by("-created_at", "-id").values_list(*TASK_INFO_FIELDS)[:count]
+    return [task_info_from_row(row) for row in reversed(rows)]
+
+
 def _active_placements():
     return Task.objects.filter(status__in=ACTIVE_STATES, node_id__isnull=False)
 
@@ -125,17 +140,13 @@ def _assemble_nodes(node_rows, card_rows, placement_rows) -> list[NodeInfo]:
         if node.taints is None:
             node.taints = []
         nodes[node.id] = node
+    cards_of: dict[int, list[CardInfo]] = defaultdict(list)
     for row in card_rows:
-        node = nodes.get(row[0])
-        if node is not None:
-            node.cards.append(CardInfo(*row[1:]))
-    cards_of = {node_id: cards_by_key(node) for node_id, node in nodes.items()}
+        cards_of[row[0]].append(CardInfo(*row[1:]))
+    occupants_of: dict[int, list[Occupant]] = defaultdict(list)
     for node_id, tenant_id, task_type, gpus, shard, gpu_memory_mb, card_type, cpu_cores, memory_mb in placement_rows:
-        node = nodes.get(node_id)
-        if node is not None:
-            # The node rows' gpu_used already counts them (the database's ledger).
-            assume(node, Occupant.of_row(tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard,
-                                         gpu_memory_mb=gpu_memory_mb, card_type=card_type, cpu_cores=cpu_cores,
-                                         memory_mb=memory_mb),
-                   cards=cards_of[node_id], ledger=False)
-    return list(nodes.values())
+        occupants_of[node_id].append(Occupant.of_row(
+            tenant_id=tenant_id, task_type=task_type, gpus=gpus, shard=shard, gpu_memory_mb=gpu_memory_mb,
+            card_type=card_type, cpu_cores=cpu_cores, memory_mb=memory_mb))
+    return [assemble_node(node, cards_of.get(node_id, ()), occupants_of.get(node_id, ()))
+            for node_id, node in nodes.items()]

@@ -25,9 +25,9 @@ from django.db import connection
 from nodes.models import Node
 from nodes.selectors import change_watermark, nodes_changed_since
 from nodes.services import node_changes_prune
+from scheduling.cache.snapshot_builder import build_snapshot, build_tenancy, read_nodes, update_in_place
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 from scheduling.framework.table import NodeTable
-from scheduling.cache.snapshot_builder import build_snapshot, build_tenancy, read_nodes, update_in_place
 
 FULL_REBUILD_SECONDS = 60.0
 # Far longer than FULL_REBUILD_SECONDS: a cache asks what changed only within that time of its last look, so the

@@ -20,39 +20,37 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
 from scheduling import lifecycle, metrics
-from scheduling.queue import immediate_queue
-from scheduling.bind import BindOutcome, Placement, bind_batch, plugin_bind_outcome
+from scheduling.bind import BindOutcome, Placement, bind_placements
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, prepare_admission, refresh_nodes, task_info_from_row
+from scheduling.cache.snapshot_cache import snapshot_cache
+from scheduling.cycle.turns import TurnLost, cycle_turn
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
-from scheduling.queue.fair_share_order import fair_share_order, pending_tenant_shares
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.never_fits import never_fits
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.result import ScheduleResult
-from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.groups.gang_bind import GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
+from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import CandidatePool
-from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
-from scheduling.queue import nomination, reservation
+from scheduling.queue import immediate_queue, nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
+from scheduling.queue.fair_share_order import fair_share_order, pending_tenant_shares
 from scheduling.queue.positions import compute_queue_positions, publish_queue_positions
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
-from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.selectors import current_plugin_set
 from scheduling.signals import cycle_completed
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
-from scheduling.cycle.turns import TurnLost, cycle_turn
-from scheduling.cache.snapshot_cache import snapshot_cache
 
 logger = logging.getLogger(__name__)
 
@@ -114,15 +112,14 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
         with snapshot_cache.snapshot(framework.config) as snapshot:
-            snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
+            prepare_admission(snapshot)
             # The window comes in priority-then-creation order, the default (design §17.1).
             shares = pending_tenant_shares() if plugin_set.queue_order == FAIR_SHARE else None
             if shares is not None:
                 entries = fair_share_order(entries, shares)
             elif plugin_set.queue_order == WEIGHTED:
                 entries = weighted_order(entries, snapshot)
-            snapshot.inactive_tenant_ids = inactive_tenant_ids()
-            reserved = frozenset(reservation.reserve_waiting_jobs(snapshot).values())
+            reserved = frozenset(reservation.reserve_waiting_jobs(snapshot, framework).values())
             held = nomination.hold_nominated_cards(snapshot)
             # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
             # full collections walking the snapshot cost more than scheduling itself on a large cluster.
@@ -216,7 +213,7 @@ def _internal_error_message(error: Exception) -> str:
 
 
 @dataclass
-class _Try:
+class _InFlight:
     """A task on its way through the cycle, with the binds refused for it so far."""
 
     task: TaskInfo
@@ -230,7 +227,7 @@ class _Decided:
     (`attempt_nodes`), not the ScheduleResult, whose per-row arrays would keep ~1 MB per task of a batch alive on
     a 20,000-node cluster."""
 
-    attempt: _Try
+    in_flight: _InFlight
     message: str
     nodes: dict
     extra: dict
@@ -255,14 +252,14 @@ class _Placer:
     def place(self, tasks: list[TaskInfo]) -> dict[int, str]:
         """Every task's attempt code, by task id."""
         codes: dict[int, str] = {}
-        queue = deque(_Try(task) for task in tasks)
+        queue = deque(_InFlight(task) for task in tasks)
         while queue:
             batch: list[_Decided] = []
             while queue and len(batch) < BIND_BATCH:
-                attempt = queue.popleft()
-                decided = self._decide_isolated(attempt)
+                in_flight = queue.popleft()
+                decided = self._decide_isolated(in_flight)
                 if isinstance(decided, str):
-                    codes[attempt.task.id] = decided
+                    codes[in_flight.task.id] = decided
                 else:
                     batch.append(decided)
             # Refused placements go back to the framework first, before the rest of the queue.
@@ -270,22 +267,23 @@ class _Placer:
         self.outcomes.update(codes)
         return codes
 
-    def _decide_isolated(self, attempt: _Try) -> _Decided | str:
+    def _decide_isolated(self, in_flight: _InFlight) -> _Decided | str:
         """`_decide`, with an unexpected error recorded as the task's attempt instead of ending the cycle."""
         try:
-            return self._decide(attempt)
+            return self._decide(in_flight)
         except Exception as error:
-            logger.exception("scheduling task %s failed unexpectedly", attempt.task.id)
-            self.attempts.add(attempt.task.id, reasons.INTERNAL_ERROR, _internal_error_message(error))
+            logger.exception("scheduling task %s failed unexpectedly", in_flight.task.id)
+            self.attempts.add(in_flight.task.id, reasons.INTERNAL_ERROR, _internal_error_message(error))
             return reasons.INTERNAL_ERROR
 
-    def _decide(self, attempt: _Try) -> _Decided | str:
+    def _decide(self, in_flight: _InFlight) -> _Decided | str:
         """The framework's placement for the task (applied to the snapshot), or the code its attempt ended with
         (the attempt is recorded)."""
-        task = attempt.task
+        task = in_flight.task
         # A nominee sees the cards held for it (they are held only from the others).
         self.held.release_for(task, self.snapshot)
-        result = self.framework.schedule(task, self.snapshot, self.rng)
+        placing = self.framework.place(task, self.snapshot, self.rng, pick=partial(self._bind_node, in_flight))
+        result = placing.result
         if result.node is None:
             try:
                 impossible = never_fits(task, self.snapshot)
@@ -300,23 +298,24 @@ class _Placer:
             finally:
                 # After PostFilter: a reserved job's preemption or defrag plan counts its node's free cards as free.
                 self.held.restore_for(task, self.snapshot)
-        node = None
-        if len(attempt.refused) < BIND_TRIES:
-            node = next(_bind_candidates(result, self.snapshot, self.overloaded | attempt.refused_on), None)
-        if node is None:
-            return self._not_bound(attempt, result)
-        cards = self.framework.reserve(task, node, self.snapshot.tenancy)
-        permit = self.framework.permit([(task, node, cards)], tenancy=self.snapshot.tenancy)
-        if not permit.is_success:
-            nodes, extra = attempt_nodes(result)
-            code = permit.attempt_code or reasons.NO_SCHEDULABLE_NODES
-            self.attempts.add(task.id, code, f"{result.message} Not permitted: {permit.reason}", nodes, extra)
-            return code
-        apply_bind(self.snapshot, task, node, cards)
+        if placing.node is None:
+            return self._not_bound(in_flight, result)
         nodes, extra = attempt_nodes(result)
-        return _Decided(attempt, result.message, nodes, extra, Placement(task, node, cards))
+        if placing.refusal is not None:
+            code = placing.refusal.attempt_code or reasons.NO_SCHEDULABLE_NODES
+            self.attempts.add(task.id, code, f"{result.message} Not permitted: {placing.refusal.reason}", nodes,
+                              extra)
+            return code
+        return _Decided(in_flight, result.message, nodes, extra, Placement(task, placing.node, placing.cards))
 
-    def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_Try]:
+    def _bind_node(self, in_flight: _InFlight, result: ScheduleResult) -> NodeInfo | None:
+        """The node to bind to: the framework's choice, or the next best feasible one when binds were refused or
+        nodes found overloaded; None once the task's bind tries are spent."""
+        if len(in_flight.refused) >= BIND_TRIES:
+            return None
+        return next(_bind_candidates(result, self.snapshot, self.overloaded | in_flight.refused_on), None)
+
+    def _commit(self, batch: list[_Decided], codes: dict[int, str]) -> list[_InFlight]:
         """Bind the batch (Bind plugins, then the pipeline); the refused attempts to decide again."""
         if not batch:
             return []
@@ -350,20 +349,15 @@ class _Placer:
                 self.attempts.count(reasons.BIND_CONFLICT)
                 codes[task.id] = reasons.BIND_CONFLICT
             else:
-                entry.attempt.refused.append(bind)
-                entry.attempt.refused_on.add(node.id)
-                retries.append(entry.attempt)
+                entry.in_flight.refused.append(bind)
+                entry.in_flight.refused_on.add(node.id)
+                retries.append(entry.in_flight)
         # Re-read after the commit: the node then holds exactly what this batch and everyone else bound there.
         refresh_nodes(self.snapshot, stale)
         return retries
 
     def _bind(self, placements: list[Placement]) -> list[BindOutcome]:
-        config, tenancy = self.framework.config, self.snapshot.tenancy
-        return self.framework.bind(
-            placements, tenancy=tenancy, plugin_outcome=plugin_bind_outcome,
-            default_binder=lambda batch: bind_batch(batch, config=config, tenancy=tenancy,
-                                                    reserve=self.framework.reserve),
-        )
+        return bind_placements(self.framework, placements, tenancy=self.snapshot.tenancy)
 
     def _bind_alone(self, placement: Placement) -> BindOutcome:
         try:
@@ -385,16 +379,16 @@ class _Placer:
         self.attempts.add(task.id, result.code, result.message, nodes, extra)
         return result.code
 
-    def _not_bound(self, attempt: _Try, result: ScheduleResult) -> str:
+    def _not_bound(self, in_flight: _InFlight, result: ScheduleResult) -> str:
         """Feasible nodes, none left to bind to: the binds refused, or every candidate over a load threshold."""
         nodes, extra = attempt_nodes(result)
-        if attempt.refused:
-            last = attempt.refused[-1]
-            message = f"{result.message} Bind refused: " + "; ".join(bind.message for bind in attempt.refused)
-            self.attempts.add(attempt.task.id, last.code, message, nodes, extra)
+        if in_flight.refused:
+            last = in_flight.refused[-1]
+            message = f"{result.message} Bind refused: " + "; ".join(bind.message for bind in in_flight.refused)
+            self.attempts.add(in_flight.task.id, last.code, message, nodes, extra)
             return last.code
         code = reasons.LOAD_THRESHOLD_EXCEEDED
-        self.attempts.add(attempt.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
+        self.attempts.add(in_flight.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
                           nodes, extra)
         return code
 

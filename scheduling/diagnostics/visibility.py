@@ -1,14 +1,15 @@
-"""What a tenant user may read of scheduling diagnostics (design §15.6, issue 13 item 8): nothing that names another
+"""What a tenant user may read of scheduling diagnostics (design §15.6): nothing that names another
 tenant's tasks, priorities or dedicated nodes; such things are counted instead. Admins see everything."""
 
 from collections import Counter
 
-from scheduling.framework import reasons
 from scheduling.models import SchedulingAttempt, Task
+from scheduling.plugins.single_tenant_runtime import SINGLE_TENANT_RUNTIME
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
 
 # Filter reasons whose nodes belong to someone else (dedicated to, or held by, another tenant): a tenant learns how
 # many, not which.
-REASONS_COUNTED_NOT_NAMED = frozenset({reasons.DEDICATED_OTHER_TENANT, reasons.SINGLE_TENANT_RUNTIME})
+REASONS_COUNTED_NOT_NAMED = frozenset({DEDICATED_OTHER_TENANT, SINGLE_TENANT_RUNTIME})
 
 
 def filtered_nodes_for(filtered: dict[str, list[str]], *, admin: bool) -> dict[str, list[str] | int]:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the snapshot module holds a QuotaBook
-    from scheduling.framework.snapshot import TaskInfo
+from scheduling.framework.task import TaskInfo
 
 CARD = 100
 BATCH = "batch"

@@ -11,8 +11,9 @@ run here and nowhere else; the cycle (`scheduling/cycle/run.py`) calls them in k
         apply_bind(snapshot, task, result.node, cards)   # the next task sees the usage (framework/occupancy.py)
         framework.bind(placements, default_binder=..., plugin_outcome=...)    # Bind (default: scheduling/bind/)
 
-Filter order is decided in one place, `_filter_order`: availability → tenant → gpu-filter → resource pre-filter →
-affinity → the other plugin filters.
+Filter order is decided in one place, `_filter_order`: the framework's chain (availability → tenant → reservation
+→ resource pre-filter → single-tenant runtime → affinity: `scheduling.plugins.FRAMEWORK_CHAIN`) with the gpu-filter
+right after its tenant step, then the other plugin filters in registry order.
 
 A cycle that keeps many results alive should `gc.freeze()` after building its snapshot (and `gc.unfreeze()` at the
 end): the diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the
@@ -40,22 +41,23 @@ from typing import Any, TypeVar
 import numpy as np
 
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import BUILTIN_CHAIN, BUILTIN_PRE_FILTERS, GangPermit
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
 from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowPlugin, RowScorePlugin
+from scheduling.framework.occupancy import apply_bind, emptied
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
-from scheduling.framework.result import ScheduleResult, Rejection
+from scheduling.framework.result import Placing, Rejection, ScheduleResult
+from scheduling.framework.single_tenant import takes_cards
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.framework.table import NodeTable, table_for
 
 logger = logging.getLogger(__name__)
 
-# Runs right after the tenant step (see `_filter_order`).
+# The always-on gpu-filter runs right after the chain's tenant step (see `_filter_order`).
 GPU_FILTER = "gpu-filter"
-_GANG_PERMIT = GangPermit()
+TENANT_STEP = "tenant"
 P = TypeVar("P")
 O = TypeVar("O")
 # Totals closer than this are a tie (float sums of the same scores in another order differ in the last bits).
@@ -68,7 +70,7 @@ class Framework:
     def __init__(self, plugin_set: PluginSet, config: SchedulerConfig) -> None:
         self.plugin_set = plugin_set
         self.config = config
-        self._pre_filters = [*BUILTIN_PRE_FILTERS, *plugin_set.pre_filters]
+        self._pre_filters = plugin_set.pre_filters
         self._filters = _filter_order(plugin_set.filters)
         self._rejections: list[Rejection] = []
         self._rejection_ids: dict[tuple[str, str, bool], int] = {}
@@ -91,7 +93,7 @@ class Framework:
 
     def schedule(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
                  admitted: bool = False) -> ScheduleResult:
-        """PreFilter → Filter (built-in chain and plugins) → PreScore → Score → PostScore; pick the best total,
+        """PreFilter → Filter (the framework's chain and the plugins) → PreScore → Score → PostScore; pick the best total,
         ties at random (one draw from `rng`). The snapshot is only read; `apply_bind` records a bind.
         `admitted`: the PreFilters already ran for the task's gang as a whole (`pre_filter_gang`)."""
         table = table_for(snapshot, self.config)
@@ -124,6 +126,71 @@ class Framework:
                                    follows_usage=plugin.follows_usage)
             matrix[index] = every_row[rows]
         return self._result(task, table, rejected_by, rows, names, matrix, rng, state)
+
+    def place(self, task: TaskInfo, snapshot: ClusterSnapshot, rng: random.Random, *,
+              pick: Callable[[ScheduleResult], NodeInfo | None] | None = None, cards_required: bool = False,
+              apply: Callable[[ClusterSnapshot, TaskInfo, NodeInfo, list[int]], None] = apply_bind) -> Placing:
+        """THE in-memory placement step of the cycle, the what-if preview and the trace replay: `schedule`, then on
+        the node `pick` takes from the result (default: the chosen one) `reserve` → `permit` → `apply` (default
+        `apply_bind`: the next task sees the placement). `cards_required`: a task that needs cards and got none from
+        Reserve is not placed (the replay has no bind to choose them again)."""
+        result = self.schedule(task, snapshot, rng)
+        node = result.node if result.node is None or pick is None else pick(result)
+        if node is None:
+            return Placing(result)
+        cards = self.reserve(task, node, snapshot.tenancy)
+        if cards_required and takes_cards(task) and not cards:
+            return Placing(result, node, cards, Status.unschedulable(f"no cards for the task on node {node.name}",
+                                                                     plugin="reserve"))
+        permit = self.permit([(task, node, cards)], tenancy=snapshot.tenancy)
+        if not permit.is_success:
+            return Placing(result, node, cards, permit)
+        apply(snapshot, task, node, cards)
+        return Placing(result, node, cards)
+
+    def pre_filter(self, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
+        """PreFilter alone: whether the task may be scheduled at all now (its tenant active, its quota, the PreFilter
+        plugins), whatever the nodes."""
+        return self._run_pre_filters(CycleState(self.config, snapshot.tenancy), task, snapshot)
+
+    def feasible_nodes(self, task: TaskInfo, snapshot: ClusterSnapshot) -> list[NodeInfo]:
+        """Filter alone (the framework's chain and the plugin filters, no PreFilter): the nodes that could take the
+        task now."""
+        table = table_for(snapshot, self.config)
+        rejected_by = np.zeros(table.size, np.int32)
+        rows = self._filter(task, table, CycleState(self.config, snapshot.tenancy),
+                            equivalence_cache(snapshot, table, self), rejected_by)
+        return [table.nodes[row] for row in rows.tolist()]
+
+    def node_rejection(self, task: TaskInfo, table: NodeTable, row: int,
+                       tenancy: TenancyView | None = None) -> Rejection | None:
+        """The filters, in order, on one row of a table as it is: the first rejection, or None when the node passes
+        (bind's re-check of its live nodes, design §5.2)."""
+        state = CycleState(self.config, tenancy)
+        rows = np.array([row], np.int64)
+        for plugin, code_map in zip(self._filters, self._code_maps):
+            code = int(self._filter_codes(plugin, code_map, state, task, table, rows)[0])
+            if code:
+                return self._rejections[code - 1]
+        return None
+
+    def once_emptied(self, snapshot: ClusterSnapshot) -> Callable[[TaskInfo, NodeInfo], bool]:
+        """Whether a node of the snapshot could take a task once its tasks were gone (the reserved job's and
+        defrag's question, design §16.3): the filters run over a copy of the snapshot with every node `emptied`,
+        built at the first question, once per task for every node. The snapshot as it is now: ask again after it
+        changes."""
+        holders: dict[int, frozenset[int]] = {}
+        copy: list[ClusterSnapshot] = []
+
+        def could_hold(task: TaskInfo, node: NodeInfo) -> bool:
+            if task.id not in holders:
+                if not copy:
+                    copy.append(ClusterSnapshot(nodes=[emptied(each) for each in snapshot.nodes],
+                                                tenancy=snapshot.tenancy))
+                holders[task.id] = frozenset(each.id for each in self.feasible_nodes(task, copy[0]))
+            return node.id in holders[task.id]
+
+        return could_hold
 
     def pre_filter_gang(self, members: Sequence[TaskInfo], snapshot: ClusterSnapshot) -> Status:
         """PreFilter for a gang, once with its totals: the members as one task asking for all their cards (the
@@ -218,12 +285,10 @@ class Framework:
 
     def permit(self, placements: Sequence[tuple[TaskInfo, NodeInfo, list[int]]], *, world_size: int = 1,
                tenancy: TenancyView | None = None) -> Status:
-        """Permit: whether placements that must bind together may go to bind — the built-in gang rule (every one
+        """Permit: whether placements that must bind together may go to bind — the chain's gang rule (every one
         of the `world_size` members, or none), then the Permit plugins. The first refusal decides."""
-        if not self.plugin_set.permits and len(placements) == world_size:
-            return SUCCESS  # the gang rule holds and nothing else asks: no state to build (once per task)
         state = CycleState(self.config, tenancy)
-        for plugin in (_GANG_PERMIT, *self.plugin_set.permits):
+        for plugin in self.plugin_set.permits:
             status = plugin.permit(state, placements, world_size)
             if not status.is_success:
                 return status
@@ -365,13 +430,14 @@ def _apply_last_first(rejected_by: np.ndarray, shared: list[tuple[np.ndarray, np
 
 
 def _filter_order(plugin_filters: list) -> list:
-    """THE filter order: the built-in chain, then the plugin filters in registry order — except that the always-on
-    gpu-filter runs right after the tenant step: a node of the wrong GPU type is reported as a type mismatch
-    (unresolvable, so no preemption is tried for it) rather than as short of cards by the resource pre-filter."""
-    availability, tenant, *rest = BUILTIN_CHAIN
+    """THE filter order: the framework's chain, then the plugin filters in registry order (as the plugin set holds
+    them) — except that the always-on gpu-filter runs right after the chain's tenant step: a node of the wrong GPU
+    type is reported as a type mismatch (unresolvable, so no preemption is tried for it) rather than as short of cards
+    by the resource pre-filter."""
     type_filters = [plugin for plugin in plugin_filters if plugin.name == GPU_FILTER]
     others = [plugin for plugin in plugin_filters if plugin.name != GPU_FILTER]
-    return [availability, tenant, *type_filters, *rest, *others]
+    after = next((position + 1 for position, plugin in enumerate(others) if plugin.name == TENANT_STEP), 0)
+    return [*others[:after], *type_filters, *others[after:]]
 
 
 def _pick_tied(candidates: np.ndarray, rng: random.Random) -> int:

@@ -14,7 +14,7 @@ nodes some other way).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduling.fair_share.book import card_share
@@ -154,3 +154,12 @@ def node_changed(snapshot: ClusterSnapshot, node: NodeInfo) -> None:
     table = snapshot.table
     if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
         table.refresh_row(table.row_of[node.id])
+
+
+def emptied(node: NodeInfo) -> NodeInfo:
+    """A copy of the node as it would be with none of its tasks: no occupants, no ledger, no load reported by them,
+    no booked host resources and no cards held for a reservation (what a reserved job or defrag asks of a node)."""
+    cards = [CardInfo(index=card.index, uuid=card.uuid, type=card.type, model=card.model,
+                      memory_total_mb=card.memory_total_mb, numa=card.numa) for card in node.cards]
+    return replace(node, gpu_used=0, cpu_percent=0.0, memory_used_mb=0, inference_tasks=0, cards=cards,
+                   cpu_booked=0.0, memory_booked_mb=0, reserved_cards=0, cache={})

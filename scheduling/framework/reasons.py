@@ -1,26 +1,11 @@
-"""Every reason a node can be filtered for, and the design §12 attempt codes.
+"""The design §12 attempt codes, and the one-line summary of the reasons nodes were filtered for (each plugin,
+the framework's chain included, defines its own reasons in `scheduling/plugins/<name>/`).
 
 Reasons are short human phrases because the diagnostics summary counts them:
 `0/12 nodes are available: 3 Insufficient GPU, 8 GPU type mismatch, 1 dedicated to another tenant.`
 """
 
 from collections.abc import Mapping
-
-# Built-in chain (design §4 step 1).
-NODE_OFFLINE = "node offline"
-NODE_UNSCHEDULABLE = "node cordoned"
-DEDICATED_OTHER_TENANT = "dedicated to another tenant"
-INSUFFICIENT_GPU = "Insufficient GPU"
-INSUFFICIENT_GPU_MEMORY = "Insufficient GPU memory"
-INFERENCE_LIMIT = "inference container limit reached"
-REGION_MISMATCH = "region mismatch"
-ZONE_MISMATCH = "zone mismatch"
-RACK_MISMATCH = "rack mismatch"
-# Free cards held for another task's reservation (design §16.3).
-RESERVED = "Reserved"
-INSUFFICIENT_HOST = "Insufficient host CPU or memory"
-# A node whose containers see every card (Hygon, MetaX, Biren) holds another tenant's tasks (design §16.5).
-SINGLE_TENANT_RUNTIME = "SingleTenantRuntime"
 
 # Each plugin defines its own reasons (`scheduling/plugins/<name>/`) and says which of them freeing resources (a
 # task ending, a preemption) can cure (`RowPlugin.resolvable`): kube-scheduler's Unschedulable vs

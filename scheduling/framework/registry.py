@@ -64,8 +64,9 @@ class PluginSpec:
     # Told of the tasks whose creation committed (objects with TaskInfo's fields); fgd keeps their shapes.
     on_tasks_created: Callable[[Iterable[Any]], None] | None = None
     # Rebuilds, from PostgreSQL, what the plugin keeps elsewhere once that was lost (fgd: its recent-task window, kept
-    # in Redis); returns a line on what it did. Run by the `plugin-state` periodic job.
-    restore_state: Callable[[], str] | None = None
+    # in Redis); returns a line on what it did. Run by the `plugin-state` periodic job, which hands it
+    # `newest_tasks(count)`: the newest tasks as TaskInfo, oldest first (a plugin reads no ORM).
+    restore_state: Callable[[Callable[[int], list[Any]]], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.kinds or not set(self.kinds) <= KINDS:
@@ -109,10 +110,17 @@ class PluginSpec:
 
 
 class Registry(dict[str, PluginSpec]):
-    """Plugin name → spec, in registration order (which is also the order filters and scorers run in)."""
+    """Plugin name → spec, in registration order (which is also the order filters and scorers run in), and the
+    framework's chain (`chain`): the always-on plugins of the rules every task meets whatever the plugin set (design
+    §4 step 1), which every plugin set runs first at their extension points. The chain has nothing to configure: it
+    is neither among the registry's entries (the plugin page, the settings) nor in `PluginSet.describe`."""
+
+    def __init__(self, chain: Iterable[PluginSpec] = ()) -> None:
+        super().__init__()
+        self.chain = tuple(chain)
 
     def register(self, spec: PluginSpec) -> PluginSpec:
-        if spec.name in self:
+        if spec.name in self or any(spec.name == chained.name for chained in self.chain):
             raise ValueError(f"plugin {spec.name!r} is registered twice")
         self[spec.name] = spec
         return spec
@@ -176,11 +184,13 @@ class PluginSet:
     preempt_stage: str = "disabled"
     # The queue order (the queue-sort plugin's setting, design §16.3, §17.1): "priority", "fair-share" or "weighted".
     queue_order: str = "priority"
+    # The names of the framework's chain (`Registry.chain`), which `describe` leaves out.
+    chain: frozenset[str] = frozenset()
 
     def describe(self) -> dict[str, Any]:
-        """design §14 `GET /api/v1/scheduler/plugins`."""
+        """design §14 `GET /api/v1/scheduler/plugins` (the configurable plugins)."""
         return {
-            "filters": [plugin.name for plugin in self.filters],
+            "filters": [plugin.name for plugin in self.filters if plugin.name not in self.chain],
             "scorers": [{"name": plugin.name, "weight": weight} for plugin, weight in self.scorers],
             "preempt_stage": self.preempt_stage,
         }
@@ -192,7 +202,7 @@ _POINTS = ((PRE_FILTER, "pre_filters"), (FILTER, "filters"), (POST_FILTER, "post
 
 
 def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> PluginSet:
-    """Instantiate the enabled plugins, each extension point's in registry order.
+    """Instantiate the framework's chain and the enabled plugins, each extension point's in that order.
 
     Always-on plugins are included whatever the settings say; a plugin without a setting uses its default; an
     enabled scorer with weight 0 gets weight 1 (design §6). Settings naming unknown plugins are ignored (a custom
@@ -200,15 +210,17 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
     the one `outranked` leaves runs.
     """
     given = {setting.name: setting for setting in settings}
+    plugin_set = PluginSet(chain=frozenset(spec.name for spec in registry.chain))
+    specs = (*registry.chain, *registry.values())
     resolved = {}
-    for name, spec in registry.items():
-        setting = given.get(name, spec.default)
-        resolved[name] = PluginSetting(name, True, setting.weight, setting.extra) if spec.always_on else setting
+    for spec in specs:
+        setting = spec.default if spec.name in plugin_set.chain else given.get(spec.name, spec.default)
+        resolved[spec.name] = PluginSetting(spec.name, True, setting.weight, setting.extra) if spec.always_on \
+            else setting
     losers = outranked([name for name, setting in resolved.items() if setting.enabled], registry)
-    plugin_set = PluginSet()
-    for name, spec in registry.items():
-        setting = resolved[name]
-        if not setting.enabled or name in losers:
+    for spec in specs:
+        setting = resolved[spec.name]
+        if not setting.enabled or spec.name in losers:
             continue
         plugin = spec.factory(setting)
         for kind, points in _POINTS:

@@ -143,3 +143,19 @@ class ScheduleResult:
     def _scores_at(self, position: int) -> dict[str, float]:
         return {name: round(float(self._score_matrix[index, position]), 3)
                 for index, name in enumerate(self._scorer_names)}
+
+
+@dataclass
+class Placing:
+    """What `Framework.place` did with a task: the attempt (`result`), and, when a node was picked, the cards
+    Reserve chose there. `refusal`: why it was not placed there (Permit's, or no cards); `placed`: applied to the
+    snapshot."""
+
+    result: ScheduleResult
+    node: NodeInfo | None = None
+    cards: list[int] = field(default_factory=list)
+    refusal: Status | None = None
+
+    @property
+    def placed(self) -> bool:
+        return self.node is not None and self.refusal is None

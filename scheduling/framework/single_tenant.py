@@ -1,9 +1,8 @@
 """Nodes whose containers see every card (design §16.5): on Hygon, MetaX and Biren the container runtime cannot hide
 the other cards from a container, so such a node holds one tenant's card-holding tasks at a time. The snapshot's
-table carries each node's holder (`NodeTable.card_holder`), the built-in `SingleTenantRuntime` filter reads it and
+table carries each node's holder (`NodeTable.card_holder`), the always-on `single-tenant-runtime` plugin reads it and
 bind re-checks it on the live node. A task without cards is handed no device and may land there beside anyone."""
 
-from nodes.agent.runtime import CARDS_VISIBLE_TO_EVERY_CONTAINER
 from scheduling.framework.snapshot import NodeInfo, TaskInfo
 
 # `card_holder` of a node that keeps no tenant out: of another vendor, or with no card held.
@@ -12,13 +11,9 @@ NO_HOLDER = -1
 SEVERAL_HOLDERS = -2
 
 
-def is_single_tenant(node: NodeInfo) -> bool:
-    return not CARDS_VISIBLE_TO_EVERY_CONTAINER.isdisjoint(node.gpu_types)
-
-
 def card_holder(node: NodeInfo) -> int:
     """The tenant whose tasks hold cards of a single-tenant node, NO_HOLDER or SEVERAL_HOLDERS."""
-    if not is_single_tenant(node):
+    if not node.cards_visible_to_every_container:
         return NO_HOLDER
     tenants = {tenant for card in node.cards for tenant in card.occupant_tenants}
     if not tenants:

@@ -2,18 +2,16 @@
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from scheduling.fair_share.book import QuotaBook
+from scheduling.framework.task import TaskInfo, is_fractional
+
+__all__ = ["HOST_EPSILON", "CardInfo", "ClusterSnapshot", "NodeInfo", "SchedulerConfig", "TaskInfo", "TenancyView",
+           "is_fractional"]
 
 # Fractional CPU requests add up in floating point (0.1 + 0.2 > 0.3): a sum this close to the capacity fits.
 HOST_EPSILON = 1e-9
-
-
-def is_fractional(gpu_required: int, gpu_memory_mb: int) -> bool:
-    """A task asks for part of one card (a shard, design §7) when it wants no whole card but some card memory."""
-    return gpu_required == 0 and gpu_memory_mb > 0
 
 
 @dataclass
@@ -76,6 +74,10 @@ class NodeInfo:
     memory_booked_mb: int = 0
     # Cards held here for another task's reservation this cycle (design §16.3): others are refused `Reserved`.
     reserved_cards: int = 0
+    # Its container runtime shows every card to every container (Hygon, MetaX, Biren: design §16.5), so it holds one
+    # tenant's card-holding tasks at a time. The node agent's vendor table knows it; the snapshot's builder
+    # (`scheduling.cache.card_visibility`) sets it.
+    cards_visible_to_every_container: bool = False
     # Derived data the plugins compute once per snapshot (decoded topology, NVLink domains, ...); apply_bind clears it.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -102,35 +104,6 @@ class NodeInfo:
         if self.gpu_type:
             types.add(self.gpu_type.lower())
         return types
-
-
-@dataclass
-class TaskInfo:
-    id: int
-    tenant_id: int
-    name: str = ""
-    type: str = "batch"
-    gpu_type: str = ""
-    gpu_required: int = 0
-    gpu_memory_mb: int = 0
-    gpu_compute_percent: int | None = None
-    cpu_cores: float = 0.0
-    memory_mb: int = 0
-    priority: int = 50
-    preemptible: bool = False
-    labels: dict[str, str] = field(default_factory=dict)
-    created_at: datetime | None = None
-    group_id: int | None = None
-    # design §16.3 (`nodes.taints`).
-    tolerations: list[dict[str, str]] = field(default_factory=list)
-    node_selector: dict[str, str] = field(default_factory=dict)
-    # What the node pulls before it starts (design §17.2, model distribution): nodes holding them score higher.
-    image: str = ""
-    model: str = ""
-
-    @property
-    def is_fractional(self) -> bool:
-        return is_fractional(self.gpu_required, self.gpu_memory_mb)
 
 
 @dataclass

@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from nodes.taints import frozen
-
 from scheduling.framework.cards import cards_are_uniform
 from scheduling.framework.single_tenant import card_holder
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
@@ -258,8 +256,9 @@ class NodeTable:
 def static_signature(node: NodeInfo) -> tuple:
     """What a node is, apart from its usage (GPUs in use, card occupancy and memory, load, inference count): the
     fields the rules that ignore usage read (`RowPlugin.follows_usage`). An in-memory placement never changes it."""
+    taints = tuple(tuple(sorted(taint.items())) for taint in node.taints)
     return (node.status, node.schedulable, node.dedicated_tenant_id, node.region, node.zone, node.rack,
-            node.gpu_type, tuple(sorted(node.labels.items())), frozen(node.taints),
+            node.gpu_type, tuple(sorted(node.labels.items())), taints,
             tuple((card.index, card.type, card.model) for card in node.cards))
 
 

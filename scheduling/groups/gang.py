@@ -13,7 +13,6 @@ from typing import Any
 
 from scheduling import lifecycle
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import AvailabilityFilter, TenantFilter
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.framework import Framework, refusal_code
 from scheduling.framework.never_fits import never_fits
@@ -21,6 +20,8 @@ from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.groups.parallelism import PlanContext, path_key
+from scheduling.plugins import availability
+from scheduling.plugins import tenant as tenant_filter
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class GangPlan:
     @property
     def node_ids(self) -> list[int]:
         return sorted({placement.node_id for placement in self.placements})
+
+    def apply_to(self, snapshot: ClusterSnapshot) -> None:
+        """Every member's placement applied to the snapshot (`apply_bind`), so the rest of the queue sees them."""
+        for placement in self.placements:
+            apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
 
 
 @dataclass
@@ -158,11 +164,11 @@ def gpu_type_unavailable(gpu_type: str, result: ScheduleResult, snapshot: Cluste
     if not of_type:
         return f"no {gpu_type} node in the cluster"
     refused_by = Counter(getattr(result.rejection(node.id), "plugin", "") for node in of_type)
-    if refused_by[TenantFilter.name] == len(of_type):
+    if refused_by[tenant_filter.NAME] == len(of_type):
         return (f"no {gpu_type} node within the tenant's reach: {len(of_type)} "
-                f"{reasons.DEDICATED_OTHER_TENANT}")
-    if refused_by[AvailabilityFilter.name] + refused_by[TenantFilter.name] == len(of_type):
-        return f"no {gpu_type} node available now: {refused_by[AvailabilityFilter.name]} offline or cordoned"
+                f"{tenant_filter.DEDICATED_OTHER_TENANT}")
+    if refused_by[availability.NAME] + refused_by[tenant_filter.NAME] == len(of_type):
+        return f"no {gpu_type} node available now: {refused_by[availability.NAME]} offline or cordoned"
     return ""
 
 

@@ -18,19 +18,18 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from scheduling import lifecycle
-from scheduling.bind import Placement, bind_batch, plugin_bind_outcome
+from scheduling.bind import Placement, bind_placements
 from scheduling.bind.live import LiveNode
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 from scheduling.diagnostics.attempts import AttemptBatch
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
-from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
 from scheduling.groups.gang import GangFailure, GangPlan, GroupInfo, incomplete_gang, place_gang
 from scheduling.groups.network import NodeAddress, communication_plan
 from scheduling.models import Task, TaskGroup
 from scheduling.queue.nomination import HeldCards
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, refresh_nodes, task_info_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -107,10 +106,7 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None, framewor
         attempts.flush()
 
     framework = framework or Framework(PluginSet(), config)
-    outcomes = framework.bind(
-        placements, all_or_nothing=True, plugin_outcome=plugin_bind_outcome,
-        default_binder=lambda batch: bind_batch(batch, config=config, reserve=framework.reserve, all_or_nothing=True,
-                                                env_for=env_for, after_claim=after_claim))
+    outcomes = bind_placements(framework, placements, all_or_nothing=True, env_for=env_for, after_claim=after_claim)
     if outcomes[0].bound:
         return GangBindOutcome(reasons.SCHEDULED, bound["message"], bound["master_addr"], bound["backend"])
     position = next((index for index, outcome in enumerate(outcomes) if outcome.culprit), 0)
@@ -191,8 +187,7 @@ def _place_and_bind(group: GroupInfo, pending: list[TaskInfo], snapshot: Cluster
         # Live data disagreed with the snapshot: refresh those nodes so the rest of the cycle judges them right.
         refresh_nodes(snapshot, outcome.node_ids)
         return GangResult(group.id, bound.code, bound.message)
-    for placement in outcome.placements:
-        apply_bind(snapshot, placement.task, snapshot.node(placement.node_id), placement.chosen_cards())
+    outcome.apply_to(snapshot)
     return GangResult(group.id, reasons.SCHEDULED, bound.message, tuple(p.task for p in outcome.placements))
 
 

@@ -1,4 +1,4 @@
-"""Fault isolation of the housekeeping loops: one bad row never halts a loop for every tenant (issue 13 item 2)."""
+"""Fault isolation of the housekeeping loops: one bad row never halts a loop for every tenant."""
 
 import logging
 from collections.abc import Callable

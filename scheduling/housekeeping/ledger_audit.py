@@ -16,11 +16,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from nodes.models import GPU, Node
+from scheduling.cache.gpu_ledger import gpu_used_recount
+from scheduling.fair_share.quotas import tenant_gpu_usage
 from scheduling.framework.occupancy import cards_held
 from scheduling.framework.snapshot import HOST_EPSILON
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskStatus
-from scheduling.fair_share.quotas import tenant_gpu_usage
 from scheduling.usage.audit import UsageDifference, usage_differences
 from tenants.models import Tenant
 
@@ -98,15 +99,13 @@ class LedgerAudit:
 def ledger_audit() -> LedgerAudit:
     """Read every ledger and its recount. Reads only."""
     active = list(Task.objects.filter(status__in=ACTIVE_STATES, node__isnull=False)
-                  .values_list("id", "node_id", "status", "gpu_required", "gpus", "shard", "cpu_cores", "memory_mb"))
-    recount: dict[int, int] = defaultdict(int)
+                  .values_list("id", "node_id", "status", "gpus", "shard", "cpu_cores", "memory_mb"))
     cpu_booked: dict[int, float] = defaultdict(float)
     memory_booked: dict[int, int] = defaultdict(int)
     holders: dict[tuple[int, int], list[int]] = defaultdict(list)
     held: dict[int, set[int]] = defaultdict(set)
     running: dict[int, list[tuple[int, set[int]]]] = defaultdict(list)
-    for task_id, node_id, status, gpu_required, gpus, shard, cpu_cores, memory_mb in active:
-        recount[node_id] += gpu_required
+    for task_id, node_id, status, gpus, shard, cpu_cores, memory_mb in active:
         cpu_booked[node_id] += cpu_cores
         memory_booked[node_id] += memory_mb
         cards = set(cards_held(gpus, shard))
@@ -126,10 +125,11 @@ def ledger_audit() -> LedgerAudit:
         busy_cards[node_id].add(index)
 
     audit = LedgerAudit()
-    for node_id, name, stored, cpu_cores, memory_gb in Node.objects.order_by("name").values_list(
-            "id", "name", "gpu_used", "cpu_cores", "memory_gb"):
+    for node_id, name, stored, recount, cpu_cores, memory_gb in (
+            Node.objects.annotate(recount=gpu_used_recount()).order_by("name")
+            .values_list("id", "name", "gpu_used", "recount", "cpu_cores", "memory_gb")):
         audit.nodes.append(NodeLedger(
-            node_id=node_id, name=name, stored_gpu_used=stored, recounted_gpu_used=recount.get(node_id, 0),
+            node_id=node_id, name=name, stored_gpu_used=stored, recounted_gpu_used=recount,
             double_booked=tuple(sorted(double_booked[node_id])),
             busy_without_task=tuple(sorted(busy_cards[node_id] - held[node_id])),
             idle_running_tasks=tuple(sorted(task_id for task_id, cards in running[node_id]

@@ -5,22 +5,21 @@ import logging
 import random
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.queue import immediate_queue
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.housekeeping.isolation import isolated
 from scheduling.lifecycle import TIMEOUT_REASON
 from scheduling.models import Task, TaskType
+from scheduling.queue import immediate_queue
 from scheduling.queue.services import queue_activate
 from scheduling.selectors import current_plugin_set
 from scheduling.services.task_transition import task_transition
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 
 logger = logging.getLogger(__name__)
 

@@ -3,16 +3,13 @@
 import logging
 
 from django.db import transaction
-from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
 from django.dispatch import receiver
 
 from nodes.models import Node, NodeAuditEntry
 from nodes.signals import heartbeat_recorded
 from scheduling import metrics
+from scheduling.cache.gpu_ledger import gpu_used_recount
 from scheduling.housekeeping.ledger_audit import LedgerAudit
-from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task
 from scheduling.queue.services import queue_activate
 
 logger = logging.getLogger(__name__)
@@ -28,7 +25,7 @@ def recount_on_heartbeat(sender, *, node_id: int, **kwargs) -> None:
 
 
 def node_gpu_used_recount(*, node_id: int) -> int | None:
-    """Set `gpu_used` to SUM(gpu_required) of the node's active tasks.
+    """Set `gpu_used` to SUM(gpu_required) of the node's active tasks (`cache.gpu_ledger.gpu_used_recount`).
 
     Returns the corrected value, or None when the ledgers agreed. The stored value and the sum are read in one
     statement AFTER taking the node's row lock in an earlier one: a transition that already moved the counter held
@@ -36,19 +33,12 @@ def node_gpu_used_recount(*, node_id: int) -> int | None:
     for us (so we see neither). Reading under `FOR UPDATE` in the same statement would not do: after waiting for the
     lock, PostgreSQL re-reads the node row but keeps the old snapshot for the sum.
     """
-    active_gpus = (
-        Task.objects.filter(node_id=OuterRef("id"), status__in=ACTIVE_STATES)
-        .order_by()
-        .values("node_id")
-        .annotate(total=Sum("gpu_required"))
-        .values("total")
-    )
     with transaction.atomic():
         if not Node.objects.select_for_update().filter(id=node_id).exists():
             return None
         row = (
             Node.objects.filter(id=node_id)
-            .annotate(recount=Coalesce(Subquery(active_gpus, output_field=IntegerField()), Value(0)))
+            .annotate(recount=gpu_used_recount())
             .values("name", "gpu_used", "recount")
             .first()
         )

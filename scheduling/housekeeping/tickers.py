@@ -4,8 +4,8 @@ Their names and periods are in heteroflow_site.periodic_jobs: Celery beat runs t
 `manage.py run_loops --once` runs them in-process, for cron, operators and tests.
 """
 
-from scheduling.queue import immediate_queue
 from nodes.services import nodes_mark_silent_offline
+from scheduling.cache.snapshot_builder import newest_tasks
 from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
@@ -16,6 +16,7 @@ from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.housekeeping.retention import apply_retention
 from scheduling.plugins import restore_lost_plugin_state
 from scheduling.preemption.watchdog import preemption_watchdog
+from scheduling.queue import immediate_queue
 from scheduling.usage.records import record_day_turn
 
 
@@ -80,7 +81,7 @@ def rollouts() -> str:
 
 def plugin_state() -> str:
     """What plugins keep outside PostgreSQL (fgd's recent-task window in Redis) is rebuilt if it was lost."""
-    return "; ".join(restore_lost_plugin_state()) or "no plugin keeps state elsewhere"
+    return "; ".join(restore_lost_plugin_state(newest_tasks)) or "no plugin keeps state elsewhere"
 
 
 def usage_day_turn() -> str:

@@ -1,32 +1,49 @@
-"""The built-in scheduling plugins (design §6's eight, §15.9's fgd, §16.3's node-pools, defrag and queue-sort), one
-package each, kube-scheduler style: each exports its `NAME`, its reasons and its `SPEC` (the `PluginSpec` the
-registry holds, description included)."""
+"""The built-in scheduling plugins (design §6's eight, §15.9's fgd, §16.3's node-pools, defrag and queue-sort, and
+the framework's chain of rules every task meets), one package each, kube-scheduler style: each exports its `NAME`,
+its reasons and its `SPEC` (the `PluginSpec` the registry holds, description included)."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, import_dotted
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
 from scheduling.plugins import (
+    affinity,
+    availability,
     binpack,
     defrag,
     fgd,
+    gang,
     gpu_filter,
     model_locality,
     node_pools,
     nvlink,
     preempt,
     queue_sort,
+    quota,
     rdma,
+    reservation,
     resource_filter,
+    resource_prefilter,
+    single_tenant_runtime,
     spread,
+    tenant,
+    tenant_active,
     topology,
 )
 
 logger = logging.getLogger(__name__)
 
-# Registration order is the order each extension point runs its plugins in.
+# The framework's chain (design §4 step 1): the rules every task meets, always on, with nothing to configure; each
+# extension point runs these first, in this order. A new such rule is a package here and one entry in this tuple.
+FRAMEWORK_CHAIN: tuple[PluginSpec, ...] = (
+    tenant_active.SPEC, quota.SPEC,
+    availability.SPEC, tenant.SPEC, reservation.SPEC, resource_prefilter.SPEC, single_tenant_runtime.SPEC,
+    affinity.SPEC,
+    gang.SPEC,
+)
+# The configurable plugins; registration order is the order each extension point runs them in, after the chain.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
     gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
     rdma.SPEC, model_locality.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
@@ -36,7 +53,7 @@ BUILTIN_SPECS: tuple[PluginSpec, ...] = (
 def default_registry(extra_plugins: Iterable[str] | None = None) -> Registry:
     """The built-ins with their design §6 / §15.9 defaults, then the custom plugins named by dotted path
     (`settings.HETEROFLOW_EXTRA_PLUGINS` when `extra_plugins` is None)."""
-    registry = Registry()
+    registry = Registry(chain=FRAMEWORK_CHAIN)
     for spec in BUILTIN_SPECS:
         registry.register(spec)
     if extra_plugins is None:
@@ -67,8 +84,8 @@ def tell_tasks_created(tasks: Iterable[Any]) -> None:
                            ", ".join(str(task.id) for task in tasks), exc_info=True)
 
 
-def restore_lost_plugin_state() -> list[str]:
-    """Every plugin that keeps state outside PostgreSQL rebuilds it if it was lost (`restore_state`): what each
-    did, by name."""
-    return [f"{spec.name}: {spec.restore_state()}" for spec in default_registry().values()
+def restore_lost_plugin_state(newest_tasks: Callable[[int], list[Any]]) -> list[str]:
+    """Every plugin that keeps state outside PostgreSQL rebuilds it if it was lost (`restore_state`, handed
+    `newest_tasks`): what each did, by name."""
+    return [f"{spec.name}: {spec.restore_state(newest_tasks)}" for spec in default_registry().values()
             if spec.restore_state is not None]

@@ -22,7 +22,6 @@ from scheduling.framework.cards import card_groups, cards_by_key
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import Occupant, assume, forget, node_changed, occupied_cards
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
-from scheduling.queue.reservation import may_hold
 
 # Movers considered per node (those holding the most cards of the job's type): beyond this the subsets explode.
 MOVERS_PER_NODE = 12
@@ -71,13 +70,16 @@ def plan_defrag(job: TaskInfo, snapshot: ClusterSnapshot, movers: Iterable[Mover
     for mover in movers:
         if mover.task.id != job.id:
             on_node.setdefault(mover.node_id, []).append(mover)
+    could_hold = framework.once_emptied(snapshot)
     closest = []
     for node_id in on_node:
         node = snapshot.node(node_id)
-        if node is not None and may_hold(job, node):
-            free = max(sum(card.is_free for card in group) for _, group in card_groups(job, node)
-                       if len(group) >= job.gpu_required)
-            closest.append((-free, node.id, node))
+        if node is None or not could_hold(job, node):
+            continue
+        frees = [sum(card.is_free for card in group) for _, group in card_groups(job, node)
+                 if len(group) >= job.gpu_required]
+        if frees:
+            closest.append((-max(frees), node.id, node))
     options = []
     for _, _, node in sorted(closest)[:NODES_PER_PLAN]:
         for size, sets in _freeing_sets(job, node, on_node[node.id], max_moves):

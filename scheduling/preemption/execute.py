@@ -43,7 +43,7 @@ class PreemptionOutcome:
     def diagnostics(self) -> dict:
         """What the attempt stores: each node's reason for at most NODE_REASONS_KEPT nodes (one entry per cluster
         node would bloat every attempt's write) and how many nodes gave each reason. Tenants see the counts only
-        (`scheduling.visibility`): names of nodes dedicated to others are not theirs to read."""
+        (`scheduling.diagnostics.visibility`): names of nodes dedicated to others are not theirs to read."""
         preemption = {"node": self.node_name, "victims": list(self.victims), "lost": list(self.lost)}
         if self.node_reasons:
             preemption["node_reasons"] = dict(sorted(self.node_reasons.items())[:NODE_REASONS_KEPT])

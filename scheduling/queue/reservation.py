@@ -1,12 +1,14 @@
 """Reservation (design §16.3, no starvation): a pending job of at least 2 cards — a task, or a gang with all its
 members pending — that has waited longer than `SCHEDULER["reserve_after"]` and heads its priority band becomes its GPU
-type's reserved job — one per type at a time, oldest first. The node closest to fitting it (for a gang, each
+type's reserved job — one per type at a time, oldest first. Only a job its PreFilters admit (its tenant active, its
+quota: the framework's `pre_filter`) becomes or stays reserved, and only such jobs head a band: a job no node could
+serve yet must not block a GPU type for everyone else. The node closest to fitting it (for a gang, each
 member's) is held for it with the nomination mechanism (`scheduling.queue.nomination`: `Task.nominated_node`, the
 cards there held each cycle, with the host CPU and memory the job asks): cards freed there go to no other task until
 it binds or leaves the queue. A single job moves to another node that has come to have strictly more free cards for
 it (`closer_node`), unless defrag's moves are emptying its node. Other tasks
 that would have fitted in the held cards are refused there with `Reserved`
-(`framework.builtin_filters.ReservationFilter`). A gang's members are reserved and nominated together, each on its
+(the always-on `reservation` plugin, `scheduling/plugins/reservation/`). A gang's members are reserved and nominated together, each on its
 own node (several may share one); the gang planner sees their held cards free during the gang's attempt
 (`groups.gang_bind`).
 """
@@ -20,29 +22,36 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from nodes.taints import NO_SCHEDULE, selector_matches, untolerated
 from scheduling import lifecycle
-from scheduling.framework.cards import card_groups
-from scheduling.framework.snapshot import HOST_EPSILON, ClusterSnapshot, NodeInfo, TaskInfo
-from scheduling.framework.table import AVAILABLE_STATUSES
-from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
+from scheduling.framework.cards import card_groups
+from scheduling.framework.framework import Framework
+from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.models import Task, TaskGroup, TaskType
 
 MIN_CARDS = 2
+# Whether a node could take a task once emptied (`Framework.once_emptied`).
+HoldCheck = Callable[[TaskInfo, NodeInfo], bool]
+# Rows of the queue read at a time when looking for the head of a priority band.
+_HEAD_BATCH = 50
 
 
 class _Lost(Exception):
     """A member left the queue while its gang was being nominated."""
 
 
-def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = None) -> dict[str, int]:
+def reserve_waiting_jobs(snapshot: ClusterSnapshot, framework: Framework, *,
+                         now: datetime | None = None) -> dict[str, int]:
     """Keep one reserved job per GPU type, each nominated on the node(s) closest to fitting it; GPU type → task id
-    (a gang's: its first member's)."""
+    (a gang's: its first member's). `snapshot` carries the cycle's quota book and inactive tenants, which the
+    framework's PreFilters read."""
     now = now or timezone.now()
     pending = Task.objects.filter(status=lifecycle.PENDING)
     # Read in that order by every search of this call, when one is made: the snapshot does not change before the
     # cycle places its tasks.
     order = cache(partial(most_free_first, snapshot))
+    could_hold = framework.once_emptied(snapshot)
+    admitted = partial(_admitted, framework, snapshot)
     jobs: dict[tuple, list[tuple[int | None, TaskInfo]]] = {}
     for row in pending.filter(reserved_at__isnull=False).order_by("reserved_at", "id").values_list(
             "nominated_node_id", *TASK_INFO_FIELDS):
@@ -53,16 +62,17 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
     for key, held in jobs.items():
         members = [task for _, task in held]
         kind = members[0].gpu_type.lower()
-        if kind in reserved or key[0] == "gang" and key[1] not in whole:
-            # A second reserved job of the type (two instances raced), or a gang no longer whole: it waits its turn
-            # again.
+        if kind in reserved or key[0] == "gang" and key[1] not in whole or not admitted(members):
+            # A second reserved job of the type (two instances raced), a gang no longer whole, or a job its PreFilters
+            # now refuse (over its quota, its tenant inactive): it waits its turn again.
             Task.objects.filter(id__in=[task.id for task in members], status=lifecycle.PENDING).update(
                 reserved_at=None, nominated_node=None)
             continue
         reserved[kind] = members[0].id
-        if any(not _still_holds(task, node_id, snapshot) for node_id, task in held):
-            _nominate(members, order())
-        elif len(held) == 1 and (node := closer_node(members[0], held[0][0], snapshot, order=order())) is not None \
+        if any(not _still_holds(task, node_id, snapshot, could_hold) for node_id, task in held):
+            _nominate(members, order(), could_hold)
+        elif len(held) == 1 and (node := closer_node(members[0], held[0][0], snapshot, could_hold,
+                                                     order=order())) is not None \
                 and not _moves_stopping_for(members[0].id):
             # Another node has become closer to fitting it than the one it holds (whose occupants may run for
             # hours): it holds that one instead. The held node never loses free cards, so each change strictly
@@ -75,20 +85,33 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, *, now: datetime | None = No
         if kind in reserved:
             continue
         if gpu_type not in heads:
-            heads[gpu_type] = _top_priority(pending, gpu_type, default=top)
+            heads[gpu_type] = _top_priority(pending, gpu_type, admitted, default=top)
         if top < heads[gpu_type]:
             continue
         members = read_tasks()
-        if members and _nominate(members, order(), reserved_at=now):
+        if members and admitted(members) and _nominate(members, order(), could_hold, reserved_at=now):
             reserved[kind] = members[0].id
     return reserved
 
 
-def _top_priority(pending, gpu_type: str, *, default: int) -> int:
-    """The highest priority of the type's pending tasks: the queue's index read from its head down to the first
-    of the type, where grouping every pending task by type read them all each cycle."""
-    top = pending.filter(gpu_type=gpu_type).order_by("-priority").values_list("priority", flat=True).first()
-    return default if top is None else top
+def _admitted(framework: Framework, snapshot: ClusterSnapshot, members: list[TaskInfo]) -> bool:
+    """The job's PreFilters admit it (a gang's once, with its totals)."""
+    return framework.pre_filter_gang(members, snapshot).is_success
+
+
+def _top_priority(pending, gpu_type: str, admitted: Callable[[list[TaskInfo]], bool], *, default: int) -> int:
+    """The highest priority of the type's pending tasks that their PreFilters admit: the queue's index read from
+    its head down, a few rows at a time, to the first such task of the type (grouping every pending task by type
+    would read them all each cycle)."""
+    rows = pending.filter(gpu_type=gpu_type).order_by("-priority", "id").values_list(*TASK_INFO_FIELDS)
+    start = 0
+    while batch := list(rows[start:start + _HEAD_BATCH]):
+        for row in batch:
+            task = task_info_from_row(row)
+            if admitted([task]):
+                return task.priority
+        start += _HEAD_BATCH
+    return default
 
 
 def _moves_stopping_for(job_id: int) -> bool:
@@ -101,9 +124,9 @@ def _job_key(task: TaskInfo) -> tuple:
     return ("gang", task.group_id) if task.group_id is not None else ("task", task.id)
 
 
-def _still_holds(task: TaskInfo, node_id: int | None, snapshot: ClusterSnapshot) -> bool:
+def _still_holds(task: TaskInfo, node_id: int | None, snapshot: ClusterSnapshot, could_hold: HoldCheck) -> bool:
     node = snapshot.node(node_id) if node_id is not None else None
-    return node is not None and may_hold(task, node)
+    return node is not None and could_hold(task, node)
 
 
 def _gangs():
@@ -125,8 +148,8 @@ def _candidates(pending, waited: datetime, *,
     """The jobs that may become reserved, oldest first, each as its GPU type, its highest priority and how to read
     its tasks: single tasks and whole gangs of at least `MIN_CARDS` cards submitted before `waited`, of GPU types
     without a reserved job. A single task is read whole only when its turn comes: most candidates are passed over
-    (their type got its job), and decoding every waiting big task's labels and tolerations each cycle was a tenth
-    of a 5,000-node cycle with a deep queue."""
+    (their type got its job), and decoding every waiting big task's labels and tolerations each cycle would cost a
+    tenth of a 5,000-node cycle with a deep queue."""
     singles = (pending.filter(group__isnull=True, gpu_required__gte=MIN_CARDS, created_at__lte=waited,
                               reserved_at__isnull=True).exclude(gpu_type__in=exclude)
                .values_list("created_at", "id", "gpu_type", "priority"))
@@ -152,10 +175,11 @@ def _single_task(pending, task_id: int) -> list[TaskInfo]:
     return [task_info_from_row(row)] if row is not None else []
 
 
-def _nominate(members: list[TaskInfo], order: Sequence[NodeInfo], *, reserved_at: datetime | None = None) -> bool:
+def _nominate(members: list[TaskInfo], order: Sequence[NodeInfo], could_hold: HoldCheck, *,
+              reserved_at: datetime | None = None) -> bool:
     """Nominate each of the job's tasks on its node (`closest_nodes`; `order`: the snapshot's nodes as
     `most_free_first` gives them), all or none."""
-    nodes = closest_nodes(members, order)
+    nodes = closest_nodes(members, order, could_hold)
     if nodes is None:
         return False
     try:
@@ -171,31 +195,14 @@ def _nominate(members: list[TaskInfo], order: Sequence[NodeInfo], *, reserved_at
     return True
 
 
-def may_hold(task: TaskInfo, node: NodeInfo) -> bool:
-    """The node could take the task once emptied: available, not cordoned, not dedicated to another tenant, its
-    pools admit it, its registered host CPU cores and memory are enough, and one of its card groups (type,
-    `gpu-model`) has enough cards."""
-    if node.status not in AVAILABLE_STATUSES or not node.schedulable:
-        return False
-    if task.cpu_cores > node.cpu_cores + HOST_EPSILON or task.memory_mb > node.memory_gb * 1024:
-        return False
-    if node.dedicated_tenant_id not in (None, task.tenant_id):
-        return False
-    if node.taints and untolerated(node.taints, task.tolerations, NO_SCHEDULE):
-        return False
-    if task.node_selector and not selector_matches(task.node_selector, node.labels):
-        return False
-    return any(len(cards) >= task.gpu_required for _, cards in card_groups(task, node))
-
-
-def closest_nodes(members: list[TaskInfo], order: Sequence[NodeInfo]) -> list[NodeInfo] | None:
+def closest_nodes(members: list[TaskInfo], order: Sequence[NodeInfo], could_hold: HoldCheck) -> list[NodeInfo] | None:
     """Each task's node (`closest_node` over `order`, the nodes as `most_free_first` gives them), in order, counting
     the cards of the earlier ones as taken there: a gang's members may share a node only as far as its cards go.
     None when one has no node."""
     taken: dict[int, int] = {}
     nodes = []
     for task in members:
-        node = closest_node(task, order=order, taken=taken)
+        node = closest_node(task, could_hold, order=order, taken=taken)
         if node is None:
             return None
         taken[node.id] = taken.get(node.id, 0) + task.gpu_required
@@ -203,12 +210,12 @@ def closest_nodes(members: list[TaskInfo], order: Sequence[NodeInfo]) -> list[No
     return nodes
 
 
-def closer_node(task: TaskInfo, node_id: int, snapshot: ClusterSnapshot, *,
+def closer_node(task: TaskInfo, node_id: int, snapshot: ClusterSnapshot, could_hold: HoldCheck, *,
                 order: Sequence[NodeInfo] | None = None) -> NodeInfo | None:
     """The node closest to fitting the task (`closest_node`) when it has strictly more free cards for it than the
     node `node_id` it holds (counted before this cycle's holds), else None. `order`: the snapshot's nodes as
     `most_free_first` gave them, when already sorted."""
-    best = closest_node(task, order=order if order is not None else most_free_first(snapshot))
+    best = closest_node(task, could_hold, order=order if order is not None else most_free_first(snapshot))
     held = snapshot.node(node_id)
     if best is None or held is None or best.id == held.id:
         return None
@@ -230,19 +237,20 @@ def most_free_first(snapshot: ClusterSnapshot) -> list[NodeInfo]:
     return sorted(snapshot.nodes, key=lambda node: (-node.free_gpus, node.id))
 
 
-def closest_node(task: TaskInfo, *, order: Sequence[NodeInfo], taken: Mapping[int, int] = {}) -> NodeInfo | None:
-    """Of the nodes that may hold the task, the one with the most free cards in one of its card groups (the fewest
+def closest_node(task: TaskInfo, could_hold: HoldCheck, *, order: Sequence[NodeInfo],
+                 taken: Mapping[int, int] = {}) -> NodeInfo | None:
+    """Of the nodes that could hold the task once emptied (`could_hold`), the one with the most free cards in one of its card groups (the fewest
     cards still to free), then the lowest id; `order`: the nodes as `most_free_first` gives them (sorted once by
     the caller for all its searches); `taken`: cards by node id already counted for other tasks of its job.
     A card group has at most its node's free cards (the ledger), so the nodes are read most free first, lowest id
     first among equals, and the search ends at the first node that cannot beat the best found — fewer free cards,
     or as many and a higher id, as every node after it: on a large cluster only a few nodes are looked at closely
-    (an idle 5,000-node cluster's thousands of empty nodes were each checked before)."""
+    (on an idle 5,000-node cluster, two)."""
     best, best_free = None, -1
     for node in order:
         if node.free_gpus < best_free or node.free_gpus == best_free and node.id > best.id:
             break
-        if not may_hold(task, node):
+        if not could_hold(task, node):
             continue
         free = free_cards_for(task, node, taken=taken.get(node.id, 0))
         if free < 0:

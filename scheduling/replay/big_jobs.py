@@ -1,7 +1,7 @@
 """Reservation and defragmentation in the dynamic replay (design §16.3; `replay_trace --dynamic --reserve-after S
 [--defrag]`), with the production code: `queue.reservation.closest_node` picks the node, `queue.nomination.HeldCards`
-holds its free cards for the job during each pass (other tasks read `Reserved` there, the built-in filter), and
-`plugins.defrag.planner.plan_defrag` plans the moves.
+holds its free cards for the job during each pass (other tasks read `Reserved` there, the reservation plugin), and
+`preemption.defrag_planner.plan_defrag` plans the moves.
 
 As a cycle does: each pass (a moment of the replay) starts by choosing, if there is none, the reserved job — the
 oldest waiting task of at least 2 cards that has waited `reserve_after` seconds (trace tasks share one priority and
@@ -24,7 +24,7 @@ from scheduling.framework.snapshot import TaskInfo
 from scheduling.plugins.defrag import DEFAULT_MAX_MOVES, DEFAULT_MOVES_PER_HOUR
 from scheduling.preemption.defrag_planner import Mover, plan_defrag
 from scheduling.queue.nomination import HeldCards
-from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, may_hold, most_free_first
+from scheduling.queue.reservation import MIN_CARDS, closer_node, closest_node, most_free_first
 from scheduling.replay.simulate import Placed, Replay
 
 # A waiting reserved job is offered defrag at most this often (a cycle retries a parked task within a minute).
@@ -73,10 +73,11 @@ class BigJobs:
         if self.reserved is None:
             return
         node = snapshot.node(self.node_id) if self.node_id is not None else None
-        if node is None or not may_hold(self.reserved, node):
-            node = closest_node(self.reserved, order=most_free_first(snapshot))
+        could_hold = self.replay.framework.once_emptied(snapshot)
+        if node is None or not could_hold(self.reserved, node):
+            node = closest_node(self.reserved, could_hold, order=most_free_first(snapshot))
             self.node_id = node.id if node is not None else None
-        elif (closer := closer_node(self.reserved, node.id, snapshot)) is not None:
+        elif (closer := closer_node(self.reserved, node.id, snapshot, could_hold)) is not None:
             self.node_id = closer.id
         if self.node_id is not None:
             self.held = HeldCards()

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.framework.framework import Framework
-from scheduling.framework.occupancy import Occupant, apply_bind, apply_release, occupied_cards
 from scheduling.framework.interfaces import CycleState, RowPlugin
+from scheduling.framework.occupancy import Occupant, apply_bind, apply_release, occupied_cards
 from scheduling.framework.registry import PluginSet, PluginSetting
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
@@ -158,16 +158,13 @@ class Replay:
         self.last_result: ScheduleResult | None = None    # of the last `place`: why it found no node
 
     def place(self, task: TaskInfo) -> Placed | None:
-        """Schedule, reserve and permit `task` as a cycle does and bind it on the snapshot; None if it does not
-        fit."""
-        snapshot, framework = self.snapshot, self.framework
-        self.last_result = framework.schedule(task, snapshot, self.rng)
-        node = self.last_result.node
-        cards = framework.reserve(task, node, snapshot.tenancy) if node is not None else []
-        permitted = node is not None and framework.permit([(task, node, cards)], tenancy=snapshot.tenancy).is_success
-        if not permitted or (task.gpu_required or task.is_fractional) and not cards:
-            return None
-        return self.bind(task, node, cards)
+        """Place `task` as a cycle does (`Framework.place`) and bind it on the snapshot; None if it does not fit
+        (a task that needs cards and got none is not placed: there is no bind to choose them again)."""
+        placed: list[Placed] = []
+        placing = self.framework.place(task, self.snapshot, self.rng, cards_required=True,
+                                       apply=lambda _snapshot, *placement: placed.append(self.bind(*placement)))
+        self.last_result = placing.result
+        return placed[0] if placed else None
 
     def bind(self, task: TaskInfo, node: NodeInfo, cards: list[int]) -> Placed:
         """Put `task` on `node`'s `cards` (chosen by `place`, or by a defrag plan for a moved task)."""

@@ -1,6 +1,6 @@
 """A user's submission, validated by the API or the job form, becomes a task of the tenant it acts for."""
 
-from heteroflow_site.errors import DomainError, NotAllowed, NotFoundReference
+from heteroflow_site.errors import NotAllowed, NotFoundReference
 from heteroflow_site.permissions import is_admin
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.models import Task, TaskGroup

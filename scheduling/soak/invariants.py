@@ -1,4 +1,4 @@
-"""What must hold however a soak run's processes die (issue 28), read in one consistent snapshot of the database.
+"""What must hold however a soak run's processes die, read in one consistent snapshot of the database.
 
 Each check returns sentences naming the evidence; an empty list is a pass. During the run they are checked every
 few seconds (`during_run`); after the quiet period at the end, also what needs the system to have settled

@@ -4,7 +4,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
-
 from django.urls import reverse
 from rest_framework import serializers
 
@@ -17,17 +16,16 @@ from nodes.models import GPU_TYPES
 from scheduling import lifecycle
 from scheduling.api.task_input import TaskInput
 from scheduling.api.template_apis import TemplateFieldsInput, template_fields
+from scheduling.diagnostics.submission_warnings import submission_warnings
+from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.models import TaskStatus, TaskTemplate, TaskType
 from scheduling.queue.positions import queue_positions
 from scheduling.queue.selectors import queue_state
 from scheduling.selectors import task_list_visible_to, tasks_visible_to, templates_visible_to
 from scheduling.services.task_resubmit import task_resubmit
 from scheduling.services.task_stop import task_stop
-from scheduling.services.task_submit import submitting_tenant
+from scheduling.services.task_submit import submitting_tenant, task_submit
 from scheduling.services.task_templates import task_template_create
-from scheduling.services.task_submit import task_submit
-from scheduling.diagnostics.submission_warnings import submission_warnings
-from scheduling.diagnostics.visibility import filtered_nodes_for
 from scheduling.web import preemption_plan
 from scheduling.web.forms import TASK_FORM_FIELDS, TASK_FORM_INPUTS, error_context, submitted, task_form_payload
 from tenants.models import Tenant
@@ -196,7 +194,7 @@ def task_detail(request, task_id: int):
     context = {
         "task": task,
         # Planned for the full page and the panel's own 15 s refresh only, never for the 3 s live fragment (which
-        # does not show it): each plan reads the whole cluster (issue 27 item 4).
+        # does not show it): each plan reads the whole cluster.
         "preemption": (preemption_plan.panel_within_budget(request, task_id=task.id)
                        if pending and not request.htmx else None),
         "events": task.events.all(),

@@ -1,4 +1,4 @@
-"""What-if (issue 17): what the scheduler would do, computed and shown before anything happens.
+"""What-if: what the scheduler would do, computed and shown before anything happens.
 
 A preview reads the database in one read-only transaction (`read_only.read_only_transaction`: PostgreSQL refuses any
 write in it, and it takes no row lock, so a live cycle is never blocked by it), builds the scheduler's snapshot as a

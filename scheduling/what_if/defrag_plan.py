@@ -10,15 +10,14 @@ import random
 from typing import Any
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, prepare_admission, task_info_from_row
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import Task
 from scheduling.plugins import defrag
 from scheduling.preemption.moves import defrag_decision, moves_in_last_hour
 from scheduling.queue.nomination import hold_nominated_cards
-from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_set, current_plugin_settings
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
 
 FITS_NOW = "FitsWithoutMoves"
@@ -33,8 +32,7 @@ def defrag_plan() -> dict[str, Any]:
         setting = next(item for item in current_plugin_settings() if item.name == defrag.NAME)
         settings = defrag.settings_of(setting.extra)
         framework = Framework(current_plugin_set(), SchedulerConfig.from_settings())
-        snapshot = build_snapshot()
-        snapshot.quotas = load_quota_book()
+        snapshot = prepare_admission(build_snapshot())
         held = hold_nominated_cards(snapshot)
         # A reserved gang is placed whole by the gang planner, which defrag does not serve.
         rows = (Task.objects.filter(status=lifecycle.PENDING, reserved_at__isnull=False, group__isnull=True)

@@ -6,6 +6,7 @@ from typing import Any
 from django.db.models import Max
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import build_snapshot, prepare_admission
 from scheduling.cycle.run import CYCLE_LIMIT
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSetting
@@ -13,9 +14,7 @@ from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.groups.gang_bind import read_gangs
 from scheduling.models import TaskGroup, TaskType
 from scheduling.plugins import build_plugin_set
-from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_settings, plugin_specs, queue_head
-from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.what_if.low_priority import at_low_priority
 from scheduling.what_if.read_only import read_only_transaction
 from scheduling.what_if.simulation import GangToPlace, QueueItem, compare, copy_snapshot, not_previewed, simulate
@@ -35,8 +34,7 @@ def plugin_set_preview(*, change: SettingsChange, limit: int = CYCLE_LIMIT) -> d
         current = current_plugin_settings(registry)
         proposed = change(current)
         config = SchedulerConfig.from_settings()
-        snapshot = build_snapshot()
-        snapshot.quotas = load_quota_book(limited_only=True)
+        snapshot = prepare_admission(build_snapshot())
         queue = queue_items(limit=limit)
 
     def both_sides() -> dict[str, Any]:

@@ -23,9 +23,10 @@ from typing import Any
 from django.core.cache import cache
 
 from scheduling import lifecycle, metrics
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, prepare_admission, task_info_from_row
 from scheduling.framework.framework import Framework
-from scheduling.framework.result import ScheduleResult
 from scheduling.framework.registry import PluginSet
+from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig, TaskInfo
 from scheduling.models import Task
 from scheduling.plugins.preempt import TRIGGER_CODES
@@ -33,9 +34,7 @@ from scheduling.preemption.attempt import PreemptionHandle
 from scheduling.preemption.candidates import ActiveTask, CandidatePool
 from scheduling.preemption.execute import PreemptionOutcome
 from scheduling.preemption.planner import VICTIM_STATES, PreemptionPlan, may_preempt
-from scheduling.fair_share.quotas import load_quota_book
 from scheduling.selectors import current_plugin_set
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.what_if.read_only import read_only_transaction
 
 logger = logging.getLogger(__name__)
@@ -107,8 +106,7 @@ def _cycle_generation() -> str | None:
 
 def _cluster() -> tuple[PluginSet, Framework, ClusterSnapshot]:
     plugin_set = current_plugin_set()
-    snapshot = build_snapshot()
-    snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
+    snapshot = prepare_admission(build_snapshot())
     return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), snapshot
 
 

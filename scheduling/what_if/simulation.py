@@ -16,7 +16,6 @@ from scheduling import lifecycle
 from scheduling.diagnostics.cluster_view import fragmentation
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
-from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.snapshot import ClusterSnapshot, TaskInfo
 from scheduling.framework.table import AVAILABLE_STATUSES
 from scheduling.groups.gang import GangFailure, GroupInfo, incomplete_gang, place_gang
@@ -92,15 +91,12 @@ def not_previewed(framework: Framework) -> list[str]:
 
 
 def _place_task(framework: Framework, snapshot: ClusterSnapshot, task: TaskInfo, rng: random.Random) -> Placement:
-    result = framework.schedule(task, snapshot, rng)
-    if result.node is None:
-        return Placement(task.id, None, (), result.code)
-    cards = framework.reserve(task, result.node, snapshot.tenancy)
-    permit = framework.permit([(task, result.node, cards)], tenancy=snapshot.tenancy)
-    if not permit.is_success:
-        return Placement(task.id, None, (), permit.attempt_code or reasons.NO_SCHEDULABLE_NODES)
-    apply_bind(snapshot, task, result.node, cards)
-    return Placement(task.id, result.node.name, tuple(cards), reasons.SCHEDULED)
+    placing = framework.place(task, snapshot, rng)
+    if placing.node is None:
+        return Placement(task.id, None, (), placing.result.code)
+    if placing.refusal is not None:
+        return Placement(task.id, None, (), placing.refusal.attempt_code or reasons.NO_SCHEDULABLE_NODES)
+    return Placement(task.id, placing.node.name, tuple(placing.cards), reasons.SCHEDULED)
 
 
 def _place_gang(framework: Framework, snapshot: ClusterSnapshot, gang: GangToPlace,
@@ -108,11 +104,9 @@ def _place_gang(framework: Framework, snapshot: ClusterSnapshot, gang: GangToPla
     outcome = incomplete_gang(gang.group, gang.live) or place_gang(gang.group, gang.pending, snapshot, framework, rng)
     if isinstance(outcome, GangFailure):
         return [Placement(task.id, None, (), outcome.code) for task in gang.pending]
-    placements = []
-    for member in outcome.placements:
-        apply_bind(snapshot, member.task, snapshot.node(member.node_id), member.chosen_cards())
-        placements.append(Placement(member.task.id, member.node_name, member.cards, reasons.SCHEDULED))
-    return placements
+    outcome.apply_to(snapshot)
+    return [Placement(member.task.id, member.node_name, member.cards, reasons.SCHEDULED)
+            for member in outcome.placements]
 
 
 def compare(current: Side, proposed: Side) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""The plugin-change preview (issue 17): the head of the queue under the current and the proposed plugin set."""
+"""The plugin-change preview: the head of the queue under the current and the proposed plugin set."""
 
 import pytest
 
 from heteroflow_site.errors import DomainError
 from plugins_admin.rules import PluginChangeRequest
 from plugins_admin.what_if import plugin_change_preview
+from scheduling.framework import reasons
 from scheduling.models import PluginConfig, Task, TaskGroup
 from scheduling.what_if.plugin_sets import plugin_set_preview
 from tests.factories import make_node, make_task
@@ -149,3 +150,18 @@ def test_the_preview_saves_nothing(tenant):
 
     assert list(PluginConfig.objects.order_by("name").values_list("name", "enabled", "weight", "extra")) == before
     assert set(Task.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_the_preview_holds_an_inactive_tenants_tasks_as_the_cycle_does(tenant, other_tenant):
+    """The preview's snapshot is set up as the cycle's (quota book and inactive tenants): a task the cycle holds is
+    not shown as placed."""
+    make_node(cards=8, name="node-a")
+    held = make_task(tenant=other_tenant, gpu_required=1)
+    placed = make_task(tenant=tenant, gpu_required=1)
+    other_tenant.status = other_tenant.Status.INACTIVE
+    other_tenant.save(update_fields=["status"])
+
+    preview = plugin_change_preview(requests=[])
+
+    codes = {entry["task"]: entry["code"] for entry in preview["current"]["placements"]}
+    assert codes == {held.id: reasons.TENANT_INACTIVE, placed.id: reasons.SCHEDULED}

@@ -7,13 +7,14 @@ import pytest
 from django.core.management import call_command
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.occupancy import Occupant, assume, forget
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.housekeeping.ledger_audit import ledger_audit
 from scheduling.models import SchedulingAttempt, Task, TaskEvent
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_HOST
 from tests.factories import end_backoffs, make_node, make_task
 from tests.scheduling.bind.single import bind_task
 from tests.scheduling.framework.builders import make_node as make_node_info
@@ -87,7 +88,7 @@ def test_one_cycle_never_places_two_tasks_that_together_overfill_a_node(tenant):
     waiting = Task.objects.get(id__in=[first.id, second.id], status=lifecycle.PENDING)
     attempt = SchedulingAttempt.objects.get(task=waiting)
     assert attempt.code == reasons.INSUFFICIENT_HOST_RESOURCES
-    assert reasons.INSUFFICIENT_HOST in attempt.message
+    assert INSUFFICIENT_HOST in attempt.message
     # Nothing was refused at bind: the snapshot already knew.
     assert "Bind refused" not in attempt.message
 

@@ -6,14 +6,14 @@ from django.db import connection
 
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.fair_share.quotas import largest_cards, load_quota_book, tenant_gpu_usage
 from scheduling.framework import reasons
-from scheduling.framework.builtin_filters import QuotaPreFilter
 from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import ClusterSnapshot, SchedulerConfig
 from scheduling.framework.status import Code
 from scheduling.models import Task
-from scheduling.fair_share.quotas import largest_cards, load_quota_book, tenant_gpu_usage
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.plugins.quota import QuotaPreFilter
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task

@@ -6,7 +6,7 @@ list at most once per `REFRESH_SECONDS` per process and returns the same `Target
 fgd plugin's per-table caches stay valid across a cycle. An unreachable Redis yields an empty workload (fgd then
 scores every node alike) and is retried at the next refresh. A Redis that restarted or was flushed has lost the list:
 `restore_window` (the `plugin-state` periodic job, every minute) rebuilds it from the last `WINDOW` tasks in
-PostgreSQL, so fgd never scores alike for longer than that.
+PostgreSQL, read by the job and handed in (plugins read no ORM), so fgd never scores alike for longer than that.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 
 from scheduling.framework.snapshot import TaskInfo
@@ -59,16 +59,12 @@ def read_window() -> list[Shape]:
     return [Shape(**json.loads(raw)) for raw in _connection().lrange(window_key(), 0, WINDOW - 1)]
 
 
-def restore_window() -> str:
-    """Rebuild the window from the newest `WINDOW` tasks in the database when Redis lost it; a line on what was
-    done."""
-    from scheduling.models import Task
-    from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
-
+def restore_window(newest_tasks: Callable[[int], list[TaskInfo]]) -> str:
+    """Rebuild the window from the newest `WINDOW` tasks in the database (`newest_tasks(count)`, oldest first) when
+    Redis lost it; a line on what was done."""
     if _connection().exists(window_key()):
         return "recent-task window present"
-    rows = Task.objects.order_by("-created_at", "-id").values_list(*TASK_INFO_FIELDS)[:WINDOW]
-    tasks = [task_info_from_row(row) for row in reversed(rows)]
+    tasks = newest_tasks(WINDOW)
     if tasks:
         record_shapes(tasks)
     forget_cached()

@@ -21,10 +21,10 @@ from scheduling.framework.settings_schema import no_settings
 from scheduling.framework.sharing import card_admits_tenant, may_share
 from scheduling.framework.snapshot import TaskInfo
 from scheduling.framework.table import NodeTable
+# The same phrases as the chain's coarse pre-filter: the summary counts a node short of cards once, whoever saw it.
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY
 
 NAME = "resource-filter"
-INSUFFICIENT_GPU = r.INSUFFICIENT_GPU
-INSUFFICIENT_GPU_MEMORY = r.INSUFFICIENT_GPU_MEMORY
 CARDS_OVERLOADED = "GPU memory above threshold"
 NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
 # `_sole_occupants` for a card nobody occupies, and for one several tenants share (checked card by card).

@@ -4,6 +4,10 @@ import pytest
 
 from scheduling.framework import reasons
 from scheduling.models import Task
+from scheduling.plugins.affinity import ZONE_MISMATCH
+from scheduling.plugins.availability import NODE_OFFLINE
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
 from tests.factories import make_task
 
 
@@ -105,9 +109,9 @@ def _large_attempt(task: Task):
     plugins = ["spread", "gpu-topology", "rdma", "node-pools", "fgd"]
     return SchedulingAttempt(
         task=task, code="InsufficientResources",
-        message=reasons.summarize(5000, {reasons.INSUFFICIENT_GPU: 2310, "GPU type mismatch": 1204,
-                                         reasons.INSUFFICIENT_GPU_MEMORY: 650, reasons.ZONE_MISMATCH: 402,
-                                         reasons.DEDICATED_OTHER_TENANT: 230, reasons.NODE_OFFLINE: 204}),
+        message=reasons.summarize(5000, {INSUFFICIENT_GPU: 2310, "GPU type mismatch": 1204,
+                                         INSUFFICIENT_GPU_MEMORY: 650, ZONE_MISMATCH: 402,
+                                         DEDICATED_OTHER_TENANT: 230, NODE_OFFLINE: 204}),
         nodes={"filtered": {"Insufficient GPU": [f"gpu-node-{index:05d}" for index in range(150)],
                             "GPU type mismatch": [f"gpu-node-{index:05d}" for index in range(150, 200)]},
                "plugins": plugins,

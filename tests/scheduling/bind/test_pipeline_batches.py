@@ -11,14 +11,14 @@ from django.db.models import F, Sum
 
 from nodes.models import Node
 from scheduling import lifecycle
-from scheduling.cycle import run as cycle
 from scheduling.bind import Placement, bind_batch
+from scheduling.bind import pipeline
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskType
 from scheduling.signals import task_transitioned
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from tenants.models import Tenant
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task
@@ -155,7 +155,7 @@ def test_a_cycle_takes_back_a_refused_batch_placement_and_places_the_task_on_the
         batches.append([(placement.node.id, outcome.code) for placement, outcome in zip(placements, outcomes)])
         return outcomes
 
-    monkeypatch.setattr(cycle, "bind_batch", bind_batch_after_another_instance)
+    monkeypatch.setattr(pipeline, "bind_batch", bind_batch_after_another_instance)
 
     result = run_cycle(rng=random.Random(1))
 

@@ -4,11 +4,12 @@
 import pytest
 
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.plugins.single_tenant_runtime import SINGLE_TENANT_RUNTIME
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task
 
@@ -28,7 +29,7 @@ def test_bind_refuses_a_node_another_tenant_took_since_the_snapshot_without_nami
     outcome = bind_task(_info(task), stale, [1], config=SchedulerConfig())
 
     assert outcome.code == reasons.NO_SCHEDULABLE_NODES
-    assert reasons.SINGLE_TENANT_RUNTIME in outcome.message and node.name not in outcome.message
+    assert SINGLE_TENANT_RUNTIME in outcome.message and node.name not in outcome.message
     task.refresh_from_db()
     assert (task.status, task.node_id) == (lifecycle.PENDING, None)
 
@@ -44,5 +45,5 @@ def test_a_cycle_keeps_the_node_to_the_first_tenant_and_the_other_reads_the_reas
     second.refresh_from_db()
     assert (first.status, first.node_id, second.status) == (lifecycle.SCHEDULED, node.id, lifecycle.PENDING)
     attempt = SchedulingAttempt.objects.get(task=second)
-    assert "1 " + reasons.SINGLE_TENANT_RUNTIME in attempt.message
+    assert "1 " + SINGLE_TENANT_RUNTIME in attempt.message
     assert "Bind refused" not in attempt.message

@@ -7,13 +7,15 @@ from collections import Counter
 import pytest
 
 from nodes.models import GPU, Node
-from scheduling.models import PluginConfig
 from scheduling import lifecycle
-from scheduling.queue import immediate_queue
 from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
 from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt, Task
+from scheduling.models import AttemptCodeCount, CycleRecord, PluginConfig, SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter, resource_filter
+from scheduling.plugins.availability import NODE_OFFLINE
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
+from scheduling.queue import immediate_queue
 from scheduling.queue import services as queue_services
 from scheduling.signals import cycle_completed
 from tests.factories import end_backoffs, make_node, make_task
@@ -78,9 +80,9 @@ def test_spec_walkthrough_binds_to_the_free_nvidia_node_and_explains_every_other
     assert diagnostics["message"].startswith("1/5 nodes are available")
     reason_of = {entry["node"]: entry["reason"] for entry in diagnostics["nodes"]}
     # The node dedicated to the other tenant is counted for this tenant, not named (issue 13).
-    assert diagnostics["nodes_not_shown"] == {reasons.DEDICATED_OTHER_TENANT: 1}
+    assert diagnostics["nodes_not_shown"] == {DEDICATED_OTHER_TENANT: 1}
     assert reason_of == {
-        "offline": reasons.NODE_OFFLINE,
+        "offline": NODE_OFFLINE,
         "hot": resource_filter.CARDS_OVERLOADED,
         "ascend": gpu_filter.GPU_TYPE_MISMATCH,
         "free": None,
@@ -102,8 +104,7 @@ def test_a_task_that_fits_nowhere_stays_pending_with_its_code_and_the_code_is_co
     assert task.status == lifecycle.PENDING
     attempt = SchedulingAttempt.objects.get(task=task)
     assert attempt.code == reasons.INSUFFICIENT_RESOURCES
-    assert attempt.message.startswith(
-        f"0/2 nodes are available: 1 {reasons.INSUFFICIENT_GPU}, 1 {reasons.NODE_OFFLINE}.")
+    assert attempt.message.startswith(f"0/2 nodes are available: 1 {INSUFFICIENT_GPU}, 1 {NODE_OFFLINE}.")
     assert AttemptCodeCount.objects.get(code=reasons.INSUFFICIENT_RESOURCES).count == 1
     assert run_cycle().considered == 0  # parked
     end_backoffs()

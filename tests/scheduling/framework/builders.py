@@ -2,6 +2,7 @@
 
 import itertools
 
+from scheduling.cache.node_info import note_card_visibility
 from scheduling.framework.interfaces import CycleState
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo, TenancyView
 
@@ -22,8 +23,10 @@ def make_node(*, cards: int = 8, gpu_type: str = "nvidia", model: str = "A100", 
     fields.setdefault("cpu_cores", 64)
     fields.setdefault("memory_gb", 512)
     card_list = fields.pop("card_list", None) or make_cards(cards, gpu_type=gpu_type, model=model, memory_mb=memory_mb)
-    return NodeInfo(id=node_id, gpu_type=gpu_type if card_list else "", gpu_total=len(card_list), cards=card_list,
+    node = NodeInfo(id=node_id, gpu_type=gpu_type if card_list else "", gpu_total=len(card_list), cards=card_list,
                     **fields)
+    note_card_visibility(node)
+    return node
 
 
 def make_task(**fields) -> TaskInfo:

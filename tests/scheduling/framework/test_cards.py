@@ -7,13 +7,14 @@ import pytest
 
 from nodes.models import GPU, Node
 from scheduling import lifecycle
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
 from scheduling.cycle.run import run_cycle
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards
 from scheduling.framework.snapshot import SchedulerConfig
 from scheduling.models import SchedulingAttempt, Task
 from scheduling.plugins import gpu_filter
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, task_info_from_row
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from tests.factories import make_node, make_task
 from tests.scheduling.bind.single import bind_task
 
@@ -57,7 +58,7 @@ def test_an_nvidia_three_card_task_does_not_fit_a_node_with_two_nvidia_and_two_a
     assert _placed(task)[0] == lifecycle.PENDING
     attempt = SchedulingAttempt.objects.get(task=task)
     assert attempt.code == reasons.INSUFFICIENT_RESOURCES
-    assert reasons.INSUFFICIENT_GPU in attempt.message
+    assert INSUFFICIENT_GPU in attempt.message
 
 
 def test_a_task_without_gpu_type_takes_cards_of_one_type_never_a_mix(tenant):

@@ -16,7 +16,9 @@ from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import CardInfo, TenancyView
 from scheduling.plugins import build_plugin_set, fgd, resource_filter
+from scheduling.plugins.availability import NODE_OFFLINE
 from scheduling.plugins.fgd.workload import TargetWorkload
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from scheduling.replay.simulate import POLICIES
 from tests.scheduling.framework.builders import CONFIG, make_cards, make_node, make_snapshot, make_task, occupy
 
@@ -171,7 +173,7 @@ def test_the_second_task_of_a_class_does_not_see_the_cards_the_first_took():
 
     assert again.node is None
     assert again.code == reasons.INSUFFICIENT_RESOURCES
-    assert again.filtered[full.id].reasons == (reasons.INSUFFICIENT_GPU,)
+    assert again.filtered[full.id].reasons == (INSUFFICIENT_GPU,)
 
 
 def test_the_second_shard_of_a_class_does_not_see_the_memory_the_first_took():
@@ -213,7 +215,7 @@ def test_a_row_refreshed_another_way_is_evaluated_again():
     again = framework.schedule(make_task(gpu_required=1), snapshot, random.Random(0))
 
     assert again.node is other
-    assert again.filtered[node.id].reasons == (reasons.NODE_OFFLINE,)
+    assert again.filtered[node.id].reasons == (NODE_OFFLINE,)
 
 
 def test_a_new_table_starts_a_new_cache():

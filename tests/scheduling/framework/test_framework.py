@@ -7,11 +7,15 @@ from nodes.agent.topology import TOPOLOGY_LABEL, encode_label, parse_nvidia_smi_
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind, apply_release
-from scheduling.framework.reserve import default_cards
 from scheduling.framework.registry import PluginSetting, build_plugin_set
+from scheduling.framework.reserve import default_cards
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.framework.status import Code, Status
 from scheduling.plugins import default_registry, gpu_filter, resource_filter
+from scheduling.plugins.affinity import ZONE_MISMATCH
+from scheduling.plugins.availability import NODE_OFFLINE
+from scheduling.plugins.resource_prefilter import INFERENCE_LIMIT, INSUFFICIENT_GPU
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
 from tests.shared_data import TOPOLOGY_CAPTURES
 
@@ -63,7 +67,7 @@ def test_spec_walk_through():
     assert framework().reserve(task, result.node) == [0, 1, 2, 3]
     diagnostics = result.compact_diagnostics()
     assert {name: reason for reason, names in diagnostics["filtered"].items() for name in names} == {
-        "offline": reasons.NODE_OFFLINE, "dedicated": reasons.DEDICATED_OTHER_TENANT,
+        "offline": NODE_OFFLINE, "dedicated": DEDICATED_OTHER_TENANT,
         "hot": resource_filter.CARDS_OVERLOADED, "ascend": gpu_filter.GPU_TYPE_MISMATCH,
     }
     [(name, total, *scores)] = diagnostics["scored"]
@@ -74,8 +78,8 @@ def test_spec_walk_through():
     assert total == round(sum(scores), 3)
     assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
                               "1 dedicated to another tenant, 1 node offline.")
-    assert result.filtered_by_reason() == {reasons.NODE_OFFLINE: ["offline"],
-                                           reasons.DEDICATED_OTHER_TENANT: ["dedicated"],
+    assert result.filtered_by_reason() == {NODE_OFFLINE: ["offline"],
+                                           DEDICATED_OTHER_TENANT: ["dedicated"],
                                            resource_filter.CARDS_OVERLOADED: ["hot"], gpu_filter.GPU_TYPE_MISMATCH: ["ascend"]}
     assert result.filtered[snapshot.nodes[0].id].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.filtered[snapshot.nodes[2].id].code == Code.UNSCHEDULABLE
@@ -169,7 +173,7 @@ def test_inference_limit_per_node():
         apply_bind(snapshot, task, result.node, fw.reserve(task, result.node))
     result = fw.schedule(make_task(type="inference", gpu_required=1), snapshot, random.Random())
     assert result.code == reasons.INSUFFICIENT_RESOURCES
-    assert reasons.INFERENCE_LIMIT in result.message
+    assert INFERENCE_LIMIT in result.message
 
 
 def test_topology_required_is_hard_only_where_the_node_has_the_field():
@@ -178,7 +182,7 @@ def test_topology_required_is_hard_only_where_the_node_has_the_field():
     task = make_task(gpu_required=1, labels={"topology": "required", "zone": "eu-1"})
     result = framework().schedule(task, snapshot, random.Random())
     assert result.node.name == "eu"  # zone +15 beats the unset node
-    assert result.filtered_by_reason() == {reasons.ZONE_MISMATCH: ["us"]}
+    assert result.filtered_by_reason() == {ZONE_MISMATCH: ["us"]}
     assert len(result.totals) == 2
 
 
@@ -301,7 +305,7 @@ def test_attempt_nodes_keep_the_first_filtered_nodes_under_their_reasons_and_cou
 
     nodes, extra = diagnostics.attempt_nodes(result)
 
-    assert nodes["filtered"] == {reasons.NODE_OFFLINE: ["off-0", "off-1", "off-2"], reasons.INSUFFICIENT_GPU: ["busy"]}
+    assert nodes["filtered"] == {NODE_OFFLINE: ["off-0", "off-1", "off-2"], INSUFFICIENT_GPU: ["busy"]}
     assert extra == {"filtered_nodes_not_listed": 2}
     by_name = {node.name: node.id for node in snapshot.nodes}
     assert [row[0] for row in nodes["scored"]] == sorted(["free", "half"], key=lambda name: -result.totals[by_name[name]])

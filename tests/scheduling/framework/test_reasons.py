@@ -1,10 +1,12 @@
 from scheduling.framework import reasons
 from scheduling.plugins import gpu_filter
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
+from scheduling.plugins.tenant import DEDICATED_OTHER_TENANT
 
 
 def test_summary_orders_by_count_then_alphabetically():
-    line = reasons.summarize(12, {reasons.INSUFFICIENT_GPU: 3, gpu_filter.GPU_TYPE_MISMATCH: 8,
-                                  reasons.DEDICATED_OTHER_TENANT: 1})
+    line = reasons.summarize(12, {INSUFFICIENT_GPU: 3, gpu_filter.GPU_TYPE_MISMATCH: 8,
+                                  DEDICATED_OTHER_TENANT: 1})
     assert line == "0/12 nodes are available: 8 GPU type mismatch, 3 Insufficient GPU, 1 dedicated to another tenant."
     tie = reasons.summarize(5, {"zeta": 2, "alpha": 2})
     assert tie == "1/5 nodes are available: 2 alpha, 2 zeta."

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import build_plugin_set
 from scheduling.plugins import default_registry
+from scheduling.plugins.single_tenant_runtime import SINGLE_TENANT_RUNTIME
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task, occupy
 
 TENANT, OTHER = 1, 2
@@ -26,8 +26,8 @@ def test_a_node_whose_containers_see_every_card_refuses_another_tenants_task(gpu
     occupy(node.cards[0], OTHER)
     result = _framework().schedule(make_task(tenant_id=TENANT, gpu_required=1), make_snapshot(node), random.Random(0))
     assert result.node is None
-    assert result.reason_counts() == {reasons.SINGLE_TENANT_RUNTIME: 1}
-    assert reasons.SINGLE_TENANT_RUNTIME in result.message
+    assert result.reason_counts() == {SINGLE_TENANT_RUNTIME: 1}
+    assert SINGLE_TENANT_RUNTIME in result.message
 
 
 def test_the_holding_tenant_a_task_without_cards_and_other_vendors_are_not_refused():
@@ -51,4 +51,4 @@ def test_one_cycle_never_puts_two_tenants_on_one_such_node():
     apply_bind(snapshot, first, placed.node, framework.reserve(first, placed.node, snapshot.tenancy))
     second = framework.schedule(make_task(tenant_id=OTHER, gpu_memory_mb=1024), snapshot, random.Random(0))
     assert second.node is None
-    assert second.reason_counts() == {reasons.SINGLE_TENANT_RUNTIME: 1}
+    assert second.reason_counts() == {SINGLE_TENANT_RUNTIME: 1}

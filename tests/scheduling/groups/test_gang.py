@@ -10,6 +10,7 @@ from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.models import GPU, Node
 from scheduling import lifecycle
 from scheduling.bind import pipeline
+from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
@@ -17,7 +18,7 @@ from scheduling.groups.gang_bind import schedule_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
 from scheduling.plugins import build_plugin_set, gpu_filter
-from scheduling.cache.snapshot_builder import build_snapshot
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU
 from tests.factories import make_node
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,7 @@ def test_a_gang_too_big_for_the_cluster_binds_nothing_holds_nothing_and_names_th
     assert "rank 24" in diagnostics["message"]
     attempt = tenant_client.get(f"/api/v1/tasks/{stuck.id}").json()["diagnostics"]
     assert attempt["code"] == reasons.GANG_INCOMPLETE
-    assert {entry["reason"] for entry in attempt["nodes"]} == {reasons.INSUFFICIENT_GPU}
+    assert {entry["reason"] for entry in attempt["nodes"]} == {INSUFFICIENT_GPU}
     assert set(SchedulingAttempt.objects.values_list("code", flat=True)) == {reasons.GANG_INCOMPLETE}
 
 

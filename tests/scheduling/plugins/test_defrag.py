@@ -4,9 +4,9 @@ import pytest
 
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import Occupant, assume
-from scheduling.framework.snapshot import NodeInfo, TaskInfo
-from scheduling.plugins import build_plugin_set, default_registry
 from scheduling.framework.registry import validate_extra
+from scheduling.framework.snapshot import NodeInfo
+from scheduling.plugins import build_plugin_set, default_registry
 from scheduling.preemption.defrag_planner import Mover, plan_defrag
 from tests.scheduling.framework.builders import CONFIG, make_node, make_snapshot, make_task
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from scheduling.cache.snapshot_builder import newest_tasks
 from scheduling.plugins.fgd import recent
 from scheduling.plugins.fgd.workload import Shape
 from scheduling.services.task_create import task_create
@@ -54,11 +55,11 @@ def test_a_window_redis_lost_is_rebuilt_from_the_newest_tasks_in_postgresql(tena
         make_task(tenant=tenant, gpu_required=cards)
     assert recent.recent_workload().shapes == (), "Redis lost the window (a restart, a flush)"
 
-    assert recent.restore_window() == "recent-task window rebuilt from 3 task(s)"
+    assert recent.restore_window(newest_tasks) == "recent-task window rebuilt from 3 task(s)"
 
     assert [shape.cards for shape in recent.read_window()] == [2, 4, 1]
     assert {shape.cards for shape in recent.recent_workload().shapes} == {1, 2, 4}
-    assert recent.restore_window() == "recent-task window present"
+    assert recent.restore_window(newest_tasks) == "recent-task window present"
 
 
 def test_the_plugin_state_job_restores_fgds_window(tenant, fgd_window):

@@ -2,12 +2,12 @@ import random
 
 import numpy as np
 
-from scheduling.framework import reasons
 from scheduling.framework.sharing import card_admits_tenant
 from scheduling.framework.snapshot import TenancyView
 from scheduling.framework.table import NodeTable
 from scheduling.plugins import resource_filter
 from scheduling.plugins.resource_filter import ResourceFilter
+from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY
 from tests.scheduling.framework.builders import CONFIG, make_node, make_state, make_task, occupy
 
 # 81920 MB cards: reserve = max(500, 10 %) = 8192 MB.
@@ -22,20 +22,20 @@ def test_whole_card_needs_enough_free_cards():
     for card in node.cards[:3]:
         occupy(card, tenant_id=1)
     assert check(make_task(gpu_required=1), node).is_success
-    assert check(make_task(gpu_required=2), node).reasons == (reasons.INSUFFICIENT_GPU,)
+    assert check(make_task(gpu_required=2), node).reasons == (INSUFFICIENT_GPU,)
 
 
 def test_a_shard_makes_a_card_not_free_for_whole_card_tasks():
     node = make_node(cards=1)
     occupy(node.cards[0], tenant_id=1, shard_mb=1000)
-    assert check(make_task(gpu_required=1), node).reasons == (reasons.INSUFFICIENT_GPU,)
+    assert check(make_task(gpu_required=1), node).reasons == (INSUFFICIENT_GPU,)
 
 
 def test_cards_at_95_percent_memory_do_not_count():
     node = make_node(cards=2)
     node.cards[0].memory_used_mb = int(81920 * 0.95)
     assert check(make_task(gpu_required=1), node).is_success
-    assert check(make_task(gpu_required=2), node).reasons == (reasons.INSUFFICIENT_GPU,)
+    assert check(make_task(gpu_required=2), node).reasons == (INSUFFICIENT_GPU,)
     node.cards[1].memory_used_mb = 81000
     assert check(make_task(gpu_required=1), node).reasons == (resource_filter.CARDS_OVERLOADED,)
 
@@ -45,14 +45,14 @@ def test_whole_card_memory_condition_uses_free_memory_after_reserve():
     node.cards[0].memory_used_mb = 40000  # 81920 − 8192 − 40000 = 33728 free
     assert check(make_task(gpu_required=2, gpu_memory_mb=33728), node).is_success
     status = check(make_task(gpu_required=2, gpu_memory_mb=33729), node)
-    assert status.reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+    assert status.reasons == (INSUFFICIENT_GPU_MEMORY,)
 
 
 def test_fractional_needs_one_card_with_room_after_reserve_and_shards():
     node = make_node(cards=1)
     occupy(node.cards[0], tenant_id=1, shard_mb=30000)  # 81920 − 8192 − 30000 = 43728
     assert check(make_task(gpu_memory_mb=43728), node).is_success
-    assert check(make_task(gpu_memory_mb=43729), node).reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+    assert check(make_task(gpu_memory_mb=43729), node).reasons == (INSUFFICIENT_GPU_MEMORY,)
 
 
 def test_fractional_counts_reported_memory_when_larger_than_bookings():
@@ -66,7 +66,7 @@ def test_fractional_counts_reported_memory_when_larger_than_bookings():
 def test_fractional_never_joins_a_whole_card_occupant():
     node = make_node(cards=1)
     occupy(node.cards[0], tenant_id=1)
-    assert check(make_task(gpu_memory_mb=100), node).reasons == (reasons.INSUFFICIENT_GPU_MEMORY,)
+    assert check(make_task(gpu_memory_mb=100), node).reasons == (INSUFFICIENT_GPU_MEMORY,)
 
 
 def test_fractional_tenant_boundary():

@@ -1,19 +1,27 @@
 """`closest_node` (design §16.3): the node with the most free cards for the job, lowest id among equals, found
 without looking at every node of a large idle cluster."""
 
+from scheduling.framework.framework import Framework
 from scheduling.framework.gpu_models import MODEL_LABEL
+from scheduling.framework.registry import build_plugin_set
+from scheduling.plugins import default_registry
 from scheduling.queue import reservation
-from tests.scheduling.framework.builders import make_cards, make_node, make_snapshot, make_task, occupy
+from tests.scheduling.framework.builders import CONFIG, make_cards, make_node, make_snapshot, make_task, occupy
 
 
-def test_on_an_idle_cluster_the_lowest_id_of_the_emptiest_nodes_is_found_after_looking_at_two(monkeypatch):
+def _could_hold(snapshot):
+    return Framework(build_plugin_set([], default_registry()), CONFIG).once_emptied(snapshot)
+
+
+def test_on_an_idle_cluster_the_lowest_id_of_the_emptiest_nodes_is_found_after_looking_at_two():
     nodes = [make_node(id=1000 + i, cards=8) for i in range(2000)]
+    snapshot = make_snapshot(*reversed(nodes))
     looked_at = []
-    may_hold = reservation.may_hold
-    monkeypatch.setattr(reservation, "may_hold", lambda task, node: looked_at.append(node.id) or may_hold(task, node))
+    could_hold = _could_hold(snapshot)
 
     best = reservation.closest_node(make_task(gpu_type="nvidia", gpu_required=8),
-                                      order=reservation.most_free_first(make_snapshot(*reversed(nodes))))
+                                    lambda task, node: looked_at.append(node.id) or could_hold(task, node),
+                                    order=reservation.most_free_first(snapshot))
 
     assert best.id == 1000
     assert len(looked_at) <= 2
@@ -35,4 +43,5 @@ def test_a_node_with_as_many_usable_free_cards_and_a_lower_id_wins_over_one_with
 
 
 def _closest(job, *nodes):
-    return reservation.closest_node(job, order=reservation.most_free_first(make_snapshot(*nodes)))
+    snapshot = make_snapshot(*nodes)
+    return reservation.closest_node(job, _could_hold(snapshot), order=reservation.most_free_first(snapshot))

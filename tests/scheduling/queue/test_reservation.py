@@ -8,9 +8,8 @@ from django.utils import timezone
 
 from scheduling import lifecycle
 from scheduling.cycle.run import run_cycle
-from scheduling.framework import reasons
-from scheduling.metrics import ClusterCollector
 from scheduling.groups.services import task_group_create
+from scheduling.metrics import ClusterCollector
 from scheduling.models import Task, TaskGroup
 from scheduling.services.task_stop import task_stop
 from scheduling.services.task_transition import task_transition
@@ -276,3 +275,49 @@ def test_a_reserved_gang_members_page_names_its_held_node(tenant, tenant_web):
     for member in gang.members.select_related("nominated_node"):
         page = tenant_web.get(f"/tasks/{member.id}/").content.decode()
         assert 'id="reserved"' in page and f"{member.nominated_node.name} is held for this job" in page
+
+
+@pytest.mark.parametrize("refused_by", ["quota", "inactive tenant"])
+def test_a_job_its_prefilters_refuse_never_takes_the_gpu_types_reservation_the_next_eligible_one_does(
+        tenant, other_tenant, refused_by):
+    """A tenant over its quota (or inactive) cannot block a GPU type: its big job, older and of a higher priority,
+    is not reserved, and another tenant's waiting job is, on the empty node; that tenant's tasks never read
+    `Reserved`."""
+    empty = make_node(name="empty", cards=8)
+    if refused_by == "quota":
+        tenant.gpu_quota = 2
+        tenant.save(update_fields=["gpu_quota"])
+    else:
+        tenant.status = tenant.Status.INACTIVE
+        tenant.save(update_fields=["status"])
+    busy = make_node(name="busy", cards=8)
+    [placed_task(tenant=other_tenant, node=busy, gpus=[i], preemptible=False) for i in range(8)]
+    [placed_task(tenant=other_tenant, node=empty, gpus=[i], preemptible=False) for i in range(2)]
+    abuser = _waited(make_task(tenant=tenant, gpu_required=8, priority=100), seconds=900)
+    eligible = _waited(make_task(tenant=other_tenant, gpu_required=8, priority=50), seconds=700)
+
+    run_cycle()
+
+    abuser.refresh_from_db()
+    assert (abuser.status, abuser.reserved_at, abuser.nominated_node_id) == (lifecycle.PENDING, None, None)
+    eligible.refresh_from_db()
+    assert eligible.reserved_at is not None and eligible.nominated_node_id == empty.id
+
+
+def test_a_reserved_job_its_quota_now_refuses_loses_the_reservation_to_the_next_eligible_one(tenant, other_tenant):
+    node = make_node(name="big", cards=8)
+    [placed_task(tenant=other_tenant, node=node, gpus=[i], preemptible=False) for i in range(2)]
+    first = _waited(make_task(tenant=tenant, gpu_required=8), seconds=900)
+    second = _waited(make_task(tenant=other_tenant, gpu_required=8), seconds=700)
+    run_cycle()
+    assert Task.objects.get(id=first.id).nominated_node_id == node.id
+
+    tenant.gpu_quota = 2
+    tenant.save(update_fields=["gpu_quota"])
+    end_backoffs()
+    run_cycle()
+
+    first.refresh_from_db()
+    assert (first.reserved_at, first.nominated_node_id) == (None, None)
+    second.refresh_from_db()
+    assert second.reserved_at is not None and second.nominated_node_id == node.id
