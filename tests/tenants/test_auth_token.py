@@ -125,6 +125,6 @@ def test_issue_token_prints_a_working_token_and_refuses_unknown_users(tenant_cli
 
 @pytest.mark.django_db
 def test_the_tokens_page_suggests_storing_a_token_from_stdin_never_on_the_command_line(tenant_web):
-    page = tenant_web.post("/tokens/", {"action": "issue"}).content.decode()
-    assert "--token-stdin" in page
+    page = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"}).content.decode()
+    assert "id=\"issued-token-value\"" in page and "--token-stdin" in page
     assert "--token &lt;token&gt;" not in page and "--token <" not in page

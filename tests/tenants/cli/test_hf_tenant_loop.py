@@ -206,7 +206,8 @@ def test_a_template_saved_from_flags_submits_with_overrides_and_is_the_tenants_o
     assert TaskTemplate.objects.get().fields == {"type": "batch", "image": "img:1", "command": "", "gpu_type": "",
                                                  "gpu_required": 2, "gpu_memory_mb": 0, "cpu_cores": 0.0,
                                                  "memory_mb": 0, "preemptible": False, "labels": {"team": "vision"},
-                                                 "tolerations": [], "node_selector": {}}
+                                                 "tolerations": [], "node_selector": {}, "env": {},
+                                                 "termination_grace_seconds": 10}
     assert "resnet" in signed_in("template", "ls")[1]
     status, out, _ = signed_in("submit", "--template", "resnet", "--name", "run-7", "--gpus", "4", "--label",
                                "run=7")
