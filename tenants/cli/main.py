@@ -446,7 +446,9 @@ def group_stop(args) -> None:
     if args.json:
         _print_json(group)
         return
-    _line(f"group {group['id']}: {group['status']}")
+    # Replicas still running stop with their grace; the group reads `stopped` once the last one has.
+    _line(f"group {group['id']}: stopped" if group["status"] == "stopped"
+          else f"group {group['id']}: stopping (each replica gets its grace; nothing is rebuilt)")
 
 
 def group_scale(args) -> None:

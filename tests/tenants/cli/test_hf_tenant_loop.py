@@ -232,3 +232,29 @@ def test_resubmit_submits_a_finished_task_again_and_refuses_an_active_one(signed
     assert status == 0 and again.id != task.id and again.status == lifecycle.PENDING
     assert (again.name, again.gpu_required, again.image, again.labels, again.priority, again.node_id) == (
         "train", 2, "img:1", {"team": "a"}, 70, None)
+
+
+def test_group_endpoints_scale_and_stop_through_the_service_api(signed_in, tenant, tmp_path):
+    spec = tmp_path / "svc.yaml"
+    spec.write_text("name: web\ntype: inference\nworld_size: 2\ngpus_per_worker: 1\nreplicas: 2\n")
+    group_id = int(signed_in("group", "submit", str(spec))[1].split()[2])
+    first = Task.objects.filter(group_id=group_id).order_by("rank").first()
+    node = make_node(name="gpu-a", cards=2, internal_ip="10.0.0.7")
+    _running_on(first, node, [0])
+    Task.objects.filter(id=first.id).update(port=8123)
+
+    status, out, _ = signed_in("group", "endpoints", str(group_id))
+    assert status == 0 and "gpu-a" in out and "10.0.0.7:8123" in out
+    assert json.loads(signed_in("group", "endpoints", str(group_id), "--json")[1]) == [
+        {"task": first.id, "replica": first.rank, "node": "gpu-a", "address": "10.0.0.7", "port": 8123}]
+
+    assert signed_in("group", "scale", str(group_id), "3") == (0, f"group {group_id}: 3 replicas desired\n", "")
+    assert Task.objects.filter(group_id=group_id).exclude(status__in=lifecycle.TERMINAL_STATES).count() == 3
+    status, _, err = signed_in("group", "scale", str(group_id), "-1")
+    assert status == 1 and err.startswith("hf: ") and "replicas" in err
+
+    status, out, _ = signed_in("group", "stop", str(group_id))
+    assert status == 0 and out == f"group {group_id}: stopping (each replica gets its grace; nothing is rebuilt)\n"
+    assert Task.objects.get(id=first.id).status == lifecycle.STOPPING
+    status, _, err = signed_in("group", "stop", str(group_id))
+    assert status == 1 and err.startswith("hf: group_stopped: ")
