@@ -9,7 +9,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeAuditEntry, NodeChange
+from nodes.models import GPU, GPU_TYPE_CHOICES, CardHealth, CardHealthEvent, Node, NodeAuditEntry, NodeChange
 from nodes.services import JOIN_AWAITING_APPROVAL_ACTION
 
 
@@ -21,6 +21,29 @@ CardHolders = Callable[..., dict[tuple[str, int], list[dict]]]
 
 def no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
     return {}
+
+
+DrainReader = Callable[[Node], dict | None]
+"""A node's drain progress (design §17.3): scheduling's to say, as it counts the tasks left."""
+
+
+def no_drain_reader(node: Node) -> dict | None:
+    return None
+
+
+# How much of each card's health history the node page and API show.
+CARD_HISTORY_SHOWN = 10
+
+
+def card_health_history(node: Node) -> dict[tuple[str, int], list[dict]]:
+    """Per card, its newest health events (reports, quarantines, releases), newest first."""
+    history: dict[tuple[str, int], list[dict]] = {}
+    for event in CardHealthEvent.objects.filter(node=node).select_related("actor").order_by("-at", "-id")[:500]:
+        shown = history.setdefault((event.card_type, event.card_index), [])
+        if len(shown) < CARD_HISTORY_SHOWN:
+            shown.append({"kind": event.kind, "health": event.health, "errors": event.errors, "at": event.at,
+                          "by": event.actor.username if event.actor_id else None})
+    return history
 
 
 class NodeFilter(django_filters.FilterSet):
@@ -90,12 +113,14 @@ def node_topology(node: Node) -> dict | None:
     }
 
 
-def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tenant_id: int | None = None) -> dict:
+def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tenant_id: int | None = None,
+                drain_reader: DrainReader = no_drain_reader) -> dict:
     """Everything the node page and `GET /api/v1/nodes/{id}` show: figures, usage, cards with their active tasks
-    (from `card_holders`), labels, placement and the NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks
-    are listed."""
+    (from `card_holders`), health and its history (design §17.3), labels, placement, the drain's progress and the
+    NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks are listed."""
     cards = list(node.gpus.all())
     tasks_by_card = card_holders(node=node, tenant_id=tenant_id)
+    history = card_health_history(node)
     topology = node_topology(node)
     numa_from_label = topology["numa"] if topology else {}
     return {
@@ -122,6 +147,8 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
         "gpu_total": node.gpu_total,
         "gpu_used": node.gpu_used,
         "last_heartbeat_at": node.last_heartbeat_at,
+        "drain": drain_reader(node),
+        "unhealthy_cards": sum(1 for card in cards if card.health != CardHealth.OK or card.quarantined),
         "usage": node_usage(node),
         "topology": topology,
         "cards": [
@@ -136,6 +163,12 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
                 "temperature": card.temperature,
                 "numa": numa_from_label.get(str(card.index), card.numa),
                 "active_tasks": tasks_by_card.get((card.type, card.index), []),
+                "health": card.health,
+                "last_error": card.last_error,
+                "quarantined": card.quarantined,
+                "quarantined_at": card.quarantined_at,
+                "quarantine_reason": card.quarantine_reason,
+                "health_history": history.get((card.type, card.index), []),
             }
             for card in cards
         ],

@@ -18,6 +18,7 @@ from nodes.models import GPU, Node
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.fair_share.book import QuotaBook
+from scheduling.plugins.card_health import hold_quarantined_cards
 from scheduling.framework.snapshot import CardInfo, NodeInfo
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -74,7 +75,8 @@ def _book_tenants(tenant_ids: list[int]) -> QuerySet:
 
 _LIVE_NODES = f"""
 SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
-                                                   g.temperature, g.type, g.model))
+                                                   g.temperature, g.type, g.model,
+                                                   g.quarantined_at IS NOT NULL))
   FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
 UNION ALL
 SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
@@ -150,12 +152,15 @@ class LiveNode:
                         memory_gb=self.memory_gb,
                         cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb)
         node.cards = sorted((CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
-                                      temperature=temperature, type=vendor or "", model=model or "")
-                             for index, total, used, utilization, temperature, vendor, model in self.card_rows),
+                                      temperature=temperature, type=vendor or "", model=model or "",
+                                      quarantined=quarantined)
+                             for index, total, used, utilization, temperature, vendor, model, quarantined
+                             in self.card_rows),
                             key=lambda card: (card.type, card.index))
         cards = cards_by_key(node)
         for held in self.placements:
             assume(node, held.occupant(), cards=cards, ledger=False)
+        hold_quarantined_cards(node)
         self._node = node
         return node
 

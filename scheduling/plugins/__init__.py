@@ -10,6 +10,7 @@ from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, 
 from scheduling.framework.registry import build_plugin_set as _build_plugin_set
 from scheduling.plugins import (
     binpack,
+    card_health,
     defrag,
     fgd,
     gpu_filter,
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
-    gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
+    gpu_filter.SPEC, card_health.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
     rdma.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
 )
 

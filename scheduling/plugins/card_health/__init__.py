@@ -1,0 +1,83 @@
+"""card-health (always on): quarantined cards take no work, degraded cards make their node less attractive
+(design §17.3).
+
+A quarantined card is held in the snapshot by an occupant that is no task (`hold_quarantined_cards`, called where
+snapshots and the bind's live view are built), so every rule that looks for free cards — resource-filter, card
+choice, preemption and defrag planning, the bind re-check — passes it over without knowing about health. This
+filter runs before resource-filter and names the reason when it is the quarantine that keeps the task off the node:
+`CardUnhealthy`, counted in the summary line (`0/12 nodes are available: 1 CardUnhealthy, …`). The score is 100 on a
+node without degraded cards and falls with the share of its cards that are degraded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduling.framework.cards import cards_by_key
+from scheduling.framework.interfaces import CycleState, RowPlugin
+from scheduling.framework.occupancy import Occupant, assume
+from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
+from scheduling.framework.snapshot import NodeInfo, TaskInfo
+from scheduling.framework.table import NodeTable
+
+NAME = "card-health"
+CARD_UNHEALTHY = "CardUnhealthy"
+DEGRADED = "degraded"
+# The task type of the occupant that holds a quarantined card: no task has it.
+QUARANTINE_HOLDER = "quarantine"
+
+
+def hold_quarantined_cards(node: NodeInfo) -> None:
+    """Count each quarantined card of `node` as held (nobody's, outside the `gpu_used` ledger)."""
+    quarantined = [card for card in node.cards if card.quarantined]
+    if not quarantined:
+        return
+    by_key = cards_by_key(node)
+    for card in quarantined:
+        assume(node, Occupant(None, QUARANTINE_HOLDER, (card.index,), card.type), cards=by_key, ledger=False)
+
+
+def _idle_quarantined(node: NodeInfo) -> int:
+    """Quarantined cards no task holds any more: the room the quarantine takes away."""
+    return sum(1 for card in node.cards if card.quarantined and card.whole_card_tasks == 1 and not card.shard_tasks)
+
+
+class CardHealthPlugin(RowPlugin):
+    name = NAME
+    reasons = (CARD_UNHEALTHY,)
+
+    def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        codes = np.zeros(len(rows), np.int8)
+        if task.gpu_required <= 0 and not task.is_fractional:
+            return codes
+        wanted = task.gpu_type.strip().lower()
+        for position, row in enumerate(rows.tolist()):
+            node = table.nodes[row]
+            idle = _idle_quarantined(node)
+            if not idle:
+                continue
+            cards = [card for card in node.cards if not wanted or (card.type or node.gpu_type).lower() == wanted]
+            if task.gpu_required > 0:
+                free = sum(1 for card in cards if card.is_free)
+                blocked = free < task.gpu_required <= free + idle
+            else:
+                blocked = not any(card.whole_card_tasks == 0 for card in cards)
+            codes[position] = 1 if blocked else 0
+        return codes
+
+    def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        scores = np.full(len(rows), 100.0)
+        for position, row in enumerate(rows.tolist()):
+            cards = table.nodes[row].cards
+            degraded = sum(1 for card in cards if card.health == DEGRADED)
+            if degraded:
+                scores[position] = 100.0 * (1 - degraded / len(cards))
+        return scores
+
+
+def factory(setting: PluginSetting) -> CardHealthPlugin:
+    return CardHealthPlugin()
+
+
+SPEC = PluginSpec(NAME, factory, always_on=True, kinds=frozenset({FILTER, SCORE}),
+                  description="Keeps work off quarantined (failed) cards and prefers nodes without degraded cards.")
