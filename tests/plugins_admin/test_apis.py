@@ -16,7 +16,7 @@ def test_anyone_signed_in_may_read_the_plugins(tenant_client):
 
     assert response.status_code == 200
     plugins = {plugin["name"]: plugin for plugin in response.json()}
-    assert len(plugins) == 12
+    assert len(plugins) == 13
     assert plugins["resource-filter"]["locked"] is True
     assert plugins["preempt"]["extra"] == {"preempt_stage": "running"}
     assert plugins["spread"]["exclusive_with"] == ["binpack", "fgd"]

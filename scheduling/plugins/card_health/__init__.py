@@ -5,8 +5,9 @@ A quarantined card is held in the snapshot by an occupant that is no task (`hold
 snapshots and the bind's live view are built), so every rule that looks for free cards — resource-filter, card
 choice, preemption and defrag planning, the bind re-check — passes it over without knowing about health. This
 filter runs before resource-filter and names the reason when it is the quarantine that keeps the task off the node:
-`CardUnhealthy`, counted in the summary line (`0/12 nodes are available: 1 CardUnhealthy, …`). The score is 100 on a
-node without degraded cards and falls with the share of its cards that are degraded.
+`CardUnhealthy`, counted in the summary line (`0/12 nodes are available: 1 CardUnhealthy, …`). The score is a
+penalty: 0 on a node without degraded cards, down to -100 as the share of its degraded cards grows, so a healthy
+cluster's totals are what the other scorers make them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,23 @@ def _idle_quarantined(node: NodeInfo) -> int:
     return sum(1 for card in node.cards if card.quarantined and card.whole_card_tasks == 1 and not card.shard_tasks)
 
 
+def _per_row(table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's idle quarantined cards and share of degraded cards, recomputed only for rows refreshed since
+    (`table.row_version`), so a cycle of thousands of tasks over thousands of nodes pays for them once."""
+    cache = table.plugin_cache.get(NAME)
+    if cache is None:
+        cache = table.plugin_cache[NAME] = (np.zeros(table.size, np.int64), np.zeros(table.size),
+                                            np.full(table.size, -1, np.int64))
+    idle, degraded, versions = cache
+    stale = rows[versions[rows] != table.row_version[rows]]
+    for row in stale.tolist():
+        cards = table.nodes[row].cards
+        idle[row] = _idle_quarantined(table.nodes[row])
+        degraded[row] = sum(1 for card in cards if card.health == DEGRADED) / len(cards) if cards else 0.0
+    versions[stale] = table.row_version[stale]
+    return idle[rows], degraded[rows]
+
+
 class CardHealthPlugin(RowPlugin):
     name = NAME
     reasons = (CARD_UNHEALTHY,)
@@ -50,29 +68,22 @@ class CardHealthPlugin(RowPlugin):
         codes = np.zeros(len(rows), np.int8)
         if task.gpu_required <= 0 and not task.is_fractional:
             return codes
+        idle, _ = _per_row(table, rows)
         wanted = task.gpu_type.strip().lower()
-        for position, row in enumerate(rows.tolist()):
-            node = table.nodes[row]
-            idle = _idle_quarantined(node)
-            if not idle:
-                continue
+        for position in np.flatnonzero(idle).tolist():
+            node = table.nodes[rows[position]]
             cards = [card for card in node.cards if not wanted or (card.type or node.gpu_type).lower() == wanted]
             if task.gpu_required > 0:
                 free = sum(1 for card in cards if card.is_free)
-                blocked = free < task.gpu_required <= free + idle
+                blocked = free < task.gpu_required <= free + idle[position]
             else:
                 blocked = not any(card.whole_card_tasks == 0 for card in cards)
-            codes[position] = 1 if blocked else 0
+            codes[position] = blocked
         return codes
 
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        scores = np.full(len(rows), 100.0)
-        for position, row in enumerate(rows.tolist()):
-            cards = table.nodes[row].cards
-            degraded = sum(1 for card in cards if card.health == DEGRADED)
-            if degraded:
-                scores[position] = 100.0 * (1 - degraded / len(cards))
-        return scores
+        _, degraded = _per_row(table, rows)
+        return np.where(degraded > 0, -100.0 * degraded, 0.0)
 
 
 def factory(setting: PluginSetting) -> CardHealthPlugin:
