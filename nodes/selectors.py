@@ -31,6 +31,16 @@ def no_drain_reader(node: Node) -> dict | None:
     return None
 
 
+@dataclass(frozen=True)
+class NodeMaintenance:
+    """What the node page needs of scheduling to drain a node (design §17.3): its progress, and the drain and
+    uncordon services (keyword arguments `node`, `actor`, and `grace_seconds` for the drain)."""
+
+    progress: DrainReader
+    drain: Callable[..., Node]
+    uncordon: Callable[..., Node]
+
+
 # How much of each card's health history the node page and API show.
 CARD_HISTORY_SHOWN = 10
 
@@ -173,6 +183,19 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
             for card in cards
         ],
     }
+
+
+def unhealthy_card_counts(node_ids: list[int]) -> dict[int, dict]:
+    """Per node with any, its quarantined cards and the cards reporting degraded or failed: the nodes list's flag."""
+    counts: dict[int, dict] = {}
+    rows = (GPU.objects.filter(node_id__in=node_ids).filter(Q(quarantined_at__isnull=False) | ~Q(health=CardHealth.OK))
+            .order_by().values("node_id")
+            .annotate(quarantined=Count("id", filter=Q(quarantined_at__isnull=False)),
+                      degraded=Count("id", filter=Q(health=CardHealth.DEGRADED)),
+                      failed=Count("id", filter=Q(health=CardHealth.FAILED))))
+    for row in rows:
+        counts[row["node_id"]] = {name: row[name] for name in ("quarantined", "degraded", "failed")}
+    return counts
 
 
 def card_type_counts(node_ids: list[int]) -> dict[int, list[dict]]:

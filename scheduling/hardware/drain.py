@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from heteroflow_site.errors import Conflict
 from nodes.models import DrainState, Node, NodeAuditEntry
+from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
 from scheduling.lifecycle import ACTIVE_STATES, NODE_DRAIN_REASON
@@ -118,3 +119,6 @@ def drain_progress(node: Node) -> dict | None:
     left = Task.objects.filter(node_id=node.id, status__in=ACTIVE_STATES).count()
     return {"state": node.drain_state, "started_at": node.drain_started_at, "grace_seconds": node.drain_grace_seconds,
             "tasks_at_start": node.drain_tasks_at_start, "tasks_left": left}
+
+
+NODE_MAINTENANCE = NodeMaintenance(progress=drain_progress, drain=node_drain, uncordon=node_uncordon)
