@@ -218,9 +218,24 @@ def node_usage(node: Node) -> dict:
     }
 
 
+QUARANTINED = "quarantined"
+CARD_STATES = (CardHealth.OK, CardHealth.DEGRADED, CardHealth.FAILED, QUARANTINED)
+
+
+def card_health_counts() -> dict[tuple[str, str], int]:
+    """Cards per (type, state), each card in one state: `quarantined` while it is, else its reported health
+    (design §17.3) — the one reading for the dashboard and `heteroflow_gpu_health`."""
+    rows = (GPU.objects.order_by().values("type")
+            .annotate(quarantined=Count("id", filter=Q(quarantined_at__isnull=False)),
+                      **{state: Count("id", filter=Q(quarantined_at__isnull=True, health=state))
+                         for state in CardHealth.values}))
+    return {(row["type"], state): row[state] for row in rows for state in CARD_STATES}
+
+
 def capacity_by_architecture() -> list[dict]:
-    """Cards per GPU architecture: used (the ledger of reachable nodes), free on reachable nodes, and cards on offline
-    nodes — the one reading of it, for the dashboard and Prometheus alike."""
+    """Cards per GPU architecture: used (the ledger of reachable nodes), free on reachable nodes, cards on offline
+    nodes and quarantined cards (never free, design §17.3) — the one reading of it, for the dashboard and Prometheus
+    alike."""
     offline = Q(status=Node.Status.OFFLINE)
     rows = (
         Node.objects.exclude(gpu_type="").values("gpu_type")
@@ -228,12 +243,15 @@ def capacity_by_architecture() -> list[dict]:
                   offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
         .order_by("gpu_type")
     )
+    quarantined = dict(GPU.objects.filter(quarantined_at__isnull=False).exclude(node__status=Node.Status.OFFLINE)
+                       .order_by().values_list("node__gpu_type").annotate(n=Count("id")))
     result = []
     for row in rows:
         used, offline_cards = row["used"] or 0, row["offline"] or 0
-        free = max(row["total"] - used - offline_cards, 0)
+        held_back = quarantined.get(row["gpu_type"], 0)
+        free = max(row["total"] - used - offline_cards - held_back, 0)
         result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
-                       "offline": offline_cards, "nodes": row["nodes"]})
+                       "offline": offline_cards, "quarantined": held_back, "nodes": row["nodes"]})
     return result
 
 

@@ -184,3 +184,24 @@ def test_prometheus_and_the_dashboard_count_cards_per_architecture_alike(admin_u
     # The offline node's cards are in the total, and its stale ledger is not "in use", as on the dashboard.
     assert 'heteroflow_gpus_total{gpu_type="ascend"} 16.0' in body
     assert 'heteroflow_gpus_used{gpu_type="ascend"} 3.0' in body
+
+
+@pytest.mark.django_db
+def test_card_health_per_type_and_state_is_exported_and_quarantined_cards_are_not_free(admin_user, tenant_web):
+    """design §17.3: `heteroflow_gpu_health{gpu_type,state}`; the dashboard counts quarantined cards per type."""
+    from nodes.models import GPU
+
+    node = make_node(name="sick", gpu_type="nvidia", cards=4)
+    make_node(name="npu", gpu_type="ascend", cards=2)
+    GPU.objects.filter(node=node, index=0).update(health="failed", quarantined_at=timezone.now())
+    GPU.objects.filter(node=node, index=1).update(health="degraded")
+    client = Client()
+    client.force_login(admin_user)
+    body = client.get("/metrics").content.decode()
+    for gpu_type, state, count in (("nvidia", "ok", 2), ("nvidia", "degraded", 1), ("nvidia", "failed", 0),
+                                   ("nvidia", "quarantined", 1), ("ascend", "ok", 2)):
+        assert f'heteroflow_gpu_health{{gpu_type="{gpu_type}",state="{state}"}} {count}.0' in body
+    page = tenant_web.get("/").content.decode()
+    row = page[page.index('<span class="tag">nvidia</span>'):].split("</tr>")[0]
+    assert 'class="num quarantined-cards"><span class="pill pill-bad plain">1</span>' in row
+    assert '<td class="num">3</td><td class="num quarantined' in row

@@ -26,6 +26,9 @@ class Command(BaseCommand):
         wrong = [node for node in audit.nodes if node.gpu_used_wrong]
         self.stdout.write(f"{len(audit.nodes)} nodes, {len(audit.tenants)} tenants audited: {len(wrong)} wrong "
                           f"gpu_used ledgers, {len(audit.differences)} nodes with differences")
+        quarantined = sum(len(node.quarantined_idle) for node in audit.nodes)
+        self.stdout.write(f"{sum(node.free_cards for node in audit.nodes)} cards free; {quarantined} quarantined "
+                          "card(s) not counted free")
         if fix:
             for name, before, after in node_ledgers_correct(audit=audit):
                 self.stdout.write(f"fixed node {name}: gpu_used {before} -> {after}")
