@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from nodes.agent.detectors.base import PARSE_ERRORS, CommandRunner, canonical_bus_id
@@ -156,6 +157,9 @@ class HealthReader(ABC):
     commands: ClassVar[tuple[tuple[str, ...], ...]] = ()
     optional_commands: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
+    def __init__(self, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.now = now
+
     def read(self, runner: CommandRunner) -> HealthReport:
         reports, failures = [], []
         for argv in self.commands:
@@ -167,10 +171,14 @@ class HealthReader(ABC):
             return HealthReport.tool_failure("; ".join(failures) or "no health command")
         for argv in self.optional_commands:
             try:
-                reports.append(self.parse(runner(argv)))
+                reports.append(self.recent(self.parse(runner(argv))))
             except (OSError, subprocess.SubprocessError, *PARSE_ERRORS) as exc:
                 logger.debug("%s: %s unreadable: %s", self.gpu_type, " ".join(argv), exc)
         return HealthReport.merged(reports)
+
+    def recent(self, report: HealthReport) -> HealthReport:
+        """What of an optional command's reading still matters now (a kernel log keeps events until reboot)."""
+        return report
 
     @abstractmethod
     def parse(self, text: str) -> HealthReport:

@@ -13,7 +13,10 @@ class IluvatarHealthReader(HealthReader):
     commands = (("ixsmi", "-q", "-x"),)
 
     def parse(self, text: str) -> HealthReport:
-        root = ElementTree.fromstring(text.strip())
+        try:
+            root = ElementTree.fromstring(text.strip())
+        except ElementTree.ParseError as exc:
+            raise ValueError(f"not ixsmi -q -x XML: {exc}") from exc
         cards = []
         for position, gpu in enumerate(root.iter("gpu")):
             finding = CardFinding()

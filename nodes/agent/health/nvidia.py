@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import csv
 import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
 
 from nodes.agent.detectors.query_blocks import parse_query_blocks
 
-from .base import DEGRADED, FAILED, OK, CardFinding, HealthReader, HealthReport, count
+from .base import DEGRADED, FAILED, OK, CardFinding, HealthReader, HealthReport, count, worst
 
 FAILED_XIDS = {48: "double-bit ECC error", 64: "ECC page retirement or row remapping could not be recorded",
                79: "GPU has fallen off the bus", 95: "uncontained ECC error"}
@@ -37,6 +39,9 @@ _XID = re.compile(r"NVRM: Xid \(PCI:(?P<bus>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?P
 _FALLEN = re.compile(r"NVRM: The NVIDIA GPU (?P<bus>[0-9A-Fa-f:.]+).*fallen off the bus")
 _ISO_TIME = re.compile(r"^(?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.]?\d*(?P<zone>[+-]\d\d:\d\d)?")
 _YES = "yes"
+KERNEL_LOG_WINDOW = timedelta(hours=1)
+_HEALTH_OF_CODE = {**{f"xid-{xid}": FAILED for xid in FAILED_XIDS}, **{f"xid-{xid}": DEGRADED for xid in DEGRADED_XIDS},
+                   "fallen-off-the-bus": FAILED}
 
 
 class NvidiaHealthReader(HealthReader):
@@ -46,6 +51,18 @@ class NvidiaHealthReader(HealthReader):
 
     def parse(self, text: str) -> HealthReport:
         return parse_nvidia_health(text)
+
+    def recent(self, report: HealthReport) -> HealthReport:
+        """Kernel-log events of the last KERNEL_LOG_WINDOW: the log keeps an Xid until reboot, and a card reset
+        since must not stay failed for it. An event without a wall-clock time (plain `dmesg`) is kept."""
+        cutoff = self.now() - KERNEL_LOG_WINDOW
+        cards = []
+        for card in report.cards:
+            errors = tuple(error for error in card.errors if error.at is None or _aware(error.at) >= cutoff)
+            if errors:
+                cards.append(replace(card, errors=errors, health=worst(_HEALTH_OF_CODE.get(error.code, DEGRADED)
+                                                                     for error in errors)))
+        return replace(report, cards=tuple(cards))
 
 
 def parse_nvidia_health(text: str) -> HealthReport:
@@ -120,7 +137,10 @@ def _from_query_text(text: str) -> HealthReport:
 
 
 def _from_xml(text: str) -> HealthReport:
-    root = ElementTree.fromstring(text.strip())
+    try:
+        root = ElementTree.fromstring(text.strip())
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"not nvidia-smi -q -x XML: {exc}") from exc
     cards = []
     for position, gpu in enumerate(root.iter("gpu")):
         def largest(path: str, gpu=gpu) -> int:
@@ -188,6 +208,12 @@ def _from_kernel_log(text: str) -> HealthReport:
             findings.setdefault(_with_function(match["bus"]), CardFinding()).note(
                 FAILED, "fallen-off-the-bus", "GPU has fallen off the bus and is not responding", at)
     return HealthReport(tuple(finding.card(None, bus) for bus, finding in findings.items()))
+
+
+def _aware(at: str) -> datetime:
+    """A kernel-log time; one printed without its offset is taken as UTC."""
+    moment = datetime.fromisoformat(at)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _joined_messages(text: str) -> list[str]:

@@ -5,6 +5,7 @@ the real capture with one counter or state changed (the layout stays the publish
 """
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,7 @@ def test_a_kernel_log_event_joins_the_card_of_its_address():
     h100 = text_of("nvidia/nvidia-smi_-q__h100-80gb-hbm3_8gpu_535.161.08__healthy.txt")
     xid = text_of("nvidia/dmesg_--time-format=iso__xid-48-63-94_dbe-row-remap-contained__faulty.txt")
     runner = FakeRunner({"nvidia-smi -q": h100, "dmesg --time-format=iso": xid})
-    report = NvidiaHealthReader().read(runner)
+    report = NvidiaHealthReader(now=lambda: datetime(2024, 11, 15, 12, 30, tzinfo=UTC)).read(runner)
     # PCI:0000:19:00 is the first H100 of the -q capture (GPU 00000000:19:00.0).
     assert {card.index: card.health for card in report.cards if card.health != "ok"} == {0: "failed"}
     assert report.errors == ()
@@ -148,3 +149,19 @@ def test_a_fault_in_the_published_layout_is_read(name, old, new, unhealthy):
     assert old in text
     report = parse(name, text.replace(old, new, 1))
     assert {card.index: card.health for card in report.cards if card.health != "ok"} == unhealthy
+
+
+def test_kernel_log_events_older_than_the_window_no_longer_count():
+    log = text_of("nvidia/dmesg_--time-format=iso__xid-48-63-94_dbe-row-remap-contained__faulty.txt")
+    report = NvidiaHealthReader().parse(log)
+    just_after = NvidiaHealthReader(now=lambda: datetime(2024, 11, 15, 12, 30, tzinfo=UTC))
+    assert just_after.recent(report).verdict == "failed"
+    later = NvidiaHealthReader(now=lambda: datetime(2024, 11, 15, 14, 0, tzinfo=UTC))
+    assert later.recent(report).cards == ()
+
+
+def test_broken_xml_is_output_not_understood_never_a_crash():
+    for vendor in ("nvidia", "iluvatar"):
+        text = "<?xml version='1.0'?><nvidia_smi_log><gpu id='x'>" if vendor == "nvidia" else "<nvidia_smi_log><gpu>"
+        with pytest.raises(ValueError):
+            READER_FOR_TYPE[vendor]().parse(text)
