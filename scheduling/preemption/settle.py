@@ -36,7 +36,10 @@ def settle_preempted(task_id: int, *, forced: bool = False, reason: str = "") ->
             reason = reason or (FORCED_REASON if forced else CONFIRMED_REASON)
             counting = {"preempt_count": F("preempt_count") + 1, "preemptible": False}
         settled = task_transition(task_id, lifecycle.PREEMPTING, lifecycle.PENDING, reason=reason, **counting)
-        if settled:
+        if settled and hardware is not None:
+            # Nobody waits for its room: the task itself goes first, before the next tick.
+            transaction.on_commit(lambda: _wake(task_id))
+        elif settled:
             preemptor_id = (
                 SchedulingAttempt.objects.filter(task_id=task_id)
                 .values_list("extra__preempted_by", flat=True)
@@ -55,9 +58,9 @@ def _evicted_for_hardware(task_id: int) -> str | None:
     return next((prefix for prefix in lifecycle.HARDWARE_EVICTION_REASONS if (reason or "").startswith(prefix)), None)
 
 
-def _wake(preemptor_id: int) -> None:
-    # Only a shortcut: the preemptor is pending and the next cycle reaches it anyway.
+def _wake(task_id: int) -> None:
+    # Only a shortcut: the task is pending and the next cycle reaches it anyway.
     try:
-        immediate_queue.push(preemptor_id)
+        immediate_queue.push(task_id)
     except redis.RedisError:
-        logger.warning("could not queue preemptor %s after its victim settled", preemptor_id, exc_info=True)
+        logger.warning("could not queue task %s after a settled preemption", task_id, exc_info=True)
