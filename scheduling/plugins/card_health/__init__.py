@@ -12,9 +12,12 @@ cluster's totals are what the other scorers make them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scheduling.framework.cards import cards_by_key
+from scheduling.framework.equivalence import EVERY_ROW_PASSES
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.registry import FILTER, SCORE, PluginSetting, PluginSpec
@@ -43,21 +46,34 @@ def _idle_quarantined(node: NodeInfo) -> int:
     return sum(1 for card in node.cards if card.quarantined and card.whole_card_tasks == 1 and not card.shard_tasks)
 
 
-def _per_row(table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's idle quarantined cards and share of degraded cards, recomputed only for rows refreshed since
-    (`table.row_version`), so a cycle of thousands of tasks over thousands of nodes pays for them once."""
-    cache = table.plugin_cache.get(NAME)
-    if cache is None:
-        cache = table.plugin_cache[NAME] = (np.zeros(table.size, np.int64), np.zeros(table.size),
-                                            np.full(table.size, -1, np.int64))
-    idle, degraded, versions = cache
-    stale = rows[versions[rows] != table.row_version[rows]]
-    for row in stale.tolist():
-        cards = table.nodes[row].cards
-        idle[row] = _idle_quarantined(table.nodes[row])
-        degraded[row] = sum(1 for card in cards if card.health == DEGRADED) / len(cards) if cards else 0.0
-    versions[stale] = table.row_version[stale]
-    return idle[rows], degraded[rows]
+@dataclass
+class _Columns:
+    """Per table row: idle quarantined cards and the share of degraded cards, kept for the table's life (a table
+    outlives cycles in the snapshot cache) and recomputed only for the rows refreshed since (`table.row_version`,
+    which only grows); `any_*` let a healthy cluster skip the rest."""
+
+    idle: np.ndarray
+    degraded: np.ndarray
+    versions: np.ndarray
+    any_idle: bool = False
+    any_degraded: bool = False
+
+
+def _columns(table: NodeTable) -> _Columns:
+    columns = table.plugin_cache.get(NAME)
+    if columns is None:
+        columns = table.plugin_cache[NAME] = _Columns(np.zeros(table.size, np.int64), np.zeros(table.size),
+                                                       np.full(table.size, -1, np.int64))
+    stale = np.flatnonzero(columns.versions != table.row_version)
+    if len(stale):
+        for row in stale.tolist():
+            node = table.nodes[row]
+            columns.idle[row] = _idle_quarantined(node)
+            columns.degraded[row] = (sum(1 for card in node.cards if card.health == DEGRADED) / len(node.cards)
+                                     if node.cards else 0.0)
+        columns.versions[stale] = table.row_version[stale]
+        columns.any_idle, columns.any_degraded = bool(columns.idle.any()), bool(columns.degraded.any())
+    return columns
 
 
 class CardHealthPlugin(RowPlugin):
@@ -68,7 +84,10 @@ class CardHealthPlugin(RowPlugin):
         codes = np.zeros(len(rows), np.int8)
         if task.gpu_required <= 0 and not task.is_fractional:
             return codes
-        idle, _ = _per_row(table, rows)
+        columns = _columns(table)
+        if not columns.any_idle:
+            return codes
+        idle = columns.idle[rows]
         wanted = task.gpu_type.strip().lower()
         for position in np.flatnonzero(idle).tolist():
             node = table.nodes[rows[position]]
@@ -81,8 +100,21 @@ class CardHealthPlugin(RowPlugin):
             codes[position] = blocked
         return codes
 
+    def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        # A cluster without an idle quarantined card, or a task without cards, asks nothing of this filter.
+        if (task.gpu_required <= 0 and not task.is_fractional) or not _columns(table).any_idle:
+            return EVERY_ROW_PASSES
+        return task.gpu_required, task.is_fractional, task.gpu_type.strip().lower()
+
+    def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
+        # The penalty is the node's, whatever the task.
+        return ()
+
     def score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        _, degraded = _per_row(table, rows)
+        columns = _columns(table)
+        if not columns.any_degraded:
+            return np.zeros(len(rows))
+        degraded = columns.degraded[rows]
         return np.where(degraded > 0, -100.0 * degraded, 0.0)
 
 

@@ -99,3 +99,26 @@ def test_a_bind_chosen_on_a_stale_snapshot_does_not_take_a_card_quarantined_mean
                         reserve=framework().reserve)
 
     assert outcome.bound and outcome.cards == (1,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_card_quarantined_between_cycles_is_seen_through_the_kept_table(tenant):
+    """The snapshot cache keeps its table across cycles: the plugin's per-row figures must follow the rows the
+    cache refreshes, not only those of the current cycle."""
+    import numpy as np
+
+    from scheduling.cache.snapshot_cache import SnapshotCache
+    from scheduling.plugins.card_health import CardHealthPlugin
+
+    node = factories.make_node(cards=1)
+    cache = SnapshotCache()
+    plugin = CardHealthPlugin()
+    task = make_task(gpu_type="nvidia", gpu_required=1)
+    with cache.snapshot(SchedulerConfig()) as snapshot:
+        table = snapshot.table
+        rows = np.arange(table.size)
+        assert plugin.filter_rows(None, task, table, rows).tolist() == [0]
+    GPU.objects.filter(node=node).update(quarantined_at=timezone.now(), health="failed")
+    with cache.snapshot(SchedulerConfig()) as snapshot:
+        assert snapshot.table is table
+        assert plugin.filter_rows(None, task, table, rows).tolist() == [1]
