@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 # Registration order is the order each extension point runs its plugins in.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
-    gpu_filter.SPEC, card_health.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
-    rdma.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
+    gpu_filter.SPEC, card_health.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC,
+    nvlink.SPEC, topology.SPEC, rdma.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
 )
 
 

@@ -60,7 +60,8 @@ def _from_json(text: str) -> HealthReport:
         if gpu.get("unavailable_reason"):
             finding.note(FAILED, "unavailable", f"mx-smi: unavailable: {gpu['unavailable_reason']}")
         if (gpu.get("ras_count") or {}).get("uncorrected_error"):
-            finding.note(DEGRADED, "ras-uncorrected", f"uncorrected RAS errors: {gpu['ras_count']['uncorrected_error']}")
+            finding.note(DEGRADED, "ras-uncorrected",
+                         f"uncorrected RAS errors: {gpu['ras_count']['uncorrected_error']}")
         events = gpu.get("pci_event_info") or {}
         for kind in ("aer_ue", "dbe"):
             if events.get(kind):

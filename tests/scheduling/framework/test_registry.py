@@ -14,14 +14,16 @@ def test_defaults():
     plugin_set = build_plugin_set([], registry())
     assert plugin_set.describe() == {
         "filters": ["gpu-filter", "card-health", "resource-filter", "node-pools", "nvlink", "rdma"],
-        "scorers": [{"name": "card-health", "weight": 1}, {"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
+        "scorers": [{"name": "card-health", "weight": 1}, {"name": "node-pools", "weight": 1},
+                    {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
                     {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1}],
         "preempt_stage": "running",
     }
 
 
 def test_always_on_plugins_cannot_be_disabled():
-    plugin_set = build_plugin_set([PluginSetting("gpu-filter", enabled=False), PluginSetting("card-health", enabled=False),
+    plugin_set = build_plugin_set([PluginSetting("gpu-filter", enabled=False),
+                                   PluginSetting("card-health", enabled=False),
                                    PluginSetting("resource-filter", enabled=False)], registry())
     assert plugin_set.describe()["filters"][:3] == ["gpu-filter", "card-health", "resource-filter"]
 
@@ -43,8 +45,8 @@ def test_disabled_plugins_are_left_out():
     plugin_set = build_plugin_set([PluginSetting("nvlink", False), PluginSetting("rdma", False),
                                    PluginSetting("topology", False)], registry())
     assert plugin_set.describe()["filters"] == ["gpu-filter", "card-health", "resource-filter", "node-pools"]
-    assert plugin_set.describe()["scorers"] == [{"name": "card-health", "weight": 1}, {"name": "node-pools", "weight": 1},
-                                                {"name": "spread", "weight": 1}]
+    assert plugin_set.describe()["scorers"] == [{"name": "card-health", "weight": 1},
+                                                {"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}]
 
 
 def test_preempt_stage():
