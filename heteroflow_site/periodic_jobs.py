@@ -26,6 +26,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("liveness", 10.0, "scheduling.housekeeping.tickers.liveness"),
     PeriodicJob("node-lost", 30.0, "scheduling.housekeeping.tickers.node_lost"),
     PeriodicJob("watchdog", 30.0, "scheduling.housekeeping.tickers.watchdog"),
+    PeriodicJob("drains", 10.0, "scheduling.housekeeping.tickers.drains"),
     PeriodicJob("timeouts", 30.0, "scheduling.housekeeping.tickers.timeouts"),
     PeriodicJob("backlog", 60.0, "scheduling.housekeeping.tickers.backlog_recovery"),
     PeriodicJob("windows", 60.0, "scheduling.housekeeping.tickers.windows"),

@@ -66,6 +66,9 @@ if HETEROFLOW_JOIN_TOKEN and len(HETEROFLOW_JOIN_TOKEN) < MIN_JOIN_TOKEN_LENGTH:
     raise ImproperlyConfigured(f"HETEROFLOW_JOIN_TOKEN has {len(HETEROFLOW_JOIN_TOKEN)} characters; at least "
                                f"{MIN_JOIN_TOKEN_LENGTH} are needed")
 HETEROFLOW_JOIN_AUTO_APPROVE = env.bool("HETEROFLOW_JOIN_AUTO_APPROVE", default=False)
+# Seconds of uninterrupted healthy reports after which a quarantined card is released without an admin (design
+# §17.3); 0 (the default) leaves every release to an admin.
+HETEROFLOW_CARD_AUTO_RELEASE = env.int("HETEROFLOW_CARD_AUTO_RELEASE", default=0)
 # Bearer token with which Prometheus may scrape /metrics; empty: staff sessions only.
 HETEROFLOW_METRICS_TOKEN = env.str("HETEROFLOW_METRICS_TOKEN", default="")
 

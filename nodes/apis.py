@@ -11,8 +11,17 @@ from heteroflow_site.permissions import IsAdmin, is_admin
 from heteroflow_site.sentinels import KEEP
 from heteroflow_site.serializers import StrictSerializer, validated
 from heteroflow_site.validation import LabelsField
-from nodes.models import Node
-from nodes.selectors import CardHolders, no_card_holders, node_detail, nodes_list, nodes_visible_to_tenant
+from nodes.card_health import card_release
+from nodes.models import GPU, Node
+from nodes.selectors import (
+    CardHolders,
+    DrainReader,
+    no_card_holders,
+    no_drain_reader,
+    node_detail,
+    nodes_list,
+    nodes_visible_to_tenant,
+)
 from nodes.services import node_topology_update, node_update
 from nodes.taint_input import taints_field
 from tenants.models import Tenant
@@ -61,8 +70,10 @@ class NodeListApi(APIView):
 
 
 class NodeDetailApi(APIView):
-    # The reader of the tasks holding each card, handed in by the route (scheduling.api.urls).
+    # The readers of the tasks holding each card and of the drain's progress, handed in by the route
+    # (scheduling.api.urls).
     card_holders: CardHolders = staticmethod(no_card_holders)
+    drain_reader: DrainReader = staticmethod(no_drain_reader)
 
     def get_permissions(self):
         return [IsAdmin()] if self.request.method == "PATCH" else [IsAuthenticated()]
@@ -79,9 +90,10 @@ class NodeDetailApi(APIView):
     def get(self, request, node_id: int):
         node = get_object_or_404(_nodes_for(request.user).select_related("dedicated_tenant"), id=node_id)
         if is_admin(request.user):
-            return Response(node_detail(node, card_holders=self.card_holders))
+            return Response(node_detail(node, card_holders=self.card_holders, drain_reader=self.drain_reader))
         tenant = tenant_of(request.user)
-        return Response(node_detail(node, card_holders=self.card_holders, tenant_id=tenant.id if tenant else -1))
+        return Response(node_detail(node, card_holders=self.card_holders, tenant_id=tenant.id if tenant else -1,
+                                    drain_reader=self.drain_reader))
 
     @extend_schema(request=PatchInput, responses=OpenApiTypes.OBJECT)
     def patch(self, request, node_id: int):
@@ -89,13 +101,14 @@ class NodeDetailApi(APIView):
         changes = validated(self.PatchInput, request.data)
         node = node_update(node=node, labels=changes.get("labels"), taints=changes.get("taints"),
                            schedulable=changes.get("schedulable"), dedicated_tenant=changes.get("dedicated_tenant", KEEP), actor=request.user)
-        return Response(node_detail(node, card_holders=self.card_holders))
+        return Response(node_detail(node, card_holders=self.card_holders, drain_reader=self.drain_reader))
 
 
 class NodeTopologyApi(APIView):
     permission_classes = [IsAdmin]
     # As NodeDetailApi's: its answer is the node's detail.
     card_holders: CardHolders = staticmethod(no_card_holders)
+    drain_reader: DrainReader = staticmethod(no_drain_reader)
 
     class InputSerializer(StrictSerializer):
         region = serializers.CharField(max_length=100, allow_blank=True)
@@ -106,4 +119,19 @@ class NodeTopologyApi(APIView):
     def put(self, request, node_id: int):
         node = get_object_or_404(Node, id=node_id)
         node = node_topology_update(node=node, actor=request.user, **validated(self.InputSerializer, request.data))
-        return Response(node_detail(node, card_holders=self.card_holders))
+        return Response(node_detail(node, card_holders=self.card_holders, drain_reader=self.drain_reader))
+
+
+class NodeCardReleaseApi(APIView):
+    """design §17.3: an admin releases a quarantined card; 409 for a card that is not quarantined or still reports
+    failed."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request, node_id: int, card_type: str, index: int):
+        node = get_object_or_404(Node, id=node_id)
+        card = get_object_or_404(GPU, node=node, type=card_type, index=index)
+        card = card_release(node=node, card=card, actor=request.user)
+        return Response({"node": node.id, "type": card.type, "index": card.index, "health": card.health,
+                         "quarantined": card.quarantined})

@@ -7,6 +7,22 @@ GPU_TYPES = ("nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar"
 GPU_TYPE_CHOICES = [(gpu_type, gpu_type) for gpu_type in GPU_TYPES]
 
 
+class CardHealth(models.TextChoices):
+    """A card's health as its agent last read it from the vendor's tool (design §17.3)."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"
+
+
+class DrainState(models.TextChoices):
+    """design §17.3: `draining` from the request until no task holds the node, then `drained` until uncordoned."""
+
+    NONE = ""
+    DRAINING = "draining"
+    DRAINED = "drained"
+
+
 class Node(models.Model):
     class Status(models.TextChoices):
         ONLINE = "online"
@@ -39,6 +55,12 @@ class Node(models.Model):
     # sha256 of the node agent's token; the token itself is shown once, at registration.
     agent_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # design §17.3: a drain in progress or done survives restarts here; the drain ticker carries it on.
+    drain_state = models.CharField(max_length=16, choices=DrainState.choices, blank=True, default="", db_index=True)
+    # Seconds each task gets to stop; None: the task's own grace.
+    drain_grace_seconds = models.PositiveIntegerField(null=True, blank=True)
+    drain_started_at = models.DateTimeField(null=True, blank=True)
+    drain_tasks_at_start = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["name"]
@@ -62,6 +84,19 @@ class GPU(models.Model):
     utilization = models.FloatField(default=0)
     temperature = models.FloatField(default=0)
     numa = models.IntegerField(null=True, blank=True)
+    health = models.CharField(max_length=16, choices=CardHealth.choices, default=CardHealth.OK)
+    # The newest error the agent reported ({code, message, at}); kept while the card reports healthy again.
+    last_error = models.JSONField(null=True, blank=True)
+    health_changed_at = models.DateTimeField(null=True, blank=True)
+    # Since when the card has reported `ok` without a break (HETEROFLOW_CARD_AUTO_RELEASE counts from it).
+    healthy_since = models.DateTimeField(null=True, blank=True)
+    # Set when the card reported `failed`; it takes no placement until an admin (or the auto-release) clears it.
+    quarantined_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    quarantine_reason = models.CharField(max_length=500, blank=True, default="")
+
+    @property
+    def quarantined(self) -> bool:
+        return self.quarantined_at is not None
 
     class Meta:
         # Each vendor numbers its cards from 0, so on a mixed node a card is known by its type and index (design §15.3).
@@ -71,6 +106,31 @@ class GPU(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}#{self.type}{self.index}"
+
+
+class CardHealthEvent(models.Model):
+    """A card's health history (design §17.3): each change of its reported health, each quarantine and release."""
+
+    class Kind(models.TextChoices):
+        REPORTED = "reported"
+        QUARANTINED = "quarantined"
+        RELEASED = "released"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="card_health_events")
+    card_type = models.CharField(max_length=32, choices=GPU_TYPE_CHOICES)
+    card_index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    health = models.CharField(max_length=16, choices=CardHealth.choices)
+    errors = models.JSONField(default=list, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["node", "card_type", "card_index", "-at"], name="card_health_history")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}#{self.card_type}{self.card_index} {self.kind} {self.health}"
 
 
 class NodeAuditEntry(models.Model):

@@ -9,7 +9,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q
 
 from heteroflow_site.errors import DomainError
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label, nvlink_domains
-from nodes.models import GPU, GPU_TYPE_CHOICES, Node, NodeAuditEntry, NodeChange
+from nodes.models import GPU, GPU_TYPE_CHOICES, CardHealth, CardHealthEvent, Node, NodeAuditEntry, NodeChange
 from nodes.services import JOIN_AWAITING_APPROVAL_ACTION
 
 
@@ -21,6 +21,39 @@ CardHolders = Callable[..., dict[tuple[str, int], list[dict]]]
 
 def no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
     return {}
+
+
+DrainReader = Callable[[Node], dict | None]
+"""A node's drain progress (design §17.3): scheduling's to say, as it counts the tasks left."""
+
+
+def no_drain_reader(node: Node) -> dict | None:
+    return None
+
+
+@dataclass(frozen=True)
+class NodeMaintenance:
+    """What the node page needs of scheduling to drain a node (design §17.3): its progress, and the drain and
+    uncordon services (keyword arguments `node`, `actor`, and `grace_seconds` for the drain)."""
+
+    progress: DrainReader
+    drain: Callable[..., Node]
+    uncordon: Callable[..., Node]
+
+
+# How much of each card's health history the node page and API show.
+CARD_HISTORY_SHOWN = 10
+
+
+def card_health_history(node: Node) -> dict[tuple[str, int], list[dict]]:
+    """Per card, its newest health events (reports, quarantines, releases), newest first."""
+    history: dict[tuple[str, int], list[dict]] = {}
+    for event in CardHealthEvent.objects.filter(node=node).select_related("actor").order_by("-at", "-id")[:500]:
+        shown = history.setdefault((event.card_type, event.card_index), [])
+        if len(shown) < CARD_HISTORY_SHOWN:
+            shown.append({"kind": event.kind, "health": event.health, "errors": event.errors, "at": event.at,
+                          "by": event.actor.username if event.actor_id else None})
+    return history
 
 
 class NodeFilter(django_filters.FilterSet):
@@ -90,12 +123,14 @@ def node_topology(node: Node) -> dict | None:
     }
 
 
-def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tenant_id: int | None = None) -> dict:
+def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tenant_id: int | None = None,
+                drain_reader: DrainReader = no_drain_reader) -> dict:
     """Everything the node page and `GET /api/v1/nodes/{id}` show: figures, usage, cards with their active tasks
-    (from `card_holders`), labels, placement and the NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks
-    are listed."""
+    (from `card_holders`), health and its history (design §17.3), labels, placement, the drain's progress and the
+    NVLink/NUMA topology. With `tenant_id`, only that tenant's tasks are listed."""
     cards = list(node.gpus.all())
     tasks_by_card = card_holders(node=node, tenant_id=tenant_id)
+    history = card_health_history(node)
     topology = node_topology(node)
     numa_from_label = topology["numa"] if topology else {}
     return {
@@ -122,6 +157,8 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
         "gpu_total": node.gpu_total,
         "gpu_used": node.gpu_used,
         "last_heartbeat_at": node.last_heartbeat_at,
+        "drain": drain_reader(node),
+        "unhealthy_cards": sum(1 for card in cards if card.health != CardHealth.OK or card.quarantined),
         "usage": node_usage(node),
         "topology": topology,
         "cards": [
@@ -136,10 +173,29 @@ def node_detail(node: Node, *, card_holders: CardHolders = no_card_holders, tena
                 "temperature": card.temperature,
                 "numa": numa_from_label.get(str(card.index), card.numa),
                 "active_tasks": tasks_by_card.get((card.type, card.index), []),
+                "health": card.health,
+                "last_error": card.last_error,
+                "quarantined": card.quarantined,
+                "quarantined_at": card.quarantined_at,
+                "quarantine_reason": card.quarantine_reason,
+                "health_history": history.get((card.type, card.index), []),
             }
             for card in cards
         ],
     }
+
+
+def unhealthy_card_counts(node_ids: list[int]) -> dict[int, dict]:
+    """Per node with any, its quarantined cards and the cards reporting degraded or failed: the nodes list's flag."""
+    counts: dict[int, dict] = {}
+    rows = (GPU.objects.filter(node_id__in=node_ids).filter(Q(quarantined_at__isnull=False) | ~Q(health=CardHealth.OK))
+            .order_by().values("node_id")
+            .annotate(quarantined=Count("id", filter=Q(quarantined_at__isnull=False)),
+                      degraded=Count("id", filter=Q(health=CardHealth.DEGRADED)),
+                      failed=Count("id", filter=Q(health=CardHealth.FAILED))))
+    for row in rows:
+        counts[row["node_id"]] = {name: row[name] for name in ("quarantined", "degraded", "failed")}
+    return counts
 
 
 def card_type_counts(node_ids: list[int]) -> dict[int, list[dict]]:
@@ -162,9 +218,24 @@ def node_usage(node: Node) -> dict:
     }
 
 
+QUARANTINED = "quarantined"
+CARD_STATES = (CardHealth.OK, CardHealth.DEGRADED, CardHealth.FAILED, QUARANTINED)
+
+
+def card_health_counts() -> dict[tuple[str, str], int]:
+    """Cards per (type, state), each card in one state: `quarantined` while it is, else its reported health
+    (design §17.3) — the one reading for the dashboard and `heteroflow_gpu_health`."""
+    rows = (GPU.objects.order_by().values("type")
+            .annotate(quarantined=Count("id", filter=Q(quarantined_at__isnull=False)),
+                      **{state: Count("id", filter=Q(quarantined_at__isnull=True, health=state))
+                         for state in CardHealth.values}))
+    return {(row["type"], state): row[state] for row in rows for state in CARD_STATES}
+
+
 def capacity_by_architecture() -> list[dict]:
-    """Cards per GPU architecture: used (the ledger of reachable nodes), free on reachable nodes, and cards on offline
-    nodes — the one reading of it, for the dashboard and Prometheus alike."""
+    """Cards per GPU architecture: used (the ledger of reachable nodes), free on reachable nodes, cards on offline
+    nodes and quarantined cards (never free, design §17.3) — the one reading of it, for the dashboard and Prometheus
+    alike."""
     offline = Q(status=Node.Status.OFFLINE)
     rows = (
         Node.objects.exclude(gpu_type="").values("gpu_type")
@@ -172,12 +243,15 @@ def capacity_by_architecture() -> list[dict]:
                   offline=Sum("gpu_total", filter=offline), nodes=Count("id"))
         .order_by("gpu_type")
     )
+    quarantined = dict(GPU.objects.filter(quarantined_at__isnull=False).exclude(node__status=Node.Status.OFFLINE)
+                       .order_by().values_list("node__gpu_type").annotate(n=Count("id")))
     result = []
     for row in rows:
         used, offline_cards = row["used"] or 0, row["offline"] or 0
-        free = max(row["total"] - used - offline_cards, 0)
+        held_back = quarantined.get(row["gpu_type"], 0)
+        free = max(row["total"] - used - offline_cards - held_back, 0)
         result.append({"architecture": row["gpu_type"], "total": row["total"], "used": used, "free": free,
-                       "offline": offline_cards, "nodes": row["nodes"]})
+                       "offline": offline_cards, "quarantined": held_back, "nodes": row["nodes"]})
     return result
 
 

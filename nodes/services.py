@@ -14,7 +14,8 @@ from django.utils import timezone
 from heteroflow_site.errors import NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
-from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
+from nodes.card_health import cards_health_record, quarantined_cards_kept
+from nodes.models import GPU, CardHealth, LivenessClock, Node, NodeAuditEntry, NodeChange
 from nodes.signals import heartbeat_recorded, node_cards_changed, node_changed
 from tenants.models import Tenant
 
@@ -96,7 +97,7 @@ def node_heartbeat_apply(
         # The lock orders this heartbeat against binds and admin edits of the same node; see scheduling's
         # node_gpu_used_recount.
         locked = Node.objects.select_for_update().get(id=node.id)
-        _sync_cards(locked, gpus)
+        _sync_cards(locked, gpus, now=now)
         merged_labels = merge_heartbeat_labels(current=locked.labels, reported=labels)
         gpu_type = _majority_gpu_type(gpus)
         Node.objects.filter(id=node.id).update(
@@ -138,14 +139,21 @@ def _set_online_or_busy(node_id: int) -> None:
     Node.objects.filter(~full, id=node_id).exclude(status=Node.Status.ONLINE).update(status=Node.Status.ONLINE)
 
 
-def _sync_cards(node: Node, gpus: list[dict]) -> None:
-    """Make the node's card rows exactly `gpus`, matched by `(type, index)`: each vendor numbers from 0 (§15.3)."""
+def _sync_cards(node: Node, gpus: list[dict], *, now: datetime) -> None:
+    """Make the node's card rows exactly `gpus`, matched by `(type, index)`: each vendor numbers from 0 (§15.3).
+
+    A quarantined card the tool stops listing keeps its row (design §17.3: a card off the bus vanishes from its
+    tool, and its quarantine must not vanish with it). Each card's health reading goes to `cards_health_record`.
+    """
     existing = {(card.type, card.index): card for card in GPU.objects.filter(node=node)}
+    readings = {(card["type"], card["index"]): {"health": card.pop("health", CardHealth.OK),
+                                                "errors": card.pop("errors", [])} for card in gpus}
     reported = {(card["type"], card["index"]): card for card in gpus}
-    removed = [existing[key].id for key in sorted(set(existing) - set(reported))]
+    kept = quarantined_cards_kept(node=node, reported=reported)
+    removed = [existing[key].id for key in sorted(set(existing) - set(reported) - kept)]
     if removed:
         GPU.objects.filter(id__in=removed).delete()
-    GPU.objects.bulk_create(GPU(node=node, **reported[key]) for key in sorted(set(reported) - set(existing)))
+    created = GPU.objects.bulk_create(GPU(node=node, **reported[key]) for key in sorted(set(reported) - set(existing)))
     changed = []
     for key in sorted(set(reported) & set(existing)):
         card = existing[key]
@@ -155,6 +163,9 @@ def _sync_cards(node: Node, gpus: list[dict]) -> None:
             changed.append(card)
     if changed:
         GPU.objects.bulk_update(changed, _CARD_FIELDS)
+    cards = {key: card for key, card in existing.items() if key in reported or key in kept}
+    cards.update({(card.type, card.index): card for card in created})
+    cards_health_record(node=node, cards=cards, reported=readings, now=now)
 
 
 def _majority_gpu_type(gpus: list[dict]) -> str:

@@ -11,9 +11,11 @@ from django.shortcuts import get_object_or_404
 from heteroflow_site.errors import DomainError
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
-from nodes.models import GPU_TYPES, Node
+from nodes.card_health import card_release
+from nodes.models import GPU, GPU_TYPES, Node
 from nodes.selectors import (
-    CardHolders, card_type_counts, no_card_holders, node_detail, node_places, nodes_list, with_approval_state,
+    CardHolders, NodeMaintenance, card_type_counts, no_card_holders, node_detail, node_places, nodes_list,
+    unhealthy_card_counts, with_approval_state,
 )
 from nodes.services import AGENT_LABEL_PREFIX, node_approve, node_topology_update, node_update
 from nodes.taint_views import save_taints, taints_text
@@ -36,10 +38,12 @@ def _percent(part: float, whole: float) -> int:
 def _list_rows(nodes) -> list[dict]:
     nodes = list(nodes)
     types_of = card_type_counts([node.id for node in nodes])
+    unhealthy_of = unhealthy_card_counts([node.id for node in nodes])
     return [
         {
             "node": node,
             "card_types": types_of.get(node.id, []),
+            "unhealthy": unhealthy_of.get(node.id),
             "gpu_percent": _percent(node.gpu_used, node.gpu_total),
             "cpu_percent": round(node.cpu_percent),
             "memory_percent": _percent(node.memory_used_mb, node.memory_gb * 1024),
@@ -171,21 +175,65 @@ def _approve(request, node: Node) -> dict:
     return {"saved": "approval"}
 
 
+def _release_card(request, node: Node) -> dict:
+    index = positive_int_or_none(request.POST.get("card_index"))
+    card = GPU.objects.filter(node=node, type=request.POST.get("card_type", ""), index=index).first() \
+        if index is not None else None
+    if card is None:
+        return {"release_error": "no such card on this node"}
+    try:
+        card_release(node=node, card=card, actor=request.user)
+    except DomainError as refusal:
+        return {"release_error": refusal.message}
+    return {"saved": "release"}
+
+
 FORMS = {"topology": (_save_topology, "topology-form"), "labels": (_save_labels, "labels-form"),
          "settings": (_save_settings, "settings-form"), "taints": (save_taints, "taints-form"),
-         "approve": (_approve, "approval")}
+         "approve": (_approve, "approval"), "release": (_release_card, "cards-table")}
+
+
+def _drain(request, node: Node, maintenance: NodeMaintenance) -> dict:
+    text = request.POST.get("grace_seconds", "").strip()
+    grace = None
+    if text:
+        grace = positive_int_or_none(text)
+        if grace is None or grace > GRACE_SECONDS_MAX:
+            return {"drain_errors": {"grace_seconds": f"a whole number of seconds from 0 to {GRACE_SECONDS_MAX}"},
+                    "grace_value": text}
+    maintenance.drain(node=node, grace_seconds=grace, actor=request.user)
+    return {"saved": "drain"}
+
+
+def _uncordon(request, node: Node, maintenance: NodeMaintenance) -> dict:
+    try:
+        maintenance.uncordon(node=node, actor=request.user)
+    except DomainError as refusal:
+        return {"drain_errors": {"node": refusal.message}}
+    return {"saved": "uncordon"}
+
+
+MAINTENANCE_FORMS = {"drain": _drain, "uncordon": _uncordon}
+# As the API's limit (scheduling.api.node_maintenance_apis): a day.
+GRACE_SECONDS_MAX = 86400
 
 
 @staff_required
-def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders):
+def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders,
+              maintenance: NodeMaintenance | None = None):
     nodes = with_approval_state(Node.objects.select_related("dedicated_tenant"))
     node = get_object_or_404(nodes, id=node_id)
     outcome, fragment = {}, None
-    if request.method == "POST" and request.POST.get("form") in FORMS:
-        save, fragment = FORMS[request.POST["form"]]
+    form = request.POST.get("form") if request.method == "POST" else None
+    if form in FORMS:
+        save, fragment = FORMS[form]
         outcome = save(request, node)
         node = nodes.get(id=node_id)
-    detail = node_detail(node, card_holders=card_holders)
+    elif form in MAINTENANCE_FORMS and maintenance is not None:
+        outcome, fragment = MAINTENANCE_FORMS[form](request, node, maintenance), "drain-panel"
+        node = nodes.get(id=node_id)
+    detail = node_detail(node, card_holders=card_holders,
+                         **({"drain_reader": maintenance.progress} if maintenance else {}))
     admin_labels, agent_labels = _split_labels(node.labels)
     context = {
         "node": node,
@@ -199,6 +247,8 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "topology_values": {name: getattr(node, name) for name in PLACEMENT_FIELDS},
         "topology_errors": {},
         "taints_text": taints_text(node),
+        "maintenance": maintenance is not None,
+        "drain_errors": {},
         **outcome,
     }
     refused = any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome)

@@ -10,6 +10,7 @@ class SchedulingConfig(AppConfig):
         # and the live pushes.
         import scheduling.groups.receivers  # noqa: F401
         import scheduling.queue.receivers  # noqa: F401
+        import scheduling.hardware.quarantine  # noqa: F401
         import scheduling.housekeeping.node_ledger  # noqa: F401
         import scheduling.web.live  # noqa: F401
         import scheduling.web.log_views  # noqa: F401

@@ -19,6 +19,11 @@ TERMINAL_STATES: frozenset[str] = frozenset({SUCCEEDED, FAILED, STOPPED})
 TIMEOUT_REASON = "Timeout"
 NODE_LOST_REASON = "NodeLost"
 AGENT_LOST_REASON = "AgentLost"
+# A task taken off a quarantined card or a draining node (design §17.3): it goes back to pending through
+# `preempting` (its container is stopped first), but that is no preemption — `preempt_count` does not move.
+CARD_FAILED_REASON = "CardFailed"
+NODE_DRAIN_REASON = "NodeDrain"
+HARDWARE_EVICTION_REASONS = (CARD_FAILED_REASON, NODE_DRAIN_REASON)
 
 
 def fitting_reason(reason: str) -> str:

@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
-from nodes.selectors import capacity_by_architecture
+from nodes.selectors import capacity_by_architecture, card_health_counts
 from scheduling.fair_share.book import CARD
 from scheduling.framework import reasons
 from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskStatus
@@ -223,6 +223,13 @@ class ClusterCollector:
             used.add_metric([row["architecture"]], row["used"])
         yield total
         yield used
+
+        health = GaugeMetricFamily("heteroflow_gpu_health",
+                                   "Cards per GPU type and health state (quarantined, else the reported health)",
+                                   labels=["gpu_type", "state"])
+        for (gpu_type, state), count in sorted(card_health_counts().items()):
+            health.add_metric([gpu_type, state], count)
+        yield health
 
         now = timezone.now()
         age = GaugeMetricFamily("heteroflow_node_heartbeat_age_seconds",

@@ -29,13 +29,14 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 from .client import AgentClient, AgentRequestError, ServerUnavailable
 from .detectors import Card, CommandRunner, detect_all, run_command
+from .health import OK, HealthReport, read_health
 from .host import CpuSampler, memory_used_mb
 from .log_shipping import LogShipper
 from .runtime import Readiness, Runtime, TaskSpec
@@ -99,6 +100,29 @@ def probe_nvidia_topology(runner: CommandRunner = run_command) -> GpuTopology | 
         return None
 
 
+# The heartbeat API's limits on a card's errors (scheduling.api.agent_apis): the newest ones, cut to fit.
+ERRORS_SENT_PER_CARD = 16
+_CODE_MAX, _MESSAGE_MAX = 64, 500
+
+
+def read_card_health(cards: Sequence[Card]) -> dict[str, HealthReport]:
+    """Each present vendor's card health from its tool (design §17.3); a reader never raises."""
+    return read_health({card.type for card in cards}, run_command)
+
+
+def no_health_reading(cards: Sequence[Card]) -> dict[str, HealthReport]:
+    return {}
+
+
+def _health_json(report: HealthReport | None, index: int) -> dict[str, Any]:
+    if report is None:
+        return {"health": OK, "errors": []}
+    card = report.for_card(index)
+    errors = [{"code": error.code[:_CODE_MAX], "message": error.message[:_MESSAGE_MAX], "at": error.at}
+              for error in card.errors[-ERRORS_SENT_PER_CARD:]]
+    return {"health": card.health, "errors": errors}
+
+
 class Agent:
     def __init__(self, client: AgentClient, runtime: Runtime,
                  card_source: Callable[[], list[Card]] = detect_all,
@@ -107,10 +131,14 @@ class Agent:
                  cpu_percent: Callable[[], float] | None = None,
                  memory_used: Callable[[], int] = memory_used_mb,
                  clock: Callable[[], float] = time.monotonic,
-                 model_source: Callable[[], list[str]] = list) -> None:
+                 model_source: Callable[[], list[str]] = list,
+                 health_source: Callable[[Sequence[Card]], dict[str, HealthReport]] | None = None) -> None:
         self.client = client
         self.runtime = runtime
         self.card_source = card_source
+        # Health is read from the vendors' tools that detected the cards; cards from elsewhere (the simulated fleet,
+        # tests) have no tool to ask unless a health source comes with them.
+        self.health_source = health_source or (read_card_health if card_source is detect_all else no_health_reading)
         self.topology_source = topology_source
         self.extra_labels = dict(extra_labels or {})
         self.cpu_percent = cpu_percent or CpuSampler().percent
@@ -188,10 +216,11 @@ class Agent:
         for label, names in ((MODELS_LABEL, self.model_source()), (IMAGES_LABEL, self._images())):
             if names:
                 labels[label] = encode_names(names)
+        health = self.health_source(cards) if cards else {}
         return {
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": self.memory_used(),
-            "gpus": [card.to_json() for card in cards],
+            "gpus": [{**card.to_json(), **_health_json(health.get(card.type), card.index)} for card in cards],
             "labels": labels,
             "running": self.running_task_ids(),
             "readiness": self.readiness_reports(),
@@ -446,3 +475,4 @@ def _with_topology_numa(card: Card, topology: GpuTopology) -> Card:
     if card.type != LABELLED_CARD_TYPE or card.numa is not None or card.index not in topology.numa:
         return card
     return dataclasses.replace(card, numa=topology.numa[card.index])
+

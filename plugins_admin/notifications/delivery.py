@@ -1,5 +1,6 @@
-"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds, and when a node's
-reported cards change by more than a card (design §16.5: a node token claiming cards it does not have).
+"""Notification plugins: tell a webhook or a mailbox when a task fails, is preempted or succeeds, when a node's
+reported cards change by more than a card (design §16.5: a node token claiming cards it does not have), when a card
+is quarantined and when a drain ends (design §17.3).
 
 Delivery runs in a Celery task so that neither the request path nor the scheduler ever waits on a remote server;
 a delivery failure is logged and dropped, never raised into the code that moved the task.
@@ -18,7 +19,7 @@ from django.core.mail import send_mail
 from django.dispatch import receiver
 from django.utils import timezone
 
-from nodes.signals import node_cards_changed
+from nodes.signals import card_quarantined_notice, node_cards_changed, node_drained
 from plugins_admin.models import NotificationChannel
 from scheduling import lifecycle
 from scheduling.models import Task
@@ -32,8 +33,10 @@ EVENT_SUCCEEDED = "succeeded"
 EVENT_TEST = "test"
 TASK_EVENTS = (EVENT_FAILED, EVENT_PREEMPTED, EVENT_SUCCEEDED)
 EVENT_NODE_CARDS_CHANGED = "node-cards-changed"
+EVENT_CARD_QUARANTINED = "card-quarantined"
+EVENT_NODE_DRAINED = "node-drained"
 # What a channel may subscribe to.
-CHANNEL_EVENTS = (*TASK_EVENTS, EVENT_NODE_CARDS_CHANGED)
+CHANNEL_EVENTS = (*TASK_EVENTS, EVENT_NODE_CARDS_CHANGED, EVENT_CARD_QUARANTINED, EVENT_NODE_DRAINED)
 
 # Long enough for a healthy receiver, short enough that a dead one cannot pile up worker slots.
 WEBHOOK_TIMEOUT_SECONDS = 5
@@ -91,6 +94,27 @@ def queue_node_cards_notifications(sender, *, node_id: int, name: str, cards_bef
             deliver_notification.delay(kind=kind, payload=payload)
     except Exception:
         logger.exception("could not queue the cards notification of node %s", node_id)
+
+
+@receiver(card_quarantined_notice, dispatch_uid="plugins_admin.notifications.queue_card_quarantined_notifications")
+def queue_card_quarantined_notifications(sender, *, node_id: int, name: str, card_type: str, index: int, reason: str,
+                                         **kwargs):
+    _queue_node_notification(EVENT_CARD_QUARANTINED, {"id": node_id, "name": name, "card": f"{card_type}{index}",
+                                                      "reason": reason})
+
+
+@receiver(node_drained, dispatch_uid="plugins_admin.notifications.queue_node_drained_notifications")
+def queue_node_drained_notifications(sender, *, node_id: int, name: str, **kwargs):
+    _queue_node_notification(EVENT_NODE_DRAINED, {"id": node_id, "name": name})
+
+
+def _queue_node_notification(event: str, node: dict) -> None:
+    try:
+        payload = {"event": event, "node": node, "at": timezone.now().isoformat()}
+        for kind in _subscribed_kinds(event):
+            deliver_notification.delay(kind=kind, payload=payload)
+    except Exception:
+        logger.exception("could not queue the %s notification of node %s", event, node["id"])
 
 
 @shared_task(name="plugins_admin.notifications.deliver_notification", ignore_result=True)
@@ -169,8 +193,11 @@ def _send_email(addresses: list[str], payload: dict) -> DeliveryResult:
     if "node" in payload:
         node = payload["node"]
         subject = f"[HeteroFlow] node {node['name']} {payload['event']}"
-        about = [f"Node:   {node['name']} (#{node['id']})",
-                 f"Cards:  {node['cards_before']} -> {node['cards_after']}"]
+        about = [f"Node:   {node['name']} (#{node['id']})"]
+        if "cards_before" in node:
+            about.append(f"Cards:  {node['cards_before']} -> {node['cards_after']}")
+        if "card" in node:
+            about += [f"Card:   {node['card']}", f"Reason: {node['reason']}"]
     else:
         task = payload["task"]
         subject = f"[HeteroFlow] task {task['name']} {payload['event']}"

@@ -19,7 +19,8 @@ from nodes.authentication import (
     MayRegisterNodes,
     NodeTokenAuthentication,
 )
-from nodes.models import GPU_TYPES, Node
+from nodes.card_health import ERRORS_PER_CARD
+from nodes.models import GPU_TYPES, CardHealth, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.groups.readiness import readiness_apply
 from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
@@ -67,8 +68,17 @@ class AgentRegisterApi(APIView):
         return Response(self.OutputSerializer({"node_id": node.id, "token": token}).data)
 
 
+class HeartbeatCardErrorInput(StrictSerializer):
+    """One error a card's vendor tool reported (design §17.3)."""
+
+    code = serializers.CharField(max_length=64)
+    message = serializers.CharField(max_length=500, allow_blank=True)
+    at = serializers.DateTimeField(allow_null=True, required=False, default=None)
+
+
 class HeartbeatGpuInput(StrictSerializer):
-    """One card of a heartbeat."""
+    """One card of a heartbeat; `health` and `errors` (design §17.3) may be left out by agents that do not read
+    health: the card is then `ok`."""
 
     index = serializers.IntegerField(min_value=0, max_value=1023)
     uuid = serializers.CharField(max_length=128, allow_blank=True)
@@ -79,6 +89,9 @@ class HeartbeatGpuInput(StrictSerializer):
     utilization = serializers.FloatField(min_value=0, max_value=100)
     temperature = serializers.FloatField(min_value=-50, max_value=200)
     numa = ColumnIntegerField(allow_null=True, required=False, default=None)
+    health = serializers.ChoiceField(choices=CardHealth.choices, required=False, default=CardHealth.OK)
+    errors = serializers.ListField(child=HeartbeatCardErrorInput(), max_length=ERRORS_PER_CARD, required=False,
+                                   default=list)
 
     def validate(self, attrs):
         if attrs["memory_used_mb"] > attrs["memory_total_mb"]:
@@ -121,7 +134,8 @@ class AgentHeartbeatApi(AgentApi):
                 uuids.add(card["uuid"])
             if errors:
                 raise serializers.ValidationError(errors)
-            return [dict(card) for card in cards]
+            return [{**card, "errors": [{**error, "at": error["at"].isoformat() if error["at"] else None}
+                                        for error in card["errors"]]} for card in cards]
 
     @extend_schema(request=InputSerializer, responses={200: inline_serializer("HeartbeatAck", {
         "node_id": serializers.IntegerField(), "status": serializers.CharField(),

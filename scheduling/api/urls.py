@@ -5,6 +5,7 @@ from scheduling.api import (
     agent_apis,
     group_apis,
     log_apis,
+    node_maintenance_apis,
     preemption_plan_apis,
     scheduler_apis,
     task_apis,
@@ -12,6 +13,7 @@ from scheduling.api import (
     tenant_loop_apis,
 )
 from scheduling.fair_share import apis as fair_share_apis
+from scheduling.hardware.drain import drain_progress
 from scheduling.selectors import node_card_holders
 from scheduling.usage import apis as usage_apis
 
@@ -43,9 +45,13 @@ urlpatterns = [
     path("task-groups/<int:group_id>/revisions", group_apis.TaskGroupRevisionsApi.as_view(),
          name="api-task-group-revisions"),
     # The node's detail is the nodes app's; the tasks holding its cards are this app's to say.
-    path("nodes/<int:node_id>", node_apis.NodeDetailApi.as_view(card_holders=node_card_holders),
+    path("nodes/<int:node_id>", node_apis.NodeDetailApi.as_view(card_holders=node_card_holders,
+                                                                drain_reader=drain_progress),
          name="api-node-detail"),
-    path("nodes/<int:node_id>/topology", node_apis.NodeTopologyApi.as_view(card_holders=node_card_holders),
+    path("nodes/<int:node_id>/drain", node_maintenance_apis.NodeDrainApi.as_view(), name="api-node-drain"),
+    path("nodes/<int:node_id>/uncordon", node_maintenance_apis.NodeUncordonApi.as_view(), name="api-node-uncordon"),
+    path("nodes/<int:node_id>/topology", node_apis.NodeTopologyApi.as_view(card_holders=node_card_holders,
+                                                                          drain_reader=drain_progress),
          name="api-node-topology"),
     path("tenants/<int:tenant_id>/quotas", fair_share_apis.TenantQuotasApi.as_view(), name="api-tenant-quotas"),
     path("cohorts", fair_share_apis.CohortListCreateApi.as_view(), name="api-cohorts"),

@@ -73,7 +73,8 @@ def _book_tenants(tenant_ids: list[int]) -> QuerySet:
 
 _LIVE_NODES = f"""
 SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
-                                                   g.temperature, g.type, g.model))
+                                                   g.temperature, g.type, g.model,
+                                                   g.quarantined_at IS NOT NULL))
   FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
 UNION ALL
 SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
@@ -149,8 +150,8 @@ class LiveNode:
                         memory_gb=self.memory_gb,
                         cpu_percent=self.cpu_percent, memory_used_mb=self.memory_used_mb)
         cards = (CardInfo(index=index, memory_total_mb=total, memory_used_mb=used, utilization=utilization,
-                          temperature=temperature, type=vendor or "", model=model or "")
-                 for index, total, used, utilization, temperature, vendor, model in self.card_rows)
+                          temperature=temperature, type=vendor or "", model=model or "", quarantined=quarantined)
+                 for index, total, used, utilization, temperature, vendor, model, quarantined in self.card_rows)
         self._node = assemble_node(node, cards, (held.occupant() for held in self.placements))
         return self._node
 

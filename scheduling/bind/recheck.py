@@ -161,7 +161,9 @@ def make_shard(task: TaskInfo, live: LiveNode, cards: list[int], config: Schedul
     card = live.card_row(cards[0], card_type)
     if card is None:
         raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {cards[0]} is not on node {live.name}")
-    index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model = card
+    index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model, quarantined = card
+    if quarantined:
+        raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {index} of node {live.name} is quarantined")
     same_type = (vendor or live.gpu_type).lower()
     held = occupancy_of((p.tenant_id, p.gpus, p.shard) for p in live.placements
                         if (p.card_type or live.gpu_type).lower() == same_type).get(index)

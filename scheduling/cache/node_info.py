@@ -8,16 +8,18 @@ from nodes.agent.runtime import CARDS_VISIBLE_TO_EVERY_CONTAINER
 from scheduling.framework.cards import cards_by_key
 from scheduling.framework.occupancy import Occupant, assume
 from scheduling.framework.snapshot import CardInfo, NodeInfo
+from scheduling.plugins.card_health import hold_quarantined_cards
 
 
 def assemble_node(node: NodeInfo, cards: Iterable[CardInfo], occupants: Iterable[Occupant]) -> NodeInfo:
-    """`node` (its row's fields) with its cards, by type then index, and its active tasks as occupants (which the
-    row's `gpu_used` ledger already counts)."""
+    """`node` (its row's fields) with its cards, by type then index, its active tasks as occupants (which the
+    row's `gpu_used` ledger already counts), and its quarantined cards held by nobody (design §17.3)."""
     node.cards = sorted(cards, key=lambda card: (card.type, card.index))
     note_card_visibility(node)
     by_key = cards_by_key(node)
     for occupant in occupants:
         assume(node, occupant, cards=by_key, ledger=False)
+    hold_quarantined_cards(node)
     return node
 
 

@@ -8,6 +8,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import fields
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
 from nodes.models import GPU, Node
 from scheduling.cache.node_info import assemble_node
 from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
@@ -24,7 +26,7 @@ _NODE_FIELDS = (
 )
 _CARD_FIELDS = (
     "node_id", "index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature",
-    "numa",
+    "numa", "health", "quarantined",
 )
 _PLACEMENT_FIELDS = ("node_id", "tenant_id", "type", "gpus", "shard", "gpu_memory_mb", "card_type", "cpu_cores",
                      "memory_mb")
@@ -64,7 +66,8 @@ def read_nodes(*, node_ids: list[int] | None = None, occupied: bool = True) -> l
     """The nodes (all, or those of `node_ids` that exist) in id order, with cards and occupancy (none of it with
     `occupied=False`): three queries."""
     node_rows = Node.objects.order_by("id")
-    card_rows = GPU.objects.order_by("node_id", "index")
+    card_rows = GPU.objects.order_by("node_id", "index").annotate(
+        quarantined=ExpressionWrapper(Q(quarantined_at__isnull=False), output_field=BooleanField()))
     placement_rows = _active_placements() if occupied else Task.objects.none()
     if node_ids is not None:
         node_rows = node_rows.filter(id__in=node_ids)

@@ -25,6 +25,9 @@ class CardInfo:
     utilization: float = 0.0
     temperature: float = 0.0
     numa: int | None = None
+    # design §17.3: as the agent last reported it (ok, degraded, failed), and whether an admin must release it.
+    health: str = "ok"
+    quarantined: bool = False
     # Occupancy by active tasks, as the scheduler's ledger sees it.
     whole_card_tasks: int = 0
     shard_memory_mb: int = 0

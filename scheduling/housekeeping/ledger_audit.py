@@ -43,6 +43,13 @@ class NodeLedger:
     cpu_cores: int = 0
     memory_booked_mb: int = 0
     memory_mb: int = 0
+    gpu_total: int = 0
+    # Quarantined cards no active task holds (design §17.3): never free.
+    quarantined_idle: tuple[int, ...] = ()
+
+    @property
+    def free_cards(self) -> int:
+        return max(self.gpu_total - self.recounted_gpu_used - len(self.quarantined_idle), 0)
 
     @property
     def host_overbooked(self) -> bool:
@@ -123,11 +130,14 @@ def ledger_audit() -> LedgerAudit:
     busy_cards: dict[int, set[int]] = defaultdict(set)
     for node_id, index in GPU.objects.filter(memory_used_mb__gt=0).values_list("node_id", "index"):
         busy_cards[node_id].add(index)
+    quarantined: dict[int, set[int]] = defaultdict(set)
+    for node_id, index in GPU.objects.filter(quarantined_at__isnull=False).values_list("node_id", "index"):
+        quarantined[node_id].add(index)
 
     audit = LedgerAudit()
-    for node_id, name, stored, recount, cpu_cores, memory_gb in (
+    for node_id, name, stored, recount, cpu_cores, memory_gb, gpu_total in (
             Node.objects.annotate(recount=gpu_used_recount()).order_by("name")
-            .values_list("id", "name", "gpu_used", "recount", "cpu_cores", "memory_gb")):
+            .values_list("id", "name", "gpu_used", "recount", "cpu_cores", "memory_gb", "gpu_total")):
         audit.nodes.append(NodeLedger(
             node_id=node_id, name=name, stored_gpu_used=stored, recounted_gpu_used=recount,
             double_booked=tuple(sorted(double_booked[node_id])),
@@ -136,6 +146,7 @@ def ledger_audit() -> LedgerAudit:
                                             if not cards & busy_cards[node_id])),
             cpu_booked=cpu_booked.get(node_id, 0.0), cpu_cores=cpu_cores,
             memory_booked_mb=memory_booked.get(node_id, 0), memory_mb=memory_gb * 1024,
+            gpu_total=gpu_total, quarantined_idle=tuple(sorted(quarantined[node_id] - held[node_id])),
         ))
     usage = tenant_gpu_usage()
     for tenant_id, name, quota in Tenant.objects.order_by("name").values_list("id", "name", "gpu_quota"):

@@ -11,6 +11,7 @@ from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.rollout import drive_rollouts
 from scheduling.groups.windows import apply_scheduling_windows
+from scheduling.hardware.drain import drain_nodes
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.housekeeping.retention import apply_retention
@@ -77,6 +78,14 @@ def rollouts() -> str:
     if not run.leader:
         return "another instance holds the rollouts lock: nothing done"
     return f"{len(run.stepped)} rollout(s) driven"
+
+
+def drains() -> str:
+    """Draining nodes (design §17.3): their tasks stopped, the empty ones marked drained."""
+    run = drain_nodes()
+    if not run.leader:
+        return "another instance holds the drain lock: nothing done"
+    return f"{run.stopping} task(s) stopping for drains, {len(run.drained)} node(s) drained"
 
 
 def plugin_state() -> str:

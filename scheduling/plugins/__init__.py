@@ -12,6 +12,7 @@ from scheduling.plugins import (
     affinity,
     availability,
     binpack,
+    card_health,
     defrag,
     fgd,
     gang,
@@ -45,8 +46,8 @@ FRAMEWORK_CHAIN: tuple[PluginSpec, ...] = (
 )
 # The configurable plugins; registration order is the order each extension point runs them in, after the chain.
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
-    gpu_filter.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC, nvlink.SPEC, topology.SPEC,
-    rdma.SPEC, model_locality.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
+    gpu_filter.SPEC, card_health.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC,
+    nvlink.SPEC, topology.SPEC, rdma.SPEC, model_locality.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
 )
 
 

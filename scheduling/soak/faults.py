@@ -11,15 +11,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pathlib import Path
+
 import psutil
 import requests
 from django.db import connection
 
+from heteroflow_site.errors import DomainError
+from scheduling import lifecycle
 from scheduling.cycle.turns import CYCLE_LOCK_KEY
-from scheduling.soak.cluster import NODE_LOST_TIMEOUT_SECONDS
+from scheduling.framework.occupancy import cards_held
+from scheduling.soak.cluster import HEARTBEAT_TIMEOUT_SECONDS, NODE_LOST_TIMEOUT_SECONDS
 from scheduling.soak.processes import Supervisor
 
-KINDS = ("scheduler", "worker-beat", "redis", "postgres", "agents-lost", "agents-restart", "bad-requests")
+KINDS = ("scheduler", "worker-beat", "redis", "postgres", "agents-lost", "agents-restart", "bad-requests",
+         "card-fails")
 RECOVERY_LIMIT_SECONDS = 180.0
 REDIS_DOWN_SECONDS = 5.0
 # Bodies no valid request has: each must get a 4xx, never a 5xx.
@@ -52,6 +58,7 @@ class FaultContext:
     database: str
     fleet_nodes: dict[str, list[str]]  # fleet process name → its nodes' names
     violations: list[str]
+    fleet_state: Path | None = None  # the fleets' --state-dir, where card faults are injected
 
 
 def schedule(kinds: list[str], *, minutes: float, seed: int) -> list[tuple[float, str]]:
@@ -161,6 +168,63 @@ def _bad_requests(context: FaultContext, rng: random.Random) -> str:
     return f"{answered} bad requests"
 
 
+# design §17.3: the tasks of a failed card must be off it (pending again, or elsewhere) within one liveness period.
+CARD_FAULT_LIVENESS_SECONDS = HEARTBEAT_TIMEOUT_SECONDS
+
+
+def _fail_a_card(context: FaultContext, rng: random.Random) -> str:
+    """A card of a live agent's node fails, preferably one a task runs on; its tasks must leave it within one
+    liveness period. The card is then repaired and released, so the run keeps its capacity."""
+    from nodes.agent.simulated_health import card_fault_clear, card_fault_inject
+    from nodes.card_health import card_release
+    from nodes.models import GPU
+    from scheduling.models import Task
+
+    live = [node for name, nodes in context.fleet_nodes.items() if context.supervisor.processes[name].alive
+            for node in nodes]
+    held = [(node_name, card_type or "", gpus) for node_name, card_type, gpus in Task.objects.filter(
+        status=lifecycle.RUNNING, node__name__in=live, gpu_required__gt=0).values_list(
+        "node__name", "card_type", "gpus")]
+    if held:
+        node_name, card_type, gpus = rng.choice(sorted(held))
+        index = gpus[0]
+    else:
+        node_name = rng.choice(sorted(live))
+        index, card_type = GPU.objects.filter(node__name=node_name).values_list("index", "type").first()
+    card = GPU.objects.select_related("node").get(node__name=node_name, index=index,
+                                                  **({"type": card_type} if card_type else {}))
+    on_card = [task_id for task_id, gpus, shard in Task.objects.filter(
+        node=card.node, status__in=(lifecycle.SCHEDULED, lifecycle.RUNNING)).values_list("id", "gpus", "shard")
+        if index in cards_held(gpus, shard)]
+    card_fault_inject(context.fleet_state / node_name, card_type=card.type, index=index)
+    injected = time.monotonic()
+    left_after = None
+    while time.monotonic() - injected < CARD_FAULT_LIVENESS_SECONDS + 5:
+        still = [task_id for task_id, gpus, shard, node_id in Task.objects.filter(
+            id__in=on_card, status__in=lifecycle.ACTIVE_STATES).values_list("id", "gpus", "shard", "node_id")
+            if node_id == card.node_id and index in cards_held(gpus, shard)]
+        if not still and GPU.objects.filter(id=card.id, quarantined_at__isnull=False).exists():
+            left_after = time.monotonic() - injected
+            break
+        time.sleep(0.5)
+    if left_after is None or left_after > CARD_FAULT_LIVENESS_SECONDS:
+        context.violations.append(f"card-fails: tasks {on_card} of {node_name} {card.type}{index} not off the "
+                                  f"quarantined card within {CARD_FAULT_LIVENESS_SECONDS} s")
+    card_fault_clear(context.fleet_state / node_name, card_type=card.type, index=index)
+    healthy_by = time.monotonic() + CARD_FAULT_LIVENESS_SECONDS
+    while time.monotonic() < healthy_by and GPU.objects.filter(id=card.id, health="failed").exists():
+        time.sleep(0.5)
+    released = False
+    try:
+        card_release(node=card.node, card=GPU.objects.get(id=card.id), actor=None)
+        released = True
+    except DomainError as refusal:
+        context.violations.append(f"card-fails: {node_name} {card.type}{index} could not be released: {refusal}")
+    taken = "never" if left_after is None else f"{left_after:.1f} s"
+    return (f"{node_name} {card.type}{index} failed under tasks {on_card}: off the card after {taken}; "
+            f"repaired and {'released' if released else 'not released'}")
+
+
 FAULTS: dict[str, Callable[[FaultContext, random.Random], str]] = {
     "scheduler": _kill_scheduler,
     "worker-beat": _kill_worker_and_beat,
@@ -169,6 +233,7 @@ FAULTS: dict[str, Callable[[FaultContext, random.Random], str]] = {
     "agents-lost": _lose_agents,
     "agents-restart": _restart_agents,
     "bad-requests": _bad_requests,
+    "card-fails": _fail_a_card,
 }
 
 

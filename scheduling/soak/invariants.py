@@ -17,7 +17,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from nodes.agent.runtime import container_name
+from nodes.models import GPU
 from scheduling import lifecycle
+from scheduling.framework.occupancy import cards_held
 from scheduling.housekeeping.ledger_audit import ledger_audit
 from scheduling.housekeeping.loops import UNCLAIMED_AFTER
 from scheduling.models import Task, TaskEvent, TaskGroup, TaskType
@@ -38,7 +40,8 @@ TRANSIENT_LIMITS = {
 
 def during_run(ledger: Ledger, *, now: datetime | None = None) -> list[str]:
     with read_only_transaction():
-        return [*exactly_once(ledger), *legal_histories(), *ledgers_agree(), *no_state_outlived_its_loop(now=now)]
+        return [*exactly_once(ledger), *legal_histories(), *ledgers_agree(), *no_state_outlived_its_loop(now=now),
+                *nothing_placed_on_a_quarantined_card()]
 
 
 def after_quiet(ledger: Ledger) -> list[str]:
@@ -95,6 +98,25 @@ def ledgers_agree() -> list[str]:
                          f"{node.recounted_gpu_used}")
         if node.double_booked:
             found.append(f"node {node.name}: cards {list(node.double_booked)} held by several active tasks")
+    return found
+
+
+def nothing_placed_on_a_quarantined_card() -> list[str]:
+    """design §17.3: no active task was placed on a card after that card was quarantined."""
+    quarantined = {(node_id, card_type, index): since for node_id, card_type, index, since in
+                   GPU.objects.filter(quarantined_at__isnull=False).values_list("node_id", "type", "index",
+                                                                                "quarantined_at")}
+    if not quarantined:
+        return []
+    found = []
+    for task_id, node_id, node_type, card_type, gpus, shard, scheduled_at in Task.objects.filter(
+            status__in=lifecycle.ACTIVE_STATES, node_id__in={key[0] for key in quarantined}).values_list(
+            "id", "node_id", "node__gpu_type", "card_type", "gpus", "shard", "scheduled_at"):
+        for index in cards_held(gpus, shard):
+            since = quarantined.get((node_id, card_type or node_type, index))
+            if since is not None and scheduled_at is not None and scheduled_at > since:
+                found.append(f"task {task_id} placed at {scheduled_at:%H:%M:%S} on card {index} of node {node_id}, "
+                             f"quarantined since {since:%H:%M:%S}")
     return found
 
 

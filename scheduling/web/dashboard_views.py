@@ -21,7 +21,8 @@ def dashboard(request):
         "share": tenant_share(tenant) if tenant is not None else None,
         "capacity": capacity,
         "chart": capacity_chart(capacity),
-        "totals": {key: sum(row[key] for row in capacity) for key in ("total", "used", "free", "offline")},
+        "totals": {key: sum(row[key] for row in capacity)
+                   for key in ("total", "used", "free", "offline", "quarantined")},
         "nodes_by_status": nodes_by_status(),
         "pending_by_code": pending_by_code(tasks),
         "active_tasks": tasks.filter(status__in=lifecycle.ACTIVE_STATES).count(),

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from nodes import views as node_views
+from scheduling.hardware.drain import NODE_MAINTENANCE
 from scheduling.selectors import node_card_holders
 from scheduling.web import (
     dashboard_views,
@@ -28,5 +29,6 @@ urlpatterns = [
     path("groups/new/", group_views.group_new, name="group-new"),
     path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
     # The node page is the nodes app's; the tasks holding its cards are this app's to say.
-    path("nodes/<int:node_id>/", node_views.node_page, {"card_holders": node_card_holders}, name="node-detail"),
+    path("nodes/<int:node_id>/", node_views.node_page,
+         {"card_holders": node_card_holders, "maintenance": NODE_MAINTENANCE}, name="node-detail"),
 ]

@@ -170,11 +170,39 @@ def test_heartbeat_carries_cards_labels_and_node_token(plane, events, sleeps):
     assert (body["cpu_percent"], body["memory_used_mb"]) == (12.5, 2048)
     assert body["labels"] == {TOPOLOGY_LABEL: "nv=0-1;numa=0:0,1:1", GPU_TYPE_LABEL: "nvidia"}
     assert [set(gpu) for gpu in body["gpus"]] == [
-        {"index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature", "numa"}
+        {"index", "uuid", "type", "model", "memory_total_mb", "memory_used_mb", "utilization", "temperature", "numa",
+         "health", "errors"}
     ] * 2
+    # Fake cards have no vendor tool to read health from: they report healthy.
+    assert [(gpu["health"], gpu["errors"]) for gpu in body["gpus"]] == [("ok", [])] * 2
     # nvidia-smi --query-gpu has no NUMA column: the topology fills it in.
     assert [gpu["numa"] for gpu in body["gpus"]] == [0, 1]
     assert plane.paths() == ["/api/v1/agent/heartbeat", "/api/v1/agent/work"]
+    agent.close()
+
+
+def test_heartbeat_carries_each_cards_health_from_its_vendors_reading(plane, events, sleeps):
+    from nodes.agent.health import CardHealth, HealthError, HealthReport
+
+    agent = make_agent(plane, FakeRuntime(events), sleeps)
+    many = tuple(HealthError("xid-94", "x" * 600, None) for _ in range(20))
+    agent.health_source = lambda cards: {"nvidia": HealthReport((CardHealth(1, "failed", many),))}
+    agent.run_once()
+    gpus = plane.requests[0]["body"]["gpus"]
+    assert [gpu["health"] for gpu in gpus] == ["ok", "failed"]
+    assert len(gpus[1]["errors"]) == 16 and len(gpus[1]["errors"][0]["message"]) == 500
+    agent.close()
+
+
+def test_a_vendor_tool_that_cannot_reach_the_cards_fails_every_card_of_that_vendor(plane, events, sleeps):
+    from nodes.agent.health import HealthReport
+
+    agent = make_agent(plane, FakeRuntime(events), sleeps)
+    agent.health_source = lambda cards: {"nvidia": HealthReport.tool_failure("Failed to initialize NVML")}
+    agent.run_once()
+    gpus = plane.requests[0]["body"]["gpus"]
+    assert [gpu["health"] for gpu in gpus] == ["failed", "failed"]
+    assert gpus[0]["errors"][0]["code"] == "tool-failure"
     agent.close()
 
 

@@ -25,8 +25,9 @@ DEFAULT_PLUGIN_SET = {
     "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}),
 }
 # What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
-# node-pools and queue-sort, always on, and defrag, off until an admin enables it).
+# node-pools and queue-sort, always on, and defrag, off until an admin enables it; §17.3's card-health, always on).
 DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}), "model-locality": (True, 1, {}),
+                    "card-health": (True, 1, {}),
                     "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20}),
                     "queue-sort": (True, 0, {"order": "priority"})}
 
@@ -97,7 +98,8 @@ def test_a_stored_row_with_both_layouts_enabled_scores_as_binpack():
 def test_listing_says_what_the_page_needs():
     listing = {plugin["name"]: plugin for plugin in plugin_listing()}
 
-    assert list(listing)[:2] == ["gpu-filter", "resource-filter"]
+    assert list(listing)[:3] == ["gpu-filter", "card-health", "resource-filter"]
+    assert listing["card-health"]["locked"] is True
     assert listing["resource-filter"]["locked"] is True
     assert listing["resource-filter"]["locked_reason"]
     assert listing["spread"]["locked"] is False and listing["spread"]["locked_reason"] == ""

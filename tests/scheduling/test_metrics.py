@@ -212,3 +212,24 @@ def test_time_to_start_is_a_histogram_per_gpu_type_and_size_class(admin_user, te
         'heteroflow_time_to_start_seconds_bucket{gpu_type="nvidia",le="5.0",size="fraction"} 1.0',
         'heteroflow_time_to_start_seconds_count{gpu_type="nvidia",size="fraction"} 1.0',
     ]) == []
+
+
+@pytest.mark.django_db
+def test_card_health_per_type_and_state_is_exported_and_quarantined_cards_are_not_free(admin_user, tenant_web):
+    """design §17.3: `heteroflow_gpu_health{gpu_type,state}`; the dashboard counts quarantined cards per type."""
+    from nodes.models import GPU
+
+    node = make_node(name="sick", gpu_type="nvidia", cards=4)
+    make_node(name="npu", gpu_type="ascend", cards=2)
+    GPU.objects.filter(node=node, index=0).update(health="failed", quarantined_at=timezone.now())
+    GPU.objects.filter(node=node, index=1).update(health="degraded")
+    client = Client()
+    client.force_login(admin_user)
+    body = client.get("/metrics").content.decode()
+    for gpu_type, state, count in (("nvidia", "ok", 2), ("nvidia", "degraded", 1), ("nvidia", "failed", 0),
+                                   ("nvidia", "quarantined", 1), ("ascend", "ok", 2)):
+        assert f'heteroflow_gpu_health{{gpu_type="{gpu_type}",state="{state}"}} {count}.0' in body
+    page = tenant_web.get("/").content.decode()
+    row = page[page.index('<span class="tag">nvidia</span>'):].split("</tr>")[0]
+    assert 'class="num quarantined-cards"><span class="pill pill-bad plain">1</span>' in row
+    assert '<td class="num">3</td><td class="num quarantined' in row

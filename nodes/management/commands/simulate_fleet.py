@@ -15,6 +15,7 @@ from knox.models import AuthToken
 from nodes.agent.agent import Agent
 from nodes.agent.client import AgentClient
 from nodes.agent.detectors import Card
+from nodes.agent.simulated_health import SimulatedCardHealth, card_fault_inject
 from nodes.agent.runtime import DEFAULT_SIM_SECONDS, SIM_SECONDS_KEY, SimulatedRuntime, TaskSpec
 from nodes.agent.topology import TOPOLOGY_LABEL, decode_label
 from nodes.models import Node
@@ -69,8 +70,10 @@ class SimulatedNode:
         )
 
 
-def simulated_agent(server: str, token: str, member: SimulatedNode, speedup: float, state_dir: Path) -> Agent:
-    """The agent of one fleet member: its cards and labels, stand-in processes recorded under `state_dir`."""
+def simulated_agent(server: str, token: str, member: SimulatedNode, speedup: float, state_dir: Path,
+                    card_fault_rate: float = 0.0) -> Agent:
+    """The agent of one fleet member: its cards and labels, stand-in processes recorded under `state_dir`, its
+    cards' health from the faults injected there (`nodes.agent.simulated_health`)."""
     topology = decode_label(member.labels.get(TOPOLOGY_LABEL))
     memory_total_mb = member.memory_gb * 1024
     return Agent(
@@ -82,6 +85,7 @@ def simulated_agent(server: str, token: str, member: SimulatedNode, speedup: flo
         workers=2,
         cpu_percent=lambda: round(random.uniform(5, 35), 1),
         memory_used=lambda: int(memory_total_mb * random.uniform(0.1, 0.4)),
+        health_source=SimulatedCardHealth(state_dir, fault_rate=card_fault_rate),
     )
 
 
@@ -93,6 +97,23 @@ def _shard(text: str) -> tuple[int, int]:
     if not 0 <= index < count:
         raise argparse.ArgumentTypeError(f"--shard I/K needs 0 <= I < K: {text!r}")
     return index, count
+
+
+def _card_fault(text: str) -> tuple[str, int]:
+    name, _, index = text.rpartition(":")
+    if not name or not index.isdigit():
+        raise argparse.ArgumentTypeError(f"--card-fault takes NODE:INDEX, for instance gpu-3:1: {text!r}")
+    return name, int(index)
+
+
+def _rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = -1.0
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"--card-fault-rate is a probability from 0 to 1: {text!r}")
+    return rate
 
 
 class Command(BaseCommand):
@@ -110,9 +131,14 @@ class Command(BaseCommand):
         parser.add_argument("--state-dir", type=Path, default=Path(tempfile.gettempdir()) / "heteroflow-fleet",
                             help="where each simulated agent records its processes (one directory per node), so "
                                  "that a restarted fleet adopts the tasks it left running")
+        parser.add_argument("--card-fault", type=_card_fault, action="append", default=[], metavar="NODE:INDEX",
+                            help="this node's card (its first card of that index) reports failed from the start "
+                                 "(design §17.3); repeatable. `manage.py card_fault` injects one while running")
+        parser.add_argument("--card-fault-rate", type=_rate, default=0.0, metavar="P",
+                            help="each heartbeat fails each healthy card with this probability (soak)")
 
     def handle(self, *args, server: str, interval: float, speedup: float, state_dir: Path, shard: tuple[int, int],
-               **options):
+               card_fault: list[tuple[str, int]], card_fault_rate: float, **options):
         if speedup <= 0:
             raise CommandError("--speedup must be positive")
         index, count = shard
@@ -120,6 +146,13 @@ class Command(BaseCommand):
         members = members[index::count]
         if not members:
             raise CommandError("no nodes in the database: run `manage.py seed_demo` first")
+        by_name = {member.name: member for member in members}
+        for name, index in card_fault:
+            card = next((card for card in by_name[name].cards if card.index == index), None) \
+                if name in by_name else None
+            if card is None:
+                raise CommandError(f"--card-fault {name}:{index}: no such card among this fleet's nodes")
+            card_fault_inject(state_dir / name, card_type=card.type, index=index)
         # The demo's nodes exist already, and only an admin token may register an existing name.
         credential = self._admin_token()
         self._wait_for(server)
@@ -127,7 +160,7 @@ class Command(BaseCommand):
         threads = []
         for member in members:
             token = self._register(server, credential, member)
-            agent = simulated_agent(server, token, member, speedup, state_dir / member.name)
+            agent = simulated_agent(server, token, member, speedup, state_dir / member.name, card_fault_rate)
             thread = threading.Thread(target=self._run, args=(agent, interval, stop), name=f"sim-{member.name}",
                                       daemon=True)
             thread.start()

@@ -33,6 +33,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(audit.nodes)} nodes, {len(audit.tenants)} tenants audited: {len(wrong)} wrong "
                           f"gpu_used ledgers, {len(audit.differences)} nodes with differences, "
                           f"{len(audit.usage)} tenant-days of usage records that differ from their tasks")
+        quarantined = sum(len(node.quarantined_idle) for node in audit.nodes)
+        self.stdout.write(f"{sum(node.free_cards for node in audit.nodes)} cards free; {quarantined} quarantined "
+                          "card(s) not counted free")
         if fix:
             for name, before, after in node_ledgers_correct(audit=audit):
                 self.stdout.write(f"fixed node {name}: gpu_used {before} -> {after}")

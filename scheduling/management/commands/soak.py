@@ -114,7 +114,8 @@ class _Run:
                        for index, login in enumerate(logins)]
             for client in clients:
                 client.start()
-            context = FaultContext(self.supervisor, servers, logins[0].token, self.database, fleet_nodes, [])
+            context = FaultContext(self.supervisor, servers, logins[0].token, self.database, fleet_nodes, [],
+                                   fleet_state=self.folder / "fleet")
             injector = threading.Thread(target=self._inject, args=(context,), daemon=True)
             injector.start()
             self._loaded_part(context)

@@ -200,3 +200,35 @@ def test_a_node_reporting_more_than_a_card_more_or_fewer_is_audited_and_notified
     [posted] = webhook_receiver.requests
     assert posted["json"]["event"] == "node-cards-changed"
     assert posted["json"]["node"] == {"id": node.id, "name": "claims-cards", "cards_before": 3, "cards_after": 64}
+
+
+def test_a_quarantine_and_the_end_of_a_drain_are_notified(admin_user, webhook_receiver, settings,
+                                                            django_capture_on_commit_callbacks):
+    """design §17.3: through the notification plugins, webhook and e-mail."""
+    from scheduling.hardware.drain import drain_nodes, node_drain
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    notification_channel_update(kind="webhook", enabled=True, target=webhook_receiver.url,
+                                events=["card-quarantined", "node-drained"], actor=admin_user)
+    notification_channel_update(kind="email", enabled=True, target="ops@example.com", events=["card-quarantined"],
+                                actor=admin_user)
+    node = make_node(cards=0, name="flaky")
+    gpus = [{"index": 0, "uuid": "flaky-0", "type": "nvidia", "model": "A100", "memory_total_mb": 81920,
+             "memory_used_mb": 0, "utilization": 0, "temperature": 30, "numa": None, "health": "failed",
+             "errors": [{"code": "xid-79", "message": "GPU has fallen off the bus", "at": None}]}]
+    from nodes.services import node_heartbeat_apply
+
+    with django_capture_on_commit_callbacks(execute=True):
+        node_heartbeat_apply(node=node, cpu_percent=1, memory_used_mb=1, gpus=gpus, labels={})
+    [quarantined] = webhook_receiver.requests
+    assert quarantined["json"]["event"] == "card-quarantined"
+    assert quarantined["json"]["node"] == {"id": node.id, "name": "flaky", "card": "nvidia0",
+                                           "reason": "xid-79: GPU has fallen off the bus"}
+    [message] = mail.outbox
+    assert "card-quarantined" in message.subject and "Card:   nvidia0" in message.body
+
+    with django_capture_on_commit_callbacks(execute=True):
+        node_drain(node=node, grace_seconds=None, actor=admin_user)
+        drain_nodes()
+    assert [request["json"]["event"] for request in webhook_receiver.requests] == ["card-quarantined", "node-drained"]
+    assert webhook_receiver.requests[1]["json"]["node"] == {"id": node.id, "name": "flaky"}

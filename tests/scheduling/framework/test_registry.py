@@ -14,8 +14,9 @@ def registry():
 def test_defaults():
     plugin_set = build_plugin_set([], registry())
     assert plugin_set.describe() == {
-        "filters": ["gpu-filter", "resource-filter", "node-pools", "nvlink", "rdma"],
-        "scorers": [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
+        "filters": ["gpu-filter", "card-health", "resource-filter", "node-pools", "nvlink", "rdma"],
+        "scorers": [{"name": "card-health", "weight": 1}, {"name": "node-pools", "weight": 1},
+                    {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
                     {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1},
                     {"name": "model-locality", "weight": 1}],
         "preempt_stage": "running",
@@ -24,8 +25,9 @@ def test_defaults():
 
 def test_always_on_plugins_cannot_be_disabled():
     plugin_set = build_plugin_set([PluginSetting("gpu-filter", enabled=False),
+                                   PluginSetting("card-health", enabled=False),
                                    PluginSetting("resource-filter", enabled=False)], registry())
-    assert plugin_set.describe()["filters"][:2] == ["gpu-filter", "resource-filter"]
+    assert plugin_set.describe()["filters"][:3] == ["gpu-filter", "card-health", "resource-filter"]
 
 
 def test_enabled_scorer_with_weight_zero_counts_as_one():
@@ -52,8 +54,9 @@ def test_of_spread_and_fgd_both_enabled_the_one_registered_first_is_kept():
 def test_disabled_plugins_are_left_out():
     plugin_set = build_plugin_set([PluginSetting("nvlink", False), PluginSetting("rdma", False),
                                    PluginSetting("topology", False)], registry())
-    assert plugin_set.describe()["filters"] == ["gpu-filter", "resource-filter", "node-pools"]
-    assert plugin_set.describe()["scorers"] == [{"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1},
+    assert plugin_set.describe()["filters"] == ["gpu-filter", "card-health", "resource-filter", "node-pools"]
+    assert plugin_set.describe()["scorers"] == [{"name": "card-health", "weight": 1},
+                                                {"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1},
                                                 {"name": "model-locality", "weight": 1}]
 
 

@@ -234,3 +234,35 @@ def test_one_gang_that_cannot_be_reconciled_leaves_the_later_ones_reconciled(gan
 
     assert reconcile_gangs() == 0
     assert reached == [group.id, later.id]
+
+
+def test_a_gang_whose_card_fails_restarts_whole_away_from_the_quarantined_card(gang_on_two_nodes):
+    """design §17.3: the member on the failed card is stopped and settles back to pending; the gang restarts as in
+    §15.5, and its new run takes no quarantined card."""
+    from nodes.models import GPU
+    from nodes.services import node_heartbeat_apply
+    from scheduling.preemption.settle import settle_preempted
+
+    group, a, b, c = gang_on_two_nodes
+    first_run = {member.node.name: member for member in run(group)}
+    gpus = [{"index": index, "uuid": f"a-{index}", "type": "nvidia", "model": "A100", "memory_total_mb": 81920,
+             "memory_used_mb": 0, "utilization": 0, "temperature": 30, "numa": None,
+             "health": "failed" if index == 1 else "ok",
+             "errors": [{"code": "xid-48", "message": "double-bit ECC error", "at": None}] if index == 1 else []}
+            for index in range(2)]
+    node_heartbeat_apply(node=a, cpu_percent=1, memory_used_mb=1, gpus=gpus, labels={})
+    on_failed_card = Task.objects.get(id=first_run["a"].id)
+    assert on_failed_card.status == "preempting" and on_failed_card.reason.startswith("CardFailed")
+
+    assert settle_preempted(on_failed_card.id)
+    group.refresh_from_db()
+    assert (group.status, group.restarts) == ("restarting", 1)
+    survivor = Task.objects.get(id=first_run["b"].id)
+    assert survivor.status == "stopping"
+    assert agent_report_status(node=b, task_id=survivor.id, from_status="stopping", to_status="stopped")
+    Node.objects.filter(id=c.id).update(schedulable=True)
+    run_loops("cycle")
+    second = run(group)
+    assert {member.node.name for member in second} == {"b", "c"}
+    assert GPU.objects.get(node=a, index=1).quarantined
+    assert Task.objects.get(id=on_failed_card.id).preempt_count == 0

@@ -37,7 +37,23 @@ def test_agreeing_ledgers_print_a_clean_summary(tenant):
     out, code = _audit()
     assert code == 0
     assert out.strip() == ("1 nodes, 1 tenants audited: 0 wrong gpu_used ledgers, 0 nodes with differences, "
-                           "0 tenant-days of usage records that differ from their tasks")
+                           "0 tenant-days of usage records that differ from their tasks\n"
+                           "6 cards free; 0 quarantined card(s) not counted free")
+
+
+@pytest.mark.django_db
+def test_a_quarantined_card_is_never_counted_free(tenant):
+    """design §17.3: a quarantined card no task holds is out of service, not free."""
+    from django.utils import timezone
+
+    node = make_node(cards=4, gpu_used=1, name="sick")
+    make_task(tenant=tenant, node=node, status="running", gpu_required=1, gpus=[0])
+    GPU.objects.filter(node=node, index=0).update(memory_used_mb=4000)
+    # Card 0 failed under its task (still stopping), card 3 failed idle.
+    GPU.objects.filter(node=node, index__in=[0, 3]).update(quarantined_at=timezone.now(), health="failed")
+    out, code = _audit()
+    assert code == 0
+    assert out.strip().splitlines()[-1] == "2 cards free; 1 quarantined card(s) not counted free"
 
 
 @pytest.mark.django_db

@@ -108,3 +108,18 @@ def test_a_gang_half_running_is_found(tenant):
 
     assert invariants.no_gang_half_running() == ["gang ddp: members {'pending': 1, 'running': 1}"]
     assert Node.objects.count() == 1
+
+
+def test_a_task_placed_on_a_card_after_its_quarantine_is_found(tenant):
+    from nodes.models import GPU
+
+    node = make_node(cards=2)
+    before = running_on(node, tenant, [0])
+    GPU.objects.filter(node=node, index__in=[0, 1]).update(quarantined_at=timezone.now(), health="failed")
+    # The task that was on card 0 when it failed is no finding (it is being stopped); one placed after is.
+    assert invariants.nothing_placed_on_a_quarantined_card() == []
+    time.sleep(0.01)
+    late = running_on(node, tenant, [1])
+    [finding] = invariants.nothing_placed_on_a_quarantined_card()
+    assert finding.startswith(f"task {late.id} placed at") and "on card 1" in finding
+    assert str(before.id) not in finding
