@@ -7,9 +7,11 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404
+from rest_framework import serializers
 
 from heteroflow_site.errors import DomainError
-from heteroflow_site.validation import positive_int_or_none
+from heteroflow_site.serializers import flat_errors
+from heteroflow_site.validation import LabelsField, positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.models import GPU_TYPES, Node
 from nodes.selectors import (
@@ -140,17 +142,36 @@ def _save_topology(request, node: Node) -> dict:
 
 
 def _save_labels(request, node: Node) -> dict:
+    """Validated as `PATCH /api/v1/nodes/{id}`'s `labels`, each refusal said beside its row."""
     pairs = [(key.strip(), value) for key, value in zip(request.POST.getlist("label_key"),
                                                          request.POST.getlist("label_value"))]
     pairs = [(key, value) for key, value in pairs if key or value]
-    missing_key = any(not key for key, _ in pairs)
-    if missing_key:
-        return {"labels_error": "every label needs a key", "label_rows": pairs}
+    row_errors = [_label_row_error(key, pairs[:position]) for position, (key, _) in enumerate(pairs)]
+    if not any(row_errors):
+        try:
+            LabelsField().run_validation(dict(pairs))
+        except serializers.ValidationError as refusal:
+            detail = refusal.detail if isinstance(refusal.detail, dict) else {}
+            row_errors = [" ".join(str(text) for text in detail.get(key, [])) for key, _ in pairs]
+            if not any(row_errors):
+                return {"labels_error": " ".join(flat_errors(refusal.detail).get("detail", ["not valid"])),
+                        "label_rows": pairs}
+    if any(row_errors):
+        return {"labels_error": "Not saved: correct the labels marked below.",
+                "label_rows": pairs, "label_row_errors": row_errors}
     try:
         node_update(node=node, labels=dict(pairs), actor=request.user)
     except DomainError as refusal:
         return {"labels_error": refusal.message, "label_rows": pairs}
     return {"saved": "labels"}
+
+
+def _label_row_error(key: str, before: list[tuple[str, str]]) -> str:
+    if not key:
+        return "a label needs a key"
+    if any(key == earlier for earlier, _ in before):
+        return f"the key {key} is already given above"
+    return ""
 
 
 def _save_settings(request, node: Node) -> dict:
@@ -160,7 +181,7 @@ def _save_settings(request, node: Node) -> dict:
         number = positive_int_or_none(tenant_id)
         tenant = Tenant.objects.filter(id=number).first() if number is not None else None
         if tenant is None:
-            return {"settings_error": f"no tenant with id {tenant_id}"}
+            return {"settings_error": "That tenant no longer exists: reload the page and choose another."}
     node_update(node=node, schedulable=request.POST.get("schedulable") == "on", dedicated_tenant=tenant,
                 actor=request.user)
     return {"saved": "settings"}
@@ -194,6 +215,7 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "drawings": topology_drawings(detail),
         "usage": {key: (round(100 * value) if value is not None else None) for key, value in detail["usage"].items()},
         "label_rows": admin_labels or [("", "")],
+        "label_row_errors": [],
         "agent_labels": agent_labels,
         "tenants": Tenant.objects.all(),
         "topology_values": {name: getattr(node, name) for name in PLACEMENT_FIELDS},
@@ -201,6 +223,9 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "taints_text": taints_text(node),
         **outcome,
     }
+    row_errors = context["label_row_errors"]
+    context["label_rows"] = [(key, value, row_errors[position] if position < len(row_errors) else "")
+                             for position, (key, value) in enumerate(context["label_rows"])]
     refused = any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome)
     return render_page(request, "nodes/node_detail.html", context, fragment=fragment,
                        status=400 if fragment and request.htmx and refused else 200)

@@ -1,0 +1,27 @@
+// The console's answers that a fragment cannot carry: a refusal the page has no place for (403, 404, 5xx) or a
+// request that never reached the server is said in the alert bar, never dropped silently. Form errors (400) are
+// swapped in beside their fields (see the htmx-config meta of base.html).
+(function () {
+  function say(text) {
+    var bar = document.getElementById("console-alert");
+    if (!bar) return;
+    bar.querySelector(".console-alert-text").textContent = text;
+    bar.hidden = false;
+  }
+  var meaning = {403: "you are not allowed to do this (signed out, or not an administrator?)",
+                 404: "it no longer exists (deleted meanwhile?)", 429: "too many requests: wait a moment"};
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr.status;
+    say("Not saved: the server answered " + status + ", " + (meaning[status] || "an error on its side") + ".");
+  });
+  document.addEventListener("htmx:sendError", function () {
+    say("Not saved: the server could not be reached. Check the connection and try again.");
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var bar = document.getElementById("console-alert");
+    if (bar && event.detail.requestConfig && event.detail.requestConfig.verb !== "get") bar.hidden = true;
+  });
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("#console-alert button")) document.getElementById("console-alert").hidden = true;
+  });
+})();
