@@ -21,6 +21,29 @@
     var bar = document.getElementById("console-alert");
     if (bar && event.detail.requestConfig && event.detail.requestConfig.verb !== "get") bar.hidden = true;
   });
+  // A task row pushed over /ws/tasks/ replaces its row only while it still matches the list's status filter, and
+  // leaves the list when it no longer does; rows not on this page wait for the list's own refresh.
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    var table = document.getElementById("task-table");
+    if (!table || event.target.getAttribute("ws-connect") !== "/ws/tasks/") return;
+    event.preventDefault();
+    var wanted = table.dataset.statusFilter;
+    var active = table.dataset.activeStates.split(" ");
+    var holder = document.createElement("template");
+    holder.innerHTML = event.detail.message;
+    Array.prototype.forEach.call(holder.content.querySelectorAll("tr[id^='task-row-']"), function (row) {
+      var shown = document.getElementById(row.id);
+      if (!shown) return;
+      var status = row.dataset.status;
+      if (!wanted || wanted === status || (wanted === "active" && active.indexOf(status) >= 0)) {
+        row.removeAttribute("hx-swap-oob");
+        shown.replaceWith(row);
+        htmx.process(row);
+      } else {
+        shown.remove();
+      }
+    });
+  });
   document.addEventListener("click", function (event) {
     if (event.target.closest("#console-alert button")) document.getElementById("console-alert").hidden = true;
   });
