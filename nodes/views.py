@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
+from django.db.models import Case, F, Q, When
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers
 
@@ -22,6 +23,16 @@ from nodes.taint_views import save_taints, taints_text
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
+# The list's orders; the first, the default, puts the nodes that need an admin (offline, cordoned) on top.
+NODE_SORTS = {
+    "attention": ("Needs attention first", (Case(When(status=Node.Status.OFFLINE, then=0), When(schedulable=False,
+                                                                                             then=1), default=2),
+                                            "name")),
+    "name": ("Name", ("name",)),
+    "free": ("Most free GPUs", (F("gpu_used") - F("gpu_total"), "name")),
+    "busy": ("Most GPUs held", ("-gpu_used", "name")),
+    "heartbeat": ("Oldest heartbeat", (F("last_heartbeat_at").asc(nulls_first=True), "name")),
+}
 # Nodes per page of the list: a cluster of thousands is read and drawn a page at a time.
 NODE_PAGE_SIZE = 200
 PLACEMENT_FIELDS = ("region", "zone", "rack")
@@ -58,6 +69,12 @@ def node_list(request):
         nodes = with_approval_state(nodes_list({name: value for name, value in filters.items() if value}))
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
+    filters["q"] = request.GET.get("q", "").strip()
+    if filters["q"]:
+        nodes = nodes.filter(Q(name__icontains=filters["q"]) | Q(internal_ip__startswith=filters["q"])
+                             | Q(public_ip__startswith=filters["q"]))
+    filters["sort"] = request.GET.get("sort", "") if request.GET.get("sort", "") in NODE_SORTS else "attention"
+    nodes = nodes.order_by(*NODE_SORTS[filters["sort"]][1])
     page = Paginator(nodes, NODE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "rows": _list_rows(page.object_list),
@@ -66,6 +83,7 @@ def node_list(request):
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,
+        "sorts": [(key, label) for key, (label, _) in NODE_SORTS.items()],
         "statuses": Node.Status.values,
         **node_places(),
         "total": Node.objects.count(),

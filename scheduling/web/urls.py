@@ -3,7 +3,9 @@ from django.urls import path
 
 from nodes import views as node_views
 from scheduling.selectors import node_card_holders
-from scheduling.web import dashboard_views, diagnostics_views, group_views, log_views, sharing_views, task_views
+from scheduling.web import (
+    dashboard_views, diagnostics_views, group_list_views, group_views, log_views, sharing_views, task_views,
+)
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
@@ -16,6 +18,7 @@ urlpatterns = [
     path("tasks/<int:task_id>/log/", log_views.task_log_panel, name="task-log-panel"),
     path("diagnostics/", diagnostics_views.diagnostics, name="diagnostics"),
     path("sharing/", sharing_views.sharing_page, name="sharing"),
+    path("groups/", group_list_views.group_list, name="group-list"),
     path("groups/new/", group_views.group_new, name="group-new"),
     path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
     # The node page is the nodes app's; the tasks holding its cards are this app's to say.

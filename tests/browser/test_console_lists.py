@@ -57,3 +57,35 @@ class TaskListTests(LiveConsoleTestCase):
         expect(self.page.locator(f"#task-row-{watched.id}")).to_have_count(0)
         self.page.wait_for_timeout(300)
         assert not [text for text in errors if "oob" in text.lower()], errors
+
+
+@pytest.mark.browser
+class NodeAndGroupListTests(LiveConsoleTestCase):
+    def test_nodes_are_searched_and_those_needing_attention_come_first(self):
+        make_node(cards=8, name="a-healthy")
+        make_node(cards=8, name="b-cordoned", schedulable=False)
+        make_node(cards=8, name="z-offline", status="offline")
+        self.sign_in("admin", "admin-password")
+        self.page.goto(f"{self.live_server_url}/nodes/")
+        rows = self.page.locator("#node-table tbody tr")
+        expect(rows.nth(0)).to_contain_text("z-offline")
+        expect(rows.nth(1)).to_contain_text("b-cordoned")
+        self.page.select_option("#f-sort", "name")
+        expect(rows.nth(0)).to_contain_text("a-healthy")
+        self.page.fill("#f-q", "cordon")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("b-cordoned")
+        self.shot("node-list-search")
+
+    def test_the_groups_list_shows_and_searches_every_group(self):
+        from scheduling.models import TaskGroup
+
+        TaskGroup.objects.create(tenant=self.tenant, name="llama-pretrain", type="training", world_size=4)
+        TaskGroup.objects.create(tenant=self.tenant, name="chat-serving", type="inference", replicas=2)
+        self.sign_in("alice", "tenant-password")
+        self.page.click("nav a:has-text('Task groups')")
+        expect(self.page.locator("#group-count")).to_have_text("Groups 1–2 of 2")
+        self.page.fill("#g-q", "llama")
+        expect(self.page.locator("#group-rows tr")).to_have_count(1)
+        expect(self.page.locator("#group-rows")).to_contain_text("4 workers")
+        self.shot("group-list")
