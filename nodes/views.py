@@ -25,14 +25,14 @@ from tenants.models import Tenant
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
 # The list's orders; the first, the default, puts the nodes that need an admin (offline, cordoned) on top.
 NODE_SORTS = {
-    "attention": ("Needs attention first", (Case(When(status=Node.Status.OFFLINE, then=0), When(schedulable=False,
-                                                                                             then=1), default=2),
-                                            "name")),
+    "attention": ("Needs attention first",
+                  (Case(When(status=Node.Status.OFFLINE, then=0), When(schedulable=False, then=1), default=2), "name")),
     "name": ("Name", ("name",)),
     "free": ("Most free GPUs", (F("gpu_used") - F("gpu_total"), "name")),
     "busy": ("Most GPUs held", ("-gpu_used", "name")),
     "heartbeat": ("Oldest heartbeat", (F("last_heartbeat_at").asc(nulls_first=True), "name")),
 }
+DEFAULT_NODE_SORT = "attention"
 # Nodes per page of the list: a cluster of thousands is read and drawn a page at a time.
 NODE_PAGE_SIZE = 200
 PLACEMENT_FIELDS = ("region", "zone", "rack")
@@ -73,13 +73,14 @@ def node_list(request):
     if filters["q"]:
         nodes = nodes.filter(Q(name__icontains=filters["q"]) | Q(internal_ip__startswith=filters["q"])
                              | Q(public_ip__startswith=filters["q"]))
-    filters["sort"] = request.GET.get("sort", "") if request.GET.get("sort", "") in NODE_SORTS else "attention"
+    filters["sort"] = request.GET.get("sort", "") if request.GET.get("sort", "") in NODE_SORTS else DEFAULT_NODE_SORT
     nodes = nodes.order_by(*NODE_SORTS[filters["sort"]][1])
     page = Paginator(nodes, NODE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "rows": _list_rows(page.object_list),
         "page": page,
-        "page_query": urlencode({name: value for name, value in filters.items() if value}),
+        "page_query": urlencode({name: value for name, value in filters.items()
+                                 if value and (name, value) != ("sort", DEFAULT_NODE_SORT)}),
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,
