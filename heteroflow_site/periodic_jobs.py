@@ -32,6 +32,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("inference-rebuild", 10.0, "scheduling.housekeeping.tickers.inference_rebuild"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
     PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
+    PeriodicJob("history", 60.0, "scheduling.housekeeping.tickers.history"),
     PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
     PeriodicJob("immediate-cycle", 1.0, "scheduling.housekeeping.tickers.immediate_cycle", in_run_loops=False),

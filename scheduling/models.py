@@ -268,3 +268,17 @@ class TaskLog(models.Model):
     # offset of the output's end, which a follower passes back as `offset` to read only what came after.
     dropped_bytes = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class ClusterSample(models.Model):
+    """One point of the dashboard's history (`scheduling.history`): cards held and present per GPU type, tasks
+    pending and the mean cycle duration since the previous point. Kept for HISTORY_KEEP only."""
+
+    at = models.DateTimeField(db_index=True)
+    gpu_used = models.JSONField(default=dict)
+    gpu_total = models.JSONField(default=dict)
+    pending = models.PositiveIntegerField(default=0)
+    cycle_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]

@@ -10,6 +10,7 @@ from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.windows import apply_scheduling_windows
+from scheduling.history.samples import cluster_sample_record
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.plugins import restore_lost_plugin_state
@@ -71,3 +72,8 @@ def windows() -> str:
 def plugin_state() -> str:
     """What plugins keep outside PostgreSQL (fgd's recent-task window in Redis) is rebuilt if it was lost."""
     return "; ".join(restore_lost_plugin_state()) or "no plugin keeps state elsewhere"
+
+
+def history() -> str:
+    sample = cluster_sample_record()
+    return f"history point: {sample.pending} pending, {sum(sample.gpu_used.values())} card(s) held"

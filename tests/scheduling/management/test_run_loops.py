@@ -14,7 +14,7 @@ from tests.factories import make_node, make_task
 pytestmark = pytest.mark.django_db
 
 NAMES = ["cycle", "liveness", "node-lost", "watchdog", "backlog", "timeouts", "inference-rebuild",
-         "training-wakeup", "windows", "plugin-state"]
+         "training-wakeup", "windows", "plugin-state", "history"]
 
 
 def run_loops(*args: str) -> list[str]:
