@@ -44,6 +44,11 @@
       }
     });
   });
+  // A destructive form (Stop, Revoke, Delete) says what it will do and waits for a yes.
+  document.addEventListener("submit", function (event) {
+    var question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  }, true);
   document.addEventListener("click", function (event) {
     if (event.target.closest("#console-alert button")) document.getElementById("console-alert").hidden = true;
   });

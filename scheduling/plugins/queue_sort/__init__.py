@@ -92,5 +92,5 @@ def validate_extra(extra: Mapping[str, Any]) -> None:
 
 SPEC = PluginSpec(NAME, factory, always_on=True, default=PluginSetting(NAME, True, 0, {"order": PRIORITY}),
                   kinds=frozenset({QUEUE_SORT}), validate_extra=validate_extra,
-                  description="Queue order: priority (then fair share, then creation), or seed 002's weighted "
+                  description="Queue order: priority (then fair share, then creation), or a weighted "
                               "order of SLA, utilisation, priority and waiting time.")
