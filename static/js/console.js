@@ -49,6 +49,13 @@
     var question = event.target.dataset && event.target.dataset.confirm;
     if (question && !window.confirm(question)) event.preventDefault();
   }, true);
+  // On a phone the sidebar is folded into its Menu button.
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest("#nav-toggle");
+    if (!toggle) return;
+    var open = toggle.closest(".sidebar").classList.toggle("open");
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
   document.addEventListener("click", function (event) {
     if (event.target.closest("#console-alert button")) document.getElementById("console-alert").hidden = true;
   });
