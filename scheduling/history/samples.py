@@ -4,7 +4,7 @@ trends without an external time-series store."""
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Avg, Count, Sum
+from django.db.models import Avg, CharField, Count, DateTimeField, F, Func, Sum, Value
 from django.utils import timezone
 
 from nodes.models import GPU
@@ -12,6 +12,8 @@ from scheduling import lifecycle
 from scheduling.models import ClusterSample, CycleRecord, Task
 
 HISTORY_KEEP = timedelta(hours=24)
+# Points drawn per chart at most: one per 6 minutes of the day.
+HISTORY_POINTS = 240
 
 
 def cluster_sample_record(*, now: datetime | None = None) -> ClusterSample:
@@ -31,5 +33,12 @@ def cluster_sample_record(*, now: datetime | None = None) -> ClusterSample:
     return sample
 
 
-def cluster_history(*, since: datetime) -> list[ClusterSample]:
-    return list(ClusterSample.objects.filter(at__gte=since).order_by("at", "id"))
+def cluster_history(*, since: datetime, points: int = HISTORY_POINTS) -> list[ClusterSample]:
+    """The points since `since`, at most `points` of them: the latest of each equal slice of the span (a day of
+    minutely points is thinned in PostgreSQL, so a page draws a few hundred, not 1,440)."""
+    slice_seconds = max(int((timezone.now() - since).total_seconds() // points), 1)
+    bucket = Func(Value(f"{slice_seconds} seconds", output_field=CharField()), F("at"), Value(since),
+                  function="date_bin", template="date_bin(%(expressions)s)", output_field=DateTimeField())
+    thinned = (ClusterSample.objects.filter(at__gte=since).annotate(bucket=bucket)
+               .order_by("bucket", "-at", "-id").distinct("bucket"))
+    return sorted(thinned, key=lambda sample: (sample.at, sample.id))

@@ -36,3 +36,17 @@ def test_points_older_than_a_day_are_dropped():
     latest = cluster_sample_record(now=now)
 
     assert list(ClusterSample.objects.values_list("id", flat=True)) == [kept.id, latest.id]
+
+
+def test_a_day_of_points_is_thinned_to_the_latest_of_each_slice():
+    from scheduling.history.samples import cluster_history
+
+    now = timezone.now()
+    ClusterSample.objects.bulk_create([ClusterSample(at=now - timedelta(minutes=minute), pending=minute)
+                                       for minute in range(0, 1440)])
+
+    points = cluster_history(since=now - HISTORY_KEEP, points=24)
+
+    assert 24 <= len(points) <= 25
+    assert [point.at for point in points] == sorted(point.at for point in points)
+    assert points[-1].pending == 0, "the newest point is always drawn"
