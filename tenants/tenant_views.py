@@ -1,6 +1,7 @@
 """The tenants page (staff): every tenant with its limits, members and dedicated nodes; create a tenant, change its
 limits or deactivate it, add a user to it. Validated as the tenants API validates (`tenants.apis`)."""
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 
@@ -13,7 +14,12 @@ from scheduling.models import Task
 from scheduling.web.forms import submitted
 from tenants.apis import TenantDetailApi, TenantListCreateApi, TenantUserCreateApi
 from tenants.models import Tenant, TenantMembership
-from tenants.services import tenant_create, tenant_update, tenant_user_create
+from tenants.services import (
+    tenant_create, tenant_update, tenant_user_create, user_password_reset_path, user_staff_set,
+)
+
+
+USERS_SHOWN = 500
 
 
 def _valid(serializer_class, data: dict) -> dict:
@@ -65,6 +71,20 @@ def _counts(queryset, by: str) -> dict[int, int]:
     return dict(queryset.values_list(by).annotate(n=Count("id")).order_by())
 
 
+def _staff(request, user) -> dict:
+    make_staff = request.POST.get("is_staff") == "true"
+    _, errors = _submitted(lambda: user_staff_set(user_id=user.id, is_staff=make_staff, actor=request.user))
+    if errors:
+        return {"user_row_errors": {user.id: errors}}
+    return {"notice": f"{user.username} is {'now' if make_staff else 'no longer'} an administrator."}
+
+
+def _reset_link(request, user) -> dict:
+    path = user_password_reset_path(user=user, actor=request.user)
+    return {"notice": f"Send {user.username} this one-time link to set a new password:",
+            "reset_link": request.build_absolute_uri(path)}
+
+
 @staff_required
 def tenants_page(request):
     outcome: dict = {}
@@ -72,6 +92,9 @@ def tenants_page(request):
         action = request.POST.get("form", "")
         if action == "create":
             outcome = _create(request)
+        elif action in ("staff", "reset"):
+            user = get_object_or_404(get_user_model(), id=positive_int_or_none(request.POST.get("user", "")))
+            outcome = (_staff if action == "staff" else _reset_link)(request, user)
         else:
             tenant = get_object_or_404(Tenant, id=positive_int_or_none(request.POST.get("tenant", "")))
             outcome = (_limits if action == "limits" else _add_user)(request, tenant)
@@ -92,7 +115,11 @@ def tenants_page(request):
         "changed": outcome.get("changed"),
         "new_errors": outcome.get("new_errors", {}),
         "new_values": outcome.get("new_values", {}),
+        "reset_link": outcome.get("reset_link"),
+        "users": (get_user_model().objects.select_related("membership__tenant")
+                  .order_by("-is_staff", "username")[:USERS_SHOWN]),
+        "user_row_errors": outcome.get("user_row_errors", {}),
     }
-    refused = any(outcome.get(key) for key in ("row_errors", "user_errors", "new_errors"))
+    refused = any(outcome.get(key) for key in ("row_errors", "user_errors", "new_errors", "user_row_errors"))
     return render_page(request, "tenants/tenants.html", context, fragment="tenants-body" if request.htmx else None,
                        status=400 if refused else 200)

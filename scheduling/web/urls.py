@@ -11,6 +11,11 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
                                                 redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
+        template_name="registration/password_reset_confirm.html", success_url="/reset/done/"),
+        name="password_reset_confirm"),
+    path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
+        template_name="registration/password_reset_complete.html"), name="password_reset_complete"),
     path("", dashboard_views.dashboard, name="dashboard"),
     path("tasks/", task_views.task_list, name="task-list"),
     path("tasks/new/", task_views.task_new, name="task-new"),

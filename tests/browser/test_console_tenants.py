@@ -48,3 +48,32 @@ class TenantPageTests(LiveConsoleTestCase):
     def test_a_tenant_user_is_refused(self):
         self.sign_in("alice", "tenant-password")
         assert self.page.goto(f"{self.live_server_url}/tenants/").status == 403
+
+
+@pytest.mark.browser
+class UserManagementTests(LiveConsoleTestCase):
+    def test_the_admin_grants_rights_and_hands_out_a_one_time_reset_link(self):
+        alice = get_user_model().objects.get(username="alice")
+        self.sign_in("admin", "admin-password")
+        self.page.goto(f"{self.live_server_url}/tenants/")
+        self.page.once("dialog", lambda dialog: dialog.accept())
+        self.page.locator(f"#user-{self.admin.id} button:has-text('Withdraw')").click()
+        expect(self.page.locator(f"#user-{self.admin.id} .field-error")).to_contain_text("your own administrator")
+        self.page.once("dialog", lambda dialog: dialog.accept())
+        self.page.locator(f"#user-{alice.id} button:has-text('Make administrator')").click()
+        expect(self.page.locator("#tenants-notice")).to_have_text("alice is now an administrator.")
+        assert get_user_model().objects.get(id=alice.id).is_staff
+
+        self.page.locator(f"#user-{alice.id} button:has-text('Reset link')").click()
+        link = self.page.locator("#reset-link").inner_text()
+        assert link.startswith(f"{self.live_server_url}/reset/")
+        visitor = self._browser.new_context().new_page()
+        visitor.goto(link)
+        visitor.fill("input[name=new_password1]", "a-brand-new-password")
+        visitor.fill("input[name=new_password2]", "a-brand-new-password")
+        visitor.click("#new-password button[type=submit]")
+        expect(visitor.locator("#password-set")).to_be_visible()
+        assert get_user_model().objects.get(id=alice.id).check_password("a-brand-new-password")
+        visitor.goto(link)
+        expect(visitor.locator("#link-used")).to_be_visible()
+        visitor.context.close()
