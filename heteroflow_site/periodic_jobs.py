@@ -39,6 +39,7 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("usage", 300.0, "scheduling.housekeeping.tickers.usage_day_turn"),
     # Finished tasks past retention, and each tenant's log budget (design §17.4).
     PeriodicJob("retention", 60.0, "scheduling.housekeeping.tickers.retention"),
+    PeriodicJob("history", 60.0, "scheduling.housekeeping.tickers.history"),
     PeriodicJob("cycle", 5.0, "scheduling.housekeeping.tickers.cycle"),
     # A submitted task (or a requested cycle) should not wait for the 5 s tick.
     PeriodicJob("immediate-cycle", 1.0, "scheduling.housekeeping.tickers.immediate_cycle", in_run_loops=False),

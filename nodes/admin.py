@@ -52,3 +52,13 @@ class NodeChangeAdmin(admin.ModelAdmin):
 class LivenessClockAdmin(admin.ModelAdmin):
     list_display = ["key", "last_reachable_at", "reachable_since"]
     readonly_fields = ["key", "last_reachable_at", "reachable_since"]
+
+    # The clocks are the liveness loop's own record (design §4): read here, written only by heartbeats and the loop.
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

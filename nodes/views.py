@@ -6,10 +6,13 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
+from django.db.models import Case, F, Q, When
 from django.shortcuts import get_object_or_404
+from rest_framework import serializers
 
 from heteroflow_site.errors import DomainError
-from heteroflow_site.validation import positive_int_or_none
+from heteroflow_site.serializers import flat_errors
+from heteroflow_site.validation import LabelsField, positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
 from nodes.models import GPU, GPU_TYPES, Node
@@ -22,6 +25,16 @@ from nodes.taint_views import save_taints, taints_text
 from tenants.models import Tenant
 
 LIST_FILTERS = ("gpu_type", "status", "region", "zone", "rack")
+# The list's orders; the first, the default, puts the nodes that need an admin (offline, cordoned) on top.
+NODE_SORTS = {
+    "attention": ("Needs attention first",
+                  (Case(When(status=Node.Status.OFFLINE, then=0), When(schedulable=False, then=1), default=2), "name")),
+    "name": ("Name", ("name",)),
+    "free": ("Most free GPUs", (F("gpu_used") - F("gpu_total"), "name")),
+    "busy": ("Most GPUs held", ("-gpu_used", "name")),
+    "heartbeat": ("Oldest heartbeat", (F("last_heartbeat_at").asc(nulls_first=True), "name")),
+}
+DEFAULT_NODE_SORT = "attention"
 # Nodes per page of the list: a cluster of thousands is read and drawn a page at a time.
 NODE_PAGE_SIZE = 200
 PLACEMENT_FIELDS = ("region", "zone", "rack")
@@ -60,14 +73,22 @@ def node_list(request):
         nodes = with_approval_state(nodes_list({name: value for name, value in filters.items() if value}))
     except DomainError as refusal:
         error, nodes = refusal, Node.objects.none()
+    filters["q"] = request.GET.get("q", "").strip()
+    if filters["q"]:
+        nodes = nodes.filter(Q(name__icontains=filters["q"]) | Q(internal_ip__startswith=filters["q"])
+                             | Q(public_ip__startswith=filters["q"]))
+    filters["sort"] = request.GET.get("sort", "") if request.GET.get("sort", "") in NODE_SORTS else DEFAULT_NODE_SORT
+    nodes = nodes.order_by(*NODE_SORTS[filters["sort"]][1])
     page = Paginator(nodes, NODE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "rows": _list_rows(page.object_list),
         "page": page,
-        "page_query": urlencode({name: value for name, value in filters.items() if value}),
+        "page_query": urlencode({name: value for name, value in filters.items()
+                                 if value and (name, value) != ("sort", DEFAULT_NODE_SORT)}),
         "filters": filters,
         "error": error,
         "gpu_types": GPU_TYPES,
+        "sorts": [(key, label) for key, (label, _) in NODE_SORTS.items()],
         "statuses": Node.Status.values,
         **node_places(),
         "total": Node.objects.count(),
@@ -144,17 +165,36 @@ def _save_topology(request, node: Node) -> dict:
 
 
 def _save_labels(request, node: Node) -> dict:
+    """Validated as `PATCH /api/v1/nodes/{id}`'s `labels`, each refusal said beside its row."""
     pairs = [(key.strip(), value) for key, value in zip(request.POST.getlist("label_key"),
                                                          request.POST.getlist("label_value"))]
     pairs = [(key, value) for key, value in pairs if key or value]
-    missing_key = any(not key for key, _ in pairs)
-    if missing_key:
-        return {"labels_error": "every label needs a key", "label_rows": pairs}
+    row_errors = [_label_row_error(key, pairs[:position]) for position, (key, _) in enumerate(pairs)]
+    if not any(row_errors):
+        try:
+            LabelsField().run_validation(dict(pairs))
+        except serializers.ValidationError as refusal:
+            detail = refusal.detail if isinstance(refusal.detail, dict) else {}
+            row_errors = [" ".join(str(text) for text in detail.get(key, [])) for key, _ in pairs]
+            if not any(row_errors):
+                return {"labels_error": " ".join(flat_errors(refusal.detail).get("detail", ["not valid"])),
+                        "label_rows": pairs}
+    if any(row_errors):
+        return {"labels_error": "Not saved: correct the labels marked below.",
+                "label_rows": pairs, "label_row_errors": row_errors}
     try:
         node_update(node=node, labels=dict(pairs), actor=request.user)
     except DomainError as refusal:
         return {"labels_error": refusal.message, "label_rows": pairs}
     return {"saved": "labels"}
+
+
+def _label_row_error(key: str, before: list[tuple[str, str]]) -> str:
+    if not key:
+        return "a label needs a key"
+    if any(key == earlier for earlier, _ in before):
+        return f"the key {key} is already given above"
+    return ""
 
 
 def _save_settings(request, node: Node) -> dict:
@@ -164,7 +204,7 @@ def _save_settings(request, node: Node) -> dict:
         number = positive_int_or_none(tenant_id)
         tenant = Tenant.objects.filter(id=number).first() if number is not None else None
         if tenant is None:
-            return {"settings_error": f"no tenant with id {tenant_id}"}
+            return {"settings_error": "That tenant no longer exists: reload the page and choose another."}
     node_update(node=node, schedulable=request.POST.get("schedulable") == "on", dedicated_tenant=tenant,
                 actor=request.user)
     return {"saved": "settings"}
@@ -242,6 +282,7 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "drawings": topology_drawings(detail),
         "usage": {key: (round(100 * value) if value is not None else None) for key, value in detail["usage"].items()},
         "label_rows": admin_labels or [("", "")],
+        "label_row_errors": [],
         "agent_labels": agent_labels,
         "tenants": Tenant.objects.all(),
         "topology_values": {name: getattr(node, name) for name in PLACEMENT_FIELDS},
@@ -251,6 +292,9 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
         "drain_errors": {},
         **outcome,
     }
+    row_errors = context["label_row_errors"]
+    context["label_rows"] = [(key, value, row_errors[position] if position < len(row_errors) else "")
+                             for position, (key, value) in enumerate(context["label_rows"])]
     refused = any(key.endswith(("_errors", "_error")) and outcome[key] for key in outcome)
     return render_page(request, "nodes/node_detail.html", context, fragment=fragment,
                        status=400 if fragment and request.htmx and refused else 200)

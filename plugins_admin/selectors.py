@@ -51,3 +51,14 @@ def plugin_description(spec: PluginSpec) -> str:
 
 def plugin_history(*, limit: int = 20) -> QuerySet[PluginChange]:
     return PluginChange.objects.select_related("actor").order_by("-at", "-id")[:limit]
+
+
+def plugin_changes_since(since) -> list[dict]:
+    """The plugin changes since `since`, oldest first, as {at, text} for the dashboard's history markers."""
+    changes = PluginChange.objects.filter(at__gte=since).select_related("actor").order_by("at", "id")[:200]
+    return [{"at": change.at,
+             "text": f"{change.plugin}: " + ", ".join(f"{key} {change.before.get(key)} → {change.after.get(key)}"
+                                                      for key in sorted(set(change.before) | set(change.after))
+                                                      if change.before.get(key) != change.after.get(key))
+                     + (f" (by {change.actor.username})" if change.actor else "")}
+            for change in changes]

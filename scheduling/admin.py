@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from scheduling.models import (
     AttemptCodeCount,
+    ClusterSample,
     CycleRecord,
     SchedulingAttempt,
     Task,
@@ -9,6 +10,19 @@ from scheduling.models import (
     TaskGroup,
     TaskLog,
 )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The control plane's own records: shown to superusers, written by the scheduler only."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class TaskEventInline(admin.TabularInline):
@@ -35,19 +49,24 @@ class TaskGroupAdmin(admin.ModelAdmin):
 
 
 @admin.register(SchedulingAttempt)
-class SchedulingAttemptAdmin(admin.ModelAdmin):
+class SchedulingAttemptAdmin(ReadOnlyAdmin):
     list_display = ["task", "code", "message", "at"]
     list_filter = ["code"]
 
 
 @admin.register(AttemptCodeCount)
-class AttemptCodeCountAdmin(admin.ModelAdmin):
+class AttemptCodeCountAdmin(ReadOnlyAdmin):
     list_display = ["code", "count"]
 
 
 @admin.register(CycleRecord)
-class CycleRecordAdmin(admin.ModelAdmin):
+class CycleRecordAdmin(ReadOnlyAdmin):
     list_display = ["started_at", "considered", "bound", "failed", "preempting", "duration_ms"]
+
+
+@admin.register(ClusterSample)
+class ClusterSampleAdmin(ReadOnlyAdmin):
+    list_display = ["at", "pending", "cycle_ms"]
 
 
 

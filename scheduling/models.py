@@ -417,3 +417,17 @@ class TaskTemplate(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ClusterSample(models.Model):
+    """One point of the dashboard's history (`scheduling.history`): cards held and present per GPU type, tasks
+    pending and the mean cycle duration since the previous point. Kept for HISTORY_KEEP only."""
+
+    at = models.DateTimeField(db_index=True)
+    gpu_used = models.JSONField(default=dict)
+    gpu_total = models.JSONField(default=dict)
+    pending = models.PositiveIntegerField(default=0)
+    cycle_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]

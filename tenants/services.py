@@ -156,3 +156,31 @@ def share_group_delete(*, group_id: int, actor=None) -> None:
         TenancyAuditEntry.objects.create(
             actor=actor, action="share_group.delete", target=before["name"], details={"before": before, "after": None}
         )
+
+
+def user_staff_set(*, user_id: int, is_staff: bool, actor) -> bool:
+    """Grant or withdraw administrator rights; an admin cannot withdraw their own (nobody may lock the console
+    out by accident). False when nothing changed."""
+    if user_id == actor.id and not is_staff:
+        raise NotAllowed("you cannot withdraw your own administrator rights: ask another administrator",
+                         field="is_staff")
+    User = get_user_model()
+    with transaction.atomic():
+        changed = User.objects.filter(id=user_id, is_staff=not is_staff).update(is_staff=is_staff)
+        if changed:
+            username = User.objects.values_list("username", flat=True).get(id=user_id)
+            TenancyAuditEntry.objects.create(actor=actor, action="user.staff", target=username,
+                                             details={"is_staff": is_staff})
+    return bool(changed)
+
+
+def user_password_reset_path(*, user, actor) -> str:
+    """A one-time link (path) with which `user` sets a new password; it stops working once used, once the password
+    changed otherwise, or after PASSWORD_RESET_TIMEOUT. Audited (the link itself is not kept)."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    TenancyAuditEntry.objects.create(actor=actor, action="user.password_reset_link", target=user.username,
+                                     details={})
+    return f"/reset/{urlsafe_base64_encode(force_bytes(user.pk))}/{default_token_generator.make_token(user)}/"

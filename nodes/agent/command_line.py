@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 import threading
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+import requests
+
 from .agent import Agent
 from .client import AgentClient
 from .detectors import Card, fake_cards_for
+from .host import memory_total_gb
 from .runtime import ContainerLimits, DockerRuntime, Runtime, SimulatedRuntime
 
 TOKEN_VARIABLE = "HETEROFLOW_NODE_TOKEN"
+JOIN_TOKEN_VARIABLE = "HETEROFLOW_JOIN_TOKEN"
+REGISTER_PATH = "/api/v1/agent/register"
 
 RUNTIMES: dict[str, type[DockerRuntime] | type[SimulatedRuntime]] = {
     "docker": DockerRuntime, "simulated": SimulatedRuntime,
@@ -28,6 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", help="file holding the node token returned by /api/v1/agent/register")
     parser.add_argument("--token", help=f"the node token itself (visible in `ps`: prefer --token-file or "
                                         f"{TOKEN_VARIABLE})")
+    parser.add_argument("--join-token-file", help="file holding the cluster's join token: without a node token in "
+                                                  "--token-file yet, the agent registers itself with it and keeps "
+                                                  f"the node token there (or set {JOIN_TOKEN_VARIABLE})")
+    parser.add_argument("--join-token", help=f"the join token itself (visible in `ps`: prefer --join-token-file or "
+                                             f"{JOIN_TOKEN_VARIABLE})")
+    parser.add_argument("--name", default=socket.gethostname(),
+                        help="joining: the node's name (default the host name)")
+    parser.add_argument("--internal-ip", help="joining: the node's internal address with its prefix length, "
+                                              "e.g. 10.0.3.7/24")
+    parser.add_argument("--public-ip", help="joining: the node's public address, if it has one")
     parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="docker")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between heartbeats")
     parser.add_argument("--state-dir", help="simulated runtime: where it records its processes, so that a "
@@ -66,8 +82,54 @@ def parse_labels(labels: list[str]) -> dict[str, str]:
     return dict(label.split("=", 1) for label in labels)
 
 
+def join_token(options: Mapping[str, Any], environment: Mapping[str, str] = os.environ) -> str | None:
+    """The join token from --join-token-file, else the HETEROFLOW_JOIN_TOKEN variable, else --join-token."""
+    if options.get("join_token_file"):
+        try:
+            with open(options["join_token_file"], encoding="utf-8") as token_file:
+                return token_file.read().strip() or None
+        except OSError as error:
+            raise ValueError(f"--join-token-file: {error}") from None
+    return environment.get(JOIN_TOKEN_VARIABLE) or options.get("join_token") or None
+
+
+def join_cluster(options: Mapping[str, Any], token: str, session: requests.Session | None = None) -> None:
+    """Registers this host with the join token and keeps the node token in --token-file (mode 0600), so that a
+    restarted agent uses that token and never registers twice."""
+    if not options.get("internal_ip"):
+        raise ValueError("joining needs --internal-ip, the node's address with its prefix length, e.g. 10.0.3.7/24")
+    body = {"name": options["name"], "internal_ip": options["internal_ip"], "public_ip": options.get("public_ip"),
+            "cpu_cores": os.cpu_count() or 1, "memory_gb": memory_total_gb()}
+    try:
+        response = (session or requests).post(options["server"].rstrip("/") + REGISTER_PATH, json=body,
+                                              headers={"Authorization": f"Token {token}"}, timeout=30)
+    except requests.RequestException as error:
+        raise ValueError(f"joining: {options['server']} cannot be reached ({error})") from None
+    if response.status_code != 200:
+        raise ValueError(f"joining: the control plane answered {response.status_code}: {response.text[:300]}")
+    descriptor = os.open(options["token_file"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as token_file:
+        token_file.write(response.json()["token"] + "\n")
+
+
+def _holds_token(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as token_file:
+            return bool(token_file.read().strip())
+    except FileNotFoundError:
+        return False
+
+
 def node_token(options: Mapping[str, Any], environment: Mapping[str, str] = os.environ) -> str:
-    """The node token from --token-file, else the HETEROFLOW_NODE_TOKEN variable, else --token."""
+    """The node token from --token-file, else the HETEROFLOW_NODE_TOKEN variable, else --token. With a join token,
+    no node token given and a --token-file that holds none yet, the agent registers itself first (`join_cluster`)."""
+    given = environment.get(TOKEN_VARIABLE) or options.get("token")
+    joining = None if given else join_token(options, environment)
+    if joining:
+        if not options.get("token_file"):
+            raise ValueError("joining needs --token-file: where the agent keeps the node token it is given")
+        if not _holds_token(options["token_file"]):
+            join_cluster(options, joining)
     if options.get("token_file"):
         try:
             with open(options["token_file"], encoding="utf-8") as token_file:

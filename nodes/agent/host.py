@@ -36,3 +36,12 @@ def memory_used_mb(proc: Path = PROC) -> int:
     except (OSError, KeyError, ValueError, IndexError):
         return 0
     return (total_kb - available_kb) // 1024
+
+
+def memory_total_gb(proc: Path = PROC) -> int:
+    """The host's memory in GB (rounded down, at least 1), for registering the node."""
+    try:
+        info = dict(line.split(":", 1) for line in (proc / "meminfo").read_text().splitlines() if ":" in line)
+        return max(int(info["MemTotal"].split()[0]) // (1024 * 1024), 1)
+    except (OSError, KeyError, ValueError, IndexError):
+        return 1

@@ -12,6 +12,7 @@ from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.rollout import drive_rollouts
 from scheduling.groups.windows import apply_scheduling_windows
 from scheduling.hardware.drain import drain_nodes
+from scheduling.history.samples import cluster_sample_record
 from scheduling.housekeeping.loops import enforce_task_timeouts, recover_backlog, wake_borrowed_training
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.housekeeping.retention import apply_retention
@@ -99,3 +100,8 @@ def usage_day_turn() -> str:
 
 def retention() -> str:
     return apply_retention().summary()
+
+
+def history() -> str:
+    sample = cluster_sample_record()
+    return f"history point: {sample.pending} pending, {sum(sample.gpu_used.values())} card(s) held"

@@ -1,8 +1,11 @@
 """Task pages: the list, the submission form and a task's page (with why it is pending)."""
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from rest_framework import serializers
@@ -30,7 +33,11 @@ from scheduling.web import preemption_plan
 from scheduling.web.forms import TASK_FORM_FIELDS, TASK_FORM_INPUTS, error_context, submitted, task_form_payload
 from tenants.models import Tenant
 
-TASK_PAGE_SIZE = 200
+TASK_PAGE_SIZE = 100
+# The list's sorts: a column's name, `-name` descending. Ties fall back to the newest first.
+TASK_SORTS = {"name": ("name",), "tenant": ("tenant__name",), "status": ("status",), "node": ("node__name",),
+              "priority": ("priority",), "submitted": ("created_at",)}
+DEFAULT_TASK_SORT = "-submitted"
 SCORE_MATRIX_ROWS = 10
 ACTIVE_FILTER = "active"
 
@@ -46,7 +53,34 @@ def _filtered_tasks(request):
     tenant_id = positive_int_or_none(tenant)
     if is_admin(request.user) and tenant_id is not None:
         tasks = tasks.filter(tenant_id=tenant_id)
-    return tasks, {"status": status, "tenant": tenant}
+    query = request.GET.get("q", "").strip()
+    if query:
+        words = Q(name__icontains=query) | Q(node__name__icontains=query) | Q(status=query.lower())
+        if is_admin(request.user):
+            words |= Q(tenant__name__icontains=query)
+        if query.lstrip("#").isdigit():
+            words |= Q(id=int(query.lstrip("#")))
+        tasks = tasks.filter(words)
+    sort = request.GET.get("sort", "")
+    if sort.lstrip("-") not in TASK_SORTS:
+        sort = DEFAULT_TASK_SORT
+    direction = "-" if sort.startswith("-") else ""
+    columns = TASK_SORTS[sort.lstrip("-")]
+    tasks = tasks.order_by(*(direction + column for column in columns), f"{direction}id")
+    return tasks, {"status": status, "tenant": tenant, "q": query, "sort": sort}
+
+
+def _sort_links(current: str) -> dict[str, dict]:
+    """Each column's header link: ascending first, the other way when it is the current sort."""
+    links = {}
+    for column in TASK_SORTS:
+        ascending = column != "submitted"
+        if current.lstrip("-") == column:
+            ascending = current.startswith("-")
+        links[column] = {"sort": column if ascending else f"-{column}",
+                         "mark": ("▲" if not current.startswith("-") else "▼") if current.lstrip("-") == column
+                         else ""}
+    return links
 
 
 @login_required
@@ -54,8 +88,14 @@ def task_list(request):
     tasks, filters = _filtered_tasks(request)
     admin = is_admin(request.user)
     counts = dict(tasks_visible_to(request.user).values_list("status").annotate(n=Count("id")).order_by())
+    page = Paginator(tasks, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
-        "tasks": tasks[:TASK_PAGE_SIZE],
+        "tasks": page.object_list,
+        "page": page,
+        "page_query": urlencode({name: value for name, value in filters.items() if value}),
+        "filter_query": urlencode({name: value for name, value in filters.items() if value and name != "sort"}),
+        "sorts": _sort_links(filters["sort"]),
+        "active_states": lifecycle.ACTIVE_STATES,
         "filters": filters,
         "show_tenant": admin,
         "tenants": Tenant.objects.all() if admin else [],

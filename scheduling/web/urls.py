@@ -7,6 +7,7 @@ from scheduling.selectors import node_card_holders
 from scheduling.web import (
     dashboard_views,
     diagnostics_views,
+    group_list_views,
     group_views,
     log_views,
     sharing_views,
@@ -18,6 +19,11 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
                                                 redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
+        template_name="registration/password_reset_confirm.html", success_url="/reset/done/"),
+        name="password_reset_confirm"),
+    path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
+        template_name="registration/password_reset_complete.html"), name="password_reset_complete"),
     path("", dashboard_views.dashboard, name="dashboard"),
     path("tasks/", task_views.task_list, name="task-list"),
     path("tasks/new/", task_views.task_new, name="task-new"),
@@ -26,6 +32,7 @@ urlpatterns = [
     path("diagnostics/", diagnostics_views.diagnostics, name="diagnostics"),
     path("sharing/", sharing_views.sharing_page, name="sharing"),
     path("usage/", usage_views.usage_page, name="usage"),
+    path("groups/", group_list_views.group_list, name="group-list"),
     path("groups/new/", group_views.group_new, name="group-new"),
     path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
     # The node page is the nodes app's; the tasks holding its cards are this app's to say.

@@ -3,9 +3,10 @@
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 
-# Not pages: the API, the metrics scrape, signing out, the replay report's chart (an image the report page shows).
+# Not pages: the API, the metrics scrape, signing out, the replay report's chart (an image the report page shows), the
+# favicon.
 # The admin is one page here (its index); the API's two documentation pages are pages.
-NOT_PAGES = ("api/", "admin/", "metrics", "logout/", "healthz", "readyz", "plugins/replay/chart.svg")
+NOT_PAGES = ("api/", "admin/", "metrics", "logout/", "healthz", "readyz", "plugins/replay/chart.svg", "favicon.ico")
 EXTRA_PAGES = ["/admin/", "/api/schema/docs/", "/api/schema/redoc/"]
 
 

@@ -1,80 +1,21 @@
 """End-to-end scenarios in headless Chromium against a real ASGI server (daphne, with websockets)."""
 
-import os
 import re
 from urllib.parse import urlsplit
-from pathlib import Path
 
 import pytest
-from channels.layers import channel_layers
-from channels.testing import ChannelsLiveServerTestCase
-from django.conf import settings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 from knox.models import AuthToken
 
 from nodes.models import Node
 from scheduling.models import CycleRecord, Task
-from tenants.models import Tenant
-from tenants.services import tenant_user_create
-from tests.browser import chromium
+from tests.browser.live import LiveConsoleTestCase
 from tests.browser.pages import product_pages
 from tests.factories import make_node, make_task
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
 
 @pytest.mark.browser
-class ConsoleBrowserTests(ChannelsLiveServerTestCase):
-    host = "127.0.0.1"
-
-    @classmethod
-    def setUpClass(cls):
-        executable = chromium.required_chromium_path()  # before any server starts: a missing browser leaves nothing
-        # pytest-django already points NAME at the test database; keep the server process on that same name.
-        test_settings = settings.DATABASES["default"].setdefault("TEST", {})
-        cls._previous_test_name = test_settings.get("NAME")
-        test_settings["NAME"] = settings.DATABASES["default"]["NAME"]
-        # The forked server must open its own Redis connections, not reuse this process's.
-        channel_layers.backends.clear()
-        super().setUpClass()
-        ARTIFACTS.mkdir(exist_ok=True)
-        # Playwright's sync API keeps an event loop in this thread; the ORM calls here are still plain sync code.
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-        cls._playwright = sync_playwright().start()
-        cls._browser = cls._playwright.chromium.launch(executable_path=executable, headless=True,
-                                                        args=chromium.ARGS)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._browser.close()
-        cls._playwright.stop()
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        super().tearDownClass()
-        settings.DATABASES["default"]["TEST"]["NAME"] = cls._previous_test_name
-
-    def setUp(self):
-        from django.contrib.auth import get_user_model
-
-        self.tenant = Tenant.objects.create(name="acme")
-        tenant_user_create(tenant=self.tenant, username="alice", password="tenant-password")
-        self.admin = get_user_model().objects.create_user(username="admin", password="admin-password",
-                                                          is_staff=True)
-        self.context = self._browser.new_context(viewport={"width": 1400, "height": 900})
-        self.page = self.context.new_page()
-
-    def tearDown(self):
-        self.context.close()
-
-    def sign_in(self, username: str, password: str) -> None:
-        self.page.goto(f"{self.live_server_url}/login/")
-        self.page.fill("input[name=username]", username)
-        self.page.fill("input[name=password]", password)
-        self.page.click("button[type=submit]")
-        self.page.wait_for_url(f"{self.live_server_url}/")
-
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
+class ConsoleBrowserTests(LiveConsoleTestCase):
     def test_tenant_submits_the_job_form_with_an_error_then_correctly(self):
         self.sign_in("alice", "tenant-password")
         self.shot("dashboard-tenant")

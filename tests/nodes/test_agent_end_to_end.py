@@ -117,3 +117,36 @@ def test_user_stop_reaches_the_agent(live_server, fleet):
     _run_until(agent, task_id, "stopped")
     node.refresh_from_db()
     assert node.gpu_used == 0
+
+
+def test_the_agent_joins_with_the_join_token_and_keeps_its_node_token(live_server, settings, tmp_path):
+    from nodes.agent.command_line import node_token
+
+    settings.HETEROFLOW_JOIN_TOKEN = JOIN_TOKEN
+    token_file = tmp_path / "node-token"
+    options = {"server": live_server.url, "token_file": str(token_file), "name": "joiner-1",
+               "internal_ip": "10.2.0.7/24", "public_ip": None}
+
+    token = node_token(options, environment={"HETEROFLOW_JOIN_TOKEN": JOIN_TOKEN})
+
+    node = Node.objects.get(name="joiner-1")
+    assert (node.internal_ip, node.schedulable) == ("10.2.0.7/24", False), "it waits for an admin's approval"
+    assert token_file.read_text().strip() == token and oct(token_file.stat().st_mode & 0o777) == "0o600"
+    assert node_token(options, environment={"HETEROFLOW_JOIN_TOKEN": JOIN_TOKEN}) == token, "restarts reuse it"
+    assert Node.objects.filter(name="joiner-1").count() == 1
+    assert requests.post(f"{live_server.url}/api/v1/agent/heartbeat", json={}, timeout=10,
+                         headers={"Authorization": f"Token {token}"}).status_code != 401
+
+
+def test_joining_without_an_address_or_with_a_wrong_join_token_says_why(live_server, settings, tmp_path):
+    from nodes.agent.command_line import node_token
+
+    settings.HETEROFLOW_JOIN_TOKEN = JOIN_TOKEN
+    options = {"server": live_server.url, "token_file": str(tmp_path / "t"), "name": "joiner-2",
+               "internal_ip": None, "public_ip": None}
+    with pytest.raises(ValueError, match="--internal-ip"):
+        node_token(options, environment={"HETEROFLOW_JOIN_TOKEN": JOIN_TOKEN})
+    with pytest.raises(ValueError, match="answered 40"):
+        node_token({**options, "internal_ip": "10.2.0.8/24"},
+                   environment={"HETEROFLOW_JOIN_TOKEN": "not-the-join-token-but-32-characters-long"})
+    assert not Node.objects.filter(name="joiner-2").exists()

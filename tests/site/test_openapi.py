@@ -22,8 +22,17 @@ def test_schema_is_served(admin_client):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("page", ["/api/schema/docs/", "/api/schema/redoc/"])
-def test_api_docs_load_their_scripts_from_this_host(admin_client, page):
+@pytest.mark.parametrize(("page", "script"), [("/api/schema/docs/", "/static/drf_spectacular_sidecar/"),
+                                              ("/api/schema/redoc/", "/api/schema/redoc/redoc.standalone.js")])
+def test_api_docs_load_their_scripts_from_this_host(admin_client, page, script):
     html = admin_client.get(page).content.decode()
-    assert "/static/drf_spectacular_sidecar/" in html
+    assert script in html
     assert "cdn" not in html.lower() and "https://" not in html
+
+
+@pytest.mark.django_db
+def test_redoc_s_bundle_shows_our_mark_not_redoclys_cdn_logo(admin_client):
+    response = admin_client.get("/api/schema/redoc/redoc.standalone.js")
+    bundle = b"".join(response.streaming_content) if response.streaming else response.content
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/javascript")
+    assert b"cdn.redoc.ly" not in bundle and b"/static/favicon.svg" in bundle

@@ -97,5 +97,5 @@ SETTINGS_SCHEMA = {"type": "object", "additionalProperties": False, "properties"
 SPEC = PluginSpec(NAME, factory, always_on=True, default=PluginSetting(NAME, True, 0, {"order": PRIORITY}),
                   kinds=frozenset({QUEUE_SORT}), settings_schema=SETTINGS_SCHEMA,
                   description="Queue order: priority then creation (FIFO, the default); fair-share: priority, then "
-                              "decayed usage ÷ nominal, then creation; or seed 002's weighted order of SLA, "
-                              "utilisation, priority and waiting time.")
+                              "decayed usage ÷ nominal, then creation; or a weighted order of SLA, utilisation, "
+                              "priority and waiting time.")

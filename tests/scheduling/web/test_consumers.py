@@ -51,7 +51,7 @@ def test_task_pushes_reach_the_tenant_and_admins_but_never_another_tenant(
         return own_row, admin_row
 
     own_row, admin_row = async_to_sync(scenario)()
-    assert f'<tr id="task-row-{task.id}" hx-swap-oob="true">' in own_row
+    assert f'<tr id="task-row-{task.id}" data-status="stopped" hx-swap-oob="true">' in own_row
     assert "pill-stopped" in own_row and "private-task" in own_row
     assert "<td>acme</td>" not in own_row and "<td>acme</td>" in admin_row
 

@@ -1,3 +1,6 @@
+import re
+import time
+
 import pytest
 
 from scheduling.models import AttemptCodeCount, CycleRecord, SchedulingAttempt
@@ -58,27 +61,42 @@ def test_diagnostics_page_shows_attempt_counts_and_pending_summaries(admin_web, 
 
 
 @pytest.mark.django_db
-def test_run_a_cycle_now_queues_one_and_returns_the_cycles_fragment(admin_web, tenant):
+def test_run_a_cycle_now_queues_one_then_says_what_it_did(admin_web, tenant):
     from heteroflow_site.celery import run_periodic_job
     from scheduling.queue import immediate_queue
 
     make_node(cards=8)
     make_task(tenant=tenant, gpu_required=1)
+    make_task(tenant=tenant, gpu_required=16)
     immediate_queue.drain()
     assert not immediate_queue.work_waiting()
 
     response = admin_web.post("/diagnostics/", **HTMX)
     fragment = response.content.decode()
     assert response.status_code == 200
-    assert fragment.lstrip().startswith('<div id="recent-cycles"')
-    assert "Cycle requested" in fragment
+    assert fragment.lstrip().startswith('<div id="cycle-request"')
+    assert "waiting for the scheduler" in fragment
     assert not CycleRecord.objects.exists(), "the request itself runs no cycle"
     assert immediate_queue.work_waiting()
+    follow_up = re.search(r'hx-get="([^"]+)"', fragment)[1].replace("&amp;", "&")
+    assert "waiting for the scheduler" in admin_web.get(follow_up, HTTP_HX_TARGET="cycle-request",
+                                                         **HTMX).content.decode()
 
     assert " bound=1 " in run_periodic_job("immediate-cycle")
     assert not immediate_queue.work_waiting(), "the cycle took the request"
     cycle = CycleRecord.objects.get()
+    outcome = admin_web.get(follow_up, HTTP_HX_TARGET="cycle-request", **HTMX).content.decode()
+    assert "it considered 2 pending tasks, bound 1, 1 could not be placed" in outcome
+    assert "hx-trigger" not in outcome, "the note stops asking once it has the answer"
     assert f'id="cycle-{cycle.id}"' in admin_web.get("/diagnostics/", **HTMX).content.decode()
+
+
+@pytest.mark.django_db
+def test_run_a_cycle_now_says_so_when_no_scheduler_answers(admin_web):
+    asked = int(time.time()) - 11
+    outcome = admin_web.get(f"/diagnostics/?after=0&asked={asked}", HTTP_HX_TARGET="cycle-request",
+                            **HTMX).content.decode()
+    assert "No cycle ran within 10 s of the request: is the scheduler running" in outcome
 
 
 @pytest.mark.django_db
