@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from nodes.models import GPU, LivenessClock, Node, NodeAuditEntry, NodeChange
+from nodes.models import GPU, CardHealthEvent, LivenessClock, Node, NodeAuditEntry, NodeChange
 
 
 class GPUInline(admin.TabularInline):
@@ -54,6 +54,22 @@ class LivenessClockAdmin(admin.ModelAdmin):
     readonly_fields = ["key", "last_reachable_at", "reachable_since"]
 
     # The clocks are the liveness loop's own record (design §4): read here, written only by heartbeats and the loop.
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CardHealthEvent)
+class CardHealthEventAdmin(admin.ModelAdmin):
+    list_display = ["node", "card_type", "card_index", "kind", "health", "actor", "at"]
+    list_filter = ["kind", "health"]
+
+    # A card's health history (design §17.3): written by heartbeats and releases only.
     def has_add_permission(self, request, obj=None):
         return False
 

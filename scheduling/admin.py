@@ -4,11 +4,15 @@ from scheduling.models import (
     AttemptCodeCount,
     ClusterSample,
     CycleRecord,
+    GroupRevision,
     SchedulingAttempt,
     Task,
     TaskEvent,
     TaskGroup,
     TaskLog,
+    TaskLogChunk,
+    TaskTemplate,
+    UsageRecord,
 )
 
 
@@ -85,3 +89,29 @@ class TaskLogAdmin(admin.ModelAdmin):
     search_fields = ["task__name"]
     # Written by the agents' log batches only; the bytes are in chunks (the task page and the API show them as text).
     readonly_fields = ["task", "dropped_bytes", "end_offset", "updated_at"]
+
+
+@admin.register(TaskLogChunk)
+class TaskLogChunkAdmin(ReadOnlyAdmin):
+    list_display = ["task", "start_offset"]
+    # The bytes stay out of the list: a chunk is up to a batch of a task's output.
+    exclude = ["content"]
+
+
+@admin.register(GroupRevision)
+class GroupRevisionAdmin(ReadOnlyAdmin):
+    list_display = ["group", "number", "state", "image", "created_at", "finished_at"]
+    list_filter = ["state"]
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = ["day", "tenant", "gpu_type", "task_type", "card_seconds"]
+    list_filter = ["gpu_type", "task_type"]
+    date_hierarchy = "day"
+
+
+@admin.register(TaskTemplate)
+class TaskTemplateAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "created_at"]
+    search_fields = ["name"]

@@ -268,7 +268,7 @@ def describe(args) -> None:
                ("Duration", _duration(task.get("started_at"), task.get("finished_at"))),
                ("Why", _why(task) or "-")]
     if task["status"] == "pending" and task.get("queue_position") is not None:
-        fields.append(("Queue", f"position {task['queue_position']} in its GPU type's queue"))
+        fields.append(("Queue position", f"{task['queue_position']} in the {task['gpu_type'] or 'any-type'} queue"))
     _fields(fields)
     console.print()
     _table("Events", ["AT", "FROM", "TO", "REASON"],

@@ -89,8 +89,8 @@ def test_a_stored_row_with_both_layouts_enabled_scores_as_binpack():
     scheduler runs binpack, and the page and API say so (design §17.1)."""
     PluginConfig.objects.filter(name__in=["spread", "binpack"]).update(enabled=True, weight=1)
 
-    assert [scorer["name"] for scorer in scheduler_plugins()["scorers"]] == ["node-pools", "binpack", "nvlink",
-                                                                            "topology", "rdma"]
+    assert [scorer["name"] for scorer in scheduler_plugins()["scorers"]] == [
+        "card-health", "node-pools", "binpack", "nvlink", "topology", "rdma", "model-locality"]
     listing = {plugin["name"]: plugin["enabled"] for plugin in plugin_listing()}
     assert (listing["binpack"], listing["spread"]) == (True, False)
 

@@ -199,7 +199,8 @@ def test_update_makes_a_new_revision_and_a_second_is_a_409(tenant_client):
 
 
 def test_env_reaches_the_task_and_survives_a_requeue(tenant_client, tenant):
-    response = tenant_client.post("/api/v1/tasks", {"name": "t", "env": {"GREETING": "hi"}}, format="json")
+    response = tenant_client.post("/api/v1/tasks", {"name": "t", "image": "img:1", "env": {"GREETING": "hi"}},
+                                 format="json")
     task_id = response.data["id"]
     assert response.data["env"] == {"GREETING": "hi"}
     Task.objects.filter(id=task_id).update(env={"GREETING": "hi", "RANK": "0"})
