@@ -1,23 +1,32 @@
 """Drain and uncordon (design §17.3): an admin takes a node out for repair. Drain cordons it and stops each of its
-tasks (batch back to pending, gangs restarted elsewhere as in §15.5, inference replicas replaced by the group's
-replica upkeep); the node reads `drained` once nothing holds it. The state is the node's row, and the leader-only
-drain ticker carries every drain on, so a drain survives a restart of the web or the scheduler."""
+tasks: batch back to pending, gangs restarted elsewhere as in §15.5, and a service's replica replaced elsewhere
+first — a replacement is created off the draining nodes and the replica stops only once the group has as many ready
+replicas elsewhere as it wants (or the group's `ready_timeout_seconds` since the drain began have passed, so a
+replacement that cannot be placed does not hold the node forever). The node reads `drained` once nothing holds it.
+The state is the node's row, and the leader-only drain ticker carries every drain on, so a drain survives a restart
+of the web or the scheduler."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from heteroflow_site.errors import Conflict
+from heteroflow_site.errors import Conflict, TooManyPending
 from nodes.models import DrainState, Node, NodeAuditEntry
 from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
+from scheduling import lifecycle
+from scheduling.groups.replicas import create_member, live_replicas
+from scheduling.groups.rollout import replica_ready
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
 from scheduling.lifecycle import ACTIVE_STATES, NODE_DRAIN_REASON
-from scheduling.models import Task
+from scheduling.models import Task, TaskGroup, TaskType
+from scheduling.services.task_create import ensure_pending_capacity
+from scheduling.services.task_transition import task_transition
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +106,12 @@ def _drain_one(node_id: int) -> tuple[int, str | None]:
     if node is None:
         return 0, None
     moved = 0
-    for task_id, status in Task.objects.filter(node_id=node_id, status__in=EVICTABLE_STATES).values_list(
-            "id", "status"):
-        if evict_task(task_id=task_id, status=status, grace_seconds=node.drain_grace_seconds,
-                      reason=f"{NODE_DRAIN_REASON}: node {node.name} is draining"):
+    reason = f"{NODE_DRAIN_REASON}: node {node.name} is draining"
+    for task_id, status, group_id, task_type in Task.objects.filter(
+            node_id=node_id, status__in=EVICTABLE_STATES).values_list("id", "status", "group_id", "type"):
+        if group_id is not None and task_type == TaskType.INFERENCE:
+            moved += _replace_then_stop(node, task_id=task_id, status=status, group_id=group_id, reason=reason)
+        elif evict_task(task_id=task_id, status=status, grace_seconds=node.drain_grace_seconds, reason=reason):
             moved += 1
     if Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).exists():
         return moved, None
@@ -109,6 +120,32 @@ def _drain_one(node_id: int) -> tuple[int, str | None]:
         transaction.on_commit(lambda: node_drained.send(sender=Node, node_id=node_id, name=node.name))
         return moved, node.name
     return moved, None
+
+
+def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, reason: str) -> int:
+    """A service's replica on a draining node: stop it (1) once the group has its desired count of ready replicas
+    off draining nodes, else make sure a replacement is on its way there and wait (0)."""
+    group = TaskGroup.objects.select_for_update().select_related("tenant").get(id=group_id)
+    elsewhere = [replica for replica in live_replicas(group)
+                 if replica.node_id is None or not Node.objects.filter(
+                     id=replica.node_id, drain_state=DrainState.DRAINING).exists()]
+    ready_elsewhere = sum(1 for replica in elsewhere if replica_ready(group, replica))
+    waited_enough = node.drain_started_at is not None and timezone.now() - node.drain_started_at >= timedelta(
+        seconds=group.ready_timeout_seconds)
+    if group.stopped_at is not None or ready_elsewhere >= (group.replicas or 0) or waited_enough:
+        changes = {} if node.drain_grace_seconds is None else {"termination_grace_seconds": node.drain_grace_seconds}
+        return int(task_transition(task_id, status, lifecycle.STOPPING, reason=reason, **changes))
+    if len(elsewhere) < (group.replicas or 0):
+        try:
+            ensure_pending_capacity(tenant=group.tenant, adding=1)
+        except TooManyPending as refusal:
+            logger.warning("node %s: no replacement for replica %s of group %s yet: %s", node.name, task_id,
+                           group_id, refusal)
+            return 0
+        ranks = [replica.rank or 0 for replica in live_replicas(group)]
+        create_member(group, rank=max(ranks, default=-1) + 1)
+        logger.info("node %s: a replacement for replica %s of group %s is on its way", node.name, task_id, group_id)
+    return 0
 
 
 def drain_progress(node: Node) -> dict | None:

@@ -11,6 +11,7 @@ from scheduling import lifecycle
 from scheduling.hardware.drain import DRAIN_LOCK_KEY, drain_nodes
 from scheduling.models import Task
 from scheduling.preemption.settle import settle_preempted
+from scheduling.services.task_transition import task_transition
 from tests.factories import make_node, make_task
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +112,66 @@ def test_only_one_instance_runs_the_drain_ticker_at_a_time(tenant):
         holder.join()
     assert drain_nodes().leader is True
     connection.close()
+
+
+def _service(tenant, node, replicas):
+    from scheduling.groups.services import task_group_create
+
+    group = task_group_create(tenant=tenant, name="svc", type="inference", world_size=replicas, gpus_per_worker=1,
+                              replicas=replicas)
+    for card, member in enumerate(group.members.order_by("rank")):
+        assert task_transition(member.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=node, gpus=[card])
+        assert task_transition(member.id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+    return group
+
+
+def _ready(group):
+    return group.members.filter(status=lifecycle.RUNNING).count()
+
+
+def test_a_services_replicas_are_replaced_elsewhere_before_they_stop(admin_client, tenant):
+    """design §17.3: inference replicas are replaced elsewhere first; the service never has fewer ready replicas than
+    it wants while its node drains, and a batch task on the same node leaves at once."""
+    node, spare = make_node(cards=4), make_node(cards=4)
+    group = _service(tenant, node, replicas=2)
+    old = set(group.members.values_list("id", flat=True))
+    batch = running_on(node, tenant, 3)
+
+    assert drain(admin_client, node.id, {"grace_seconds": 20}).status_code == 200
+    assert Task.objects.get(id=batch.id).status == lifecycle.PREEMPTING
+    replacements = list(group.members.exclude(id__in=old))
+    assert len(replacements) == 2 and {task.status for task in replacements} == {lifecycle.PENDING}
+    assert set(Task.objects.filter(id__in=old).values_list("status", flat=True)) == {lifecycle.RUNNING}
+
+    drain_nodes()  # nothing ready elsewhere yet: the old replicas keep serving, no third replacement
+    assert _ready(group) == 2 and group.members.count() == 4  # two old, two new, no more
+    for card, replacement in enumerate(replacements):
+        assert task_transition(replacement.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=spare, gpus=[card])
+        assert task_transition(replacement.id, lifecycle.SCHEDULED, lifecycle.RUNNING)
+        assert _ready(group) >= 2
+
+    drain_nodes()
+    stopped = Task.objects.filter(id__in=old)
+    assert set(stopped.values_list("status", flat=True)) == {lifecycle.STOPPING}
+    assert set(stopped.values_list("termination_grace_seconds", flat=True)) == {20}
+    assert all(task.reason.startswith(lifecycle.NODE_DRAIN_REASON) for task in stopped)
+    assert _ready(group) == 2
+
+
+def test_a_replacement_that_never_becomes_ready_holds_the_drain_only_for_the_groups_ready_timeout(admin_client,
+                                                                                                   tenant):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    node = make_node(cards=2)
+    group = _service(tenant, node, replicas=1)
+    replica = group.members.get()
+    drain(admin_client, node.id)
+    drain_nodes()
+    assert Task.objects.get(id=replica.id).status == lifecycle.RUNNING
+
+    Node.objects.filter(id=node.id).update(
+        drain_started_at=timezone.now() - timedelta(seconds=group.ready_timeout_seconds + 1))
+    drain_nodes()
+    assert Task.objects.get(id=replica.id).status == lifecycle.STOPPING
