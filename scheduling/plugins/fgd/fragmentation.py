@@ -80,7 +80,10 @@ class ShapeArrays:
         self.profile_of = np.array([profiles.index(profile) for profile in of_shape], np.int64)
         self.profile_whole = np.array([whole for whole, _, _ in profiles], bool)
         self.profile_shard_mb = np.array([0.0 if whole else size for whole, size, _ in profiles], float)
-        self.profile_key_index = np.array([key for _, _, key in profiles], np.int64)
+        profile_key_index = np.array([key for _, _, key in profiles], np.int64)
+        # rows × profiles × cards, so a few rows' masks are a cheap gather
+        self.profile_masks = np.ascontiguousarray(np.moveaxis(self.masks[profile_key_index], 0, 1)) if keys \
+            else np.zeros((table.size, 0, table.width), bool)
         self.cpu_weight = cpu_weight
         # The GPU shapes' mean CPU per card of GPU asked (a shard asks its share of a typical card).
         capacities = table.card_capacity_mb[table.card_exists]
@@ -116,7 +119,7 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
     # states × profiles × cards
     usable = np.where(shapes.profile_whole[None, :, None], state.whole_ok[:, None, :], fits_shard)
     if not shapes.any_card:
-        usable &= np.moveaxis(shapes.masks[shapes.profile_key_index][:, rows, :], 0, 1)
+        usable &= shapes.profile_masks[rows]
     fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2)[:, shapes.profile_of] >= shapes.needed[None, :])
             & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
     used = np.einsum("bsw,bw->bs", usable, state.idle)[:, shapes.profile_of]
