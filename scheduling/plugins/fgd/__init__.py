@@ -231,10 +231,13 @@ class Fgd(RowPlugin):
             taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb)
             return frag.fragmentation(frag.after_whole(state, taken, cpu), rows, shapes) - before
         if task.is_fractional:
-            after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu)
-            values = frag.fragmentation(after, np.repeat(rows, table.width), shapes).reshape(len(rows), table.width)
             eligible = mask & state.share_ok & (state.free_mb >= task.gpu_memory_mb)
-            return np.where(eligible, values - before[:, None], np.inf)
+            # Only the cards the shard can take are measured: the others' ΔF is +inf whatever F would be.
+            placed = np.flatnonzero(eligible)
+            after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
+            values = np.full(eligible.size, np.inf)
+            values[placed] = frag.fragmentation(after, np.repeat(rows, table.width)[placed], shapes)
+            return np.where(eligible, values.reshape(eligible.shape) - before[:, None], np.inf)
         return frag.fragmentation(frag.after_whole(state, np.zeros_like(mask), cpu), rows, shapes) - before
 
     @staticmethod
