@@ -72,14 +72,15 @@ class ShapeArrays:
         self.masks = np.stack([card_mask(table, gpu_type, models) for gpu_type, models in keys]) if keys \
             else np.zeros((0, table.size, table.width), bool)
         self.any_card = all(not gpu_type and not models for gpu_type, models in keys)
-        # Shapes that differ only in CPU use the same cards: the states × cards work is done once per GPU profile
-        # (whole or shard, its size, its card mask) and each shape reads its profile's figures.
-        of_shape = [(bool(whole), float(size), int(key)) for whole, size, key in zip(
-            self.whole.tolist(), np.where(self.whole, self.cards, self.shard_mb).tolist(), self.key_index.tolist())]
+        # Shapes that differ only in CPU, or only in how many whole cards they take, may use the same cards: the
+        # states × cards work is done once per GPU profile (whole cards, or a shard of its size; its card mask) and
+        # each shape reads its profile's figures.
+        of_shape = [(bool(whole), 0.0 if whole else float(size), int(key))
+                    for whole, size, key in zip(self.whole.tolist(), self.shard_mb.tolist(), self.key_index.tolist())]
         profiles = sorted(set(of_shape))
         self.profile_of = np.array([profiles.index(profile) for profile in of_shape], np.int64)
         self.profile_whole = np.array([whole for whole, _, _ in profiles], bool)
-        self.profile_shard_mb = np.array([0.0 if whole else size for whole, size, _ in profiles], float)
+        self.profile_shard_mb = np.array([size for _, size, _ in profiles], float)
         profile_key_index = np.array([key for _, _, key in profiles], np.int64)
         # rows × profiles × cards, so a few rows' masks are a cheap gather
         self.profile_masks = np.ascontiguousarray(np.moveaxis(self.masks[profile_key_index], 0, 1)) if keys \
