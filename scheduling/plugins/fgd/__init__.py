@@ -102,9 +102,9 @@ class Fgd(RowPlugin):
         table = state.get(NAME)
         if table is None or not totals:
             return
-        fit = self._fit(table, task, np.array([table.row_of[node_id] for node_id in totals]))
-        for (node_id, total), node_fit in zip(list(totals.items()), fit.tolist()):
-            totals[node_id] = total + FIT_SHARE * node_fit
+        rows = np.fromiter(map(table.row_of.__getitem__, totals), np.int64, len(totals))
+        tie_broken = np.fromiter(totals.values(), float, len(totals)) + FIT_SHARE * self._fit(table, task, rows)
+        totals.update(zip(totals, tie_broken.tolist()))
 
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
