@@ -335,10 +335,11 @@ class Framework:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
         totals = weights @ matrix if len(names) else np.zeros(len(rows))
         if self.plugin_set.post_scorers and state is not None:
-            by_node = {table.nodes[row].id: float(total) for row, total in zip(rows, totals)}
+            node_ids = [table.nodes[row].id for row in rows.tolist()]
+            by_node = dict(zip(node_ids, totals.tolist()))
             for plugin in self.plugin_set.post_scorers:
                 plugin.post_score(state, task, by_node)
-            totals = np.array([by_node[table.nodes[row].id] for row in rows], float)
+            totals = np.fromiter(map(by_node.__getitem__, node_ids), float, len(node_ids))
         chosen = None
         if len(rows):
             tied = np.flatnonzero(totals >= totals.max() - TIE_TOLERANCE)

@@ -102,9 +102,9 @@ class Fgd(RowPlugin):
         table = state.get(NAME)
         if table is None or not totals:
             return
-        fit = self._fit(table, task, np.array([table.row_of[node_id] for node_id in totals]))
-        for (node_id, total), node_fit in zip(list(totals.items()), fit.tolist()):
-            totals[node_id] = total + FIT_SHARE * node_fit
+        rows = np.fromiter(map(table.row_of.__getitem__, totals), np.int64, len(totals))
+        tie_broken = np.fromiter(totals.values(), float, len(totals)) + FIT_SHARE * self._fit(table, task, rows)
+        totals.update(zip(totals, tie_broken.tolist()))
 
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
@@ -231,10 +231,13 @@ class Fgd(RowPlugin):
             taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb)
             return frag.fragmentation(frag.after_whole(state, taken, cpu), rows, shapes) - before
         if task.is_fractional:
-            after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu)
-            values = frag.fragmentation(after, np.repeat(rows, table.width), shapes).reshape(len(rows), table.width)
             eligible = mask & state.share_ok & (state.free_mb >= task.gpu_memory_mb)
-            return np.where(eligible, values - before[:, None], np.inf)
+            # Only the cards the shard can take are measured: the others' ΔF is +inf whatever F would be.
+            placed = np.flatnonzero(eligible)
+            after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
+            values = np.full(eligible.size, np.inf)
+            values[placed] = frag.fragmentation(after, np.repeat(rows, table.width)[placed], shapes)
+            return np.where(eligible, values.reshape(eligible.shape) - before[:, None], np.inf)
         return frag.fragmentation(frag.after_whole(state, np.zeros_like(mask), cpu), rows, shapes) - before
 
     @staticmethod

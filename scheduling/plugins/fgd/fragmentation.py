@@ -72,6 +72,19 @@ class ShapeArrays:
         self.masks = np.stack([card_mask(table, gpu_type, models) for gpu_type, models in keys]) if keys \
             else np.zeros((0, table.size, table.width), bool)
         self.any_card = all(not gpu_type and not models for gpu_type, models in keys)
+        # Shapes that differ only in CPU, or only in how many whole cards they take, may use the same cards: the
+        # states × cards work is done once per GPU profile (whole cards, or a shard of its size; its card mask) and
+        # each shape reads its profile's figures.
+        of_shape = [(bool(whole), 0.0 if whole else float(size), int(key))
+                    for whole, size, key in zip(self.whole.tolist(), self.shard_mb.tolist(), self.key_index.tolist())]
+        profiles = sorted(set(of_shape))
+        self.profile_of = np.array([profiles.index(profile) for profile in of_shape], np.int64)
+        self.profile_whole = np.array([whole for whole, _, _ in profiles], bool)
+        self.profile_shard_mb = np.array([size for _, size, _ in profiles], float)
+        profile_key_index = np.array([key for _, _, key in profiles], np.int64)
+        # rows × profiles × cards, so a few rows' masks are a cheap gather
+        self.profile_masks = np.ascontiguousarray(np.moveaxis(self.masks[profile_key_index], 0, 1)) if keys \
+            else np.zeros((table.size, 0, table.width), bool)
         self.cpu_weight = cpu_weight
         # The GPU shapes' mean CPU per card of GPU asked (a shard asks its share of a typical card).
         capacities = table.card_capacity_mb[table.card_exists]
@@ -103,13 +116,14 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
     total = state.idle.sum(axis=1)
     if not len(shapes):
         return np.zeros(len(total))
-    fits_shard = state.share_ok[:, None, :] & (state.free_mb[:, None, :] >= shapes.shard_mb[None, :, None])
-    usable = np.where(shapes.whole[None, :, None], state.whole_ok[:, None, :], fits_shard)  # states × shapes × cards
+    fits_shard = state.share_ok[:, None, :] & (state.free_mb[:, None, :] >= shapes.profile_shard_mb[None, :, None])
+    # states × profiles × cards
+    usable = np.where(shapes.profile_whole[None, :, None], state.whole_ok[:, None, :], fits_shard)
     if not shapes.any_card:
-        usable &= np.moveaxis(shapes.masks[shapes.key_index][:, rows, :], 0, 1)
-    fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2) >= shapes.needed[None, :])
+        usable &= shapes.profile_masks[rows]
+    fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2)[:, shapes.profile_of] >= shapes.needed[None, :])
             & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
-    used = np.einsum("bsw,bw->bs", usable, state.idle)
+    used = np.einsum("bsw,bw->bs", usable, state.idle)[:, shapes.profile_of]
     value = total - (fits * used) @ shapes.weights
     if shapes.cpu_weight:
         value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)

@@ -2,8 +2,8 @@
 database (`window_key`), so test and benchmark databases never mix their tasks into the cluster's window.
 
 `record_shape` runs after a task's creation commits (one LPUSH + LTRIM, pipelined); `recent_workload` reads the
-list at most once per `REFRESH_SECONDS` per process and returns the same `TargetWorkload` object in between, so the
-fgd plugin's per-table caches stay valid across a cycle. An unreachable Redis yields an empty workload (fgd then
+list at most once per `REFRESH_SECONDS` per process and returns the same `TargetWorkload` object in between, and
+after a refresh that read the same shapes, so the fgd plugin's per-table caches stay valid across cycles. An unreachable Redis yields an empty workload (fgd then
 scores every node alike) and is retried at the next refresh. A Redis that restarted or was flushed has lost the list:
 `restore_window` (the `plugin-state` periodic job, every minute) rebuilds it from the last `WINDOW` tasks in
 PostgreSQL, read by the job and handed in (plugins read no ORM), so fgd never scores alike for longer than that.
@@ -87,6 +87,10 @@ def recent_workload(*, now: float | None = None) -> TargetWorkload:
         logger.warning("fgd: the recent-task window is unreadable; fgd scores nodes alike until it is back",
                        exc_info=True)
         workload = TargetWorkload((), ())
+    # An unchanged window keeps its object: fgd's per-table caches are keyed by it and would otherwise be computed
+    # afresh every refresh.
+    if _cached is not None and workload == _cached[1]:
+        workload = _cached[1]
     _cached = (now, workload)
     return workload
 

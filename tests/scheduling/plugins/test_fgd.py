@@ -89,6 +89,20 @@ def test_model_constrained_shapes_count_other_models_cards_as_fragment():
         == pytest.approx([0.0, 2.0])
 
 
+def test_shapes_sharing_their_cards_but_not_their_cpu_are_each_counted_by_their_own_cpu():
+    # The cards of shapes that differ only in CPU are worked out once; each shape still fits or not by its own CPU.
+    shapes = (Shape(cards=1, cpu=1), Shape(cards=1, cpu=6), Shape(shard_mb=500, cpu=1), Shape(shard_mb=500, cpu=6),
+              Shape(cards=1, cpu=1, models="T4"), Shape(cards=1, cpu=6, models="T4"), Shape(cpu=1))
+    workload = TargetWorkload(shapes, (0.1, 0.2, 0.15, 0.15, 0.1, 0.2, 0.1))
+    nodes = (node(1, [600, 0], cpu=8), node(2, [600, 200], cpu=4), node(3, [0, 0], model="P100", cpu=8),
+             node(4, [300, 0, 0], whole=(2,), cpu=4))
+    one_by_one = np.array([fragmentation_of(*nodes, workload=TargetWorkload((shape,), (1.0,))) for shape in shapes])
+    assert fragmentation_of(*nodes, workload=workload) == pytest.approx(workload.weights() @ one_by_one)
+    # Node 2, idle [0.4, 0.8] with 4 CPU: no whole card (1.2 for the four whole shapes and the CPU-only one), the
+    # 1-CPU shard fits card 1 (0.4 left over), the 6-CPU one does not fit at all (1.2).
+    assert fragmentation_of(*nodes, workload=workload)[1] == pytest.approx(1.2 * 0.7 + 0.4 * 0.15 + 1.2 * 0.15)
+
+
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     from scheduling.framework.occupancy import apply_bind
 

@@ -33,6 +33,15 @@ def test_the_workload_is_read_once_per_refresh_period(tenant, fgd_window):
     assert later.shapes == (Shape(cards=1), Shape(cards=2)) and later.popularity == (0.5, 0.5)
 
 
+def test_a_refresh_that_reads_the_same_window_keeps_the_workload_object(tenant, fgd_window):
+    """fgd's per-table caches are keyed by the workload object: an unchanged window must not void them."""
+    fgd_window(make_task(tenant=tenant, gpu_required=1))
+    first = recent.recent_workload(now=1000.0)
+    assert recent.recent_workload(now=1000.0 + recent.REFRESH_SECONDS) is first
+    fgd_window(make_task(tenant=tenant, gpu_required=2))
+    assert recent.recent_workload(now=1000.0 + 2 * recent.REFRESH_SECONDS) is not first
+
+
 def test_an_unreachable_window_gives_an_empty_workload(monkeypatch):
     import redis
 
