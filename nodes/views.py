@@ -12,6 +12,7 @@ from heteroflow_site.errors import DomainError
 from heteroflow_site.validation import positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
+from nodes.gpu_type_input import normalised_gpu_type
 from nodes.models import GPU, GPU_TYPES, Node
 from nodes.selectors import (
     CardHolders, NodeMaintenance, card_type_counts, no_card_holders, node_detail, node_places, nodes_list,
@@ -177,8 +178,8 @@ def _approve(request, node: Node) -> dict:
 
 def _release_card(request, node: Node) -> dict:
     index = positive_int_or_none(request.POST.get("card_index"))
-    card = GPU.objects.filter(node=node, type=request.POST.get("card_type", ""), index=index).first() \
-        if index is not None else None
+    card_type = normalised_gpu_type(request.POST.get("card_type", ""))
+    card = GPU.objects.filter(node=node, type=card_type, index=index).first() if index is not None else None
     if card is None:
         return {"release_error": "no such card on this node"}
     try:

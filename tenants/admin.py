@@ -1,5 +1,8 @@
+from django import forms
 from django.contrib import admin
 
+from nodes.gpu_type_input import normalised_gpu_type
+from nodes.models import GPU_TYPES
 from tenants.models import Cohort, ShareGroup, TenancyAuditEntry, Tenant, TenantGpuQuota, TenantMembership
 
 
@@ -16,8 +19,22 @@ class CohortAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
+class TenantGpuQuotaForm(forms.ModelForm):
+    class Meta:
+        model = TenantGpuQuota
+        fields = "__all__"
+
+    def clean_gpu_type(self) -> str:
+        # As the quota API and page store it: one of the types, lower case.
+        gpu_type = normalised_gpu_type(self.cleaned_data["gpu_type"])
+        if gpu_type not in GPU_TYPES:
+            raise forms.ValidationError(f"one of {', '.join(GPU_TYPES)}")
+        return gpu_type
+
+
 @admin.register(TenantGpuQuota)
 class TenantGpuQuotaAdmin(admin.ModelAdmin):
+    form = TenantGpuQuotaForm
     list_display = ["tenant", "gpu_type", "nominal", "borrowing_limit", "lending_limit"]
     list_filter = ["gpu_type"]
 

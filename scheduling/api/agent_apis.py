@@ -20,7 +20,8 @@ from nodes.authentication import (
     NodeTokenAuthentication,
 )
 from nodes.card_health import ERRORS_PER_CARD
-from nodes.models import GPU_TYPES, CardHealth, Node
+from nodes.gpu_type_input import GpuTypeField
+from nodes.models import CardHealth, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.groups.readiness import readiness_apply
 from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
@@ -82,7 +83,7 @@ class HeartbeatGpuInput(StrictSerializer):
 
     index = serializers.IntegerField(min_value=0, max_value=1023)
     uuid = serializers.CharField(max_length=128, allow_blank=True)
-    type = serializers.ChoiceField(choices=GPU_TYPES)
+    type = GpuTypeField()
     model = serializers.CharField(max_length=100, allow_blank=True)
     memory_total_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
     memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
