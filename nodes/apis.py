@@ -10,9 +10,8 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from heteroflow_site.permissions import IsAdmin, is_admin
 from heteroflow_site.sentinels import KEEP
 from heteroflow_site.serializers import StrictSerializer, validated
-from heteroflow_site.validation import LabelsField
+from heteroflow_site.validation import LabelsField, normalised_gpu_type
 from nodes.card_health import card_release
-from nodes.gpu_type_input import normalised_gpu_type
 from nodes.models import GPU, Node
 from nodes.selectors import (
     CardHolders,

@@ -1,15 +1,12 @@
-"""The one normalisation of a GPU type named in a request (docs/scheduling.md, Tasks and their lifecycle): task and
-group submissions, the agent's card reports, quotas, the admin's card actions and the commands that name a card.
-Stored types are lower case, so everything past the entry (the scheduler above all) compares them as they are."""
+"""The API's field for a GPU type (docs/scheduling.md, Tasks and their lifecycle): task and group submissions, the
+agent's card reports and quotas take any case and store it lower case (`normalised_gpu_type`, which the admin's card
+actions, the admin quota form and `card_fault` use too), so everything past the entry (the scheduler above all)
+compares stored types as they are."""
 
 from rest_framework import serializers
 
+from heteroflow_site.validation import normalised_gpu_type
 from nodes.models import GPU_TYPES
-
-
-def normalised_gpu_type(text: str) -> str:
-    """`NVIDIA ` from an older client means `nvidia`."""
-    return text.strip().lower()
 
 
 class GpuTypeField(serializers.ChoiceField):

@@ -9,10 +9,9 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404
 
 from heteroflow_site.errors import DomainError
-from heteroflow_site.validation import positive_int_or_none
+from heteroflow_site.validation import normalised_gpu_type, positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
-from nodes.gpu_type_input import normalised_gpu_type
 from nodes.models import GPU, GPU_TYPES, Node
 from nodes.selectors import (
     CardHolders, NodeMaintenance, card_type_counts, no_card_holders, node_detail, node_places, nodes_list,

@@ -1,8 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from nodes.gpu_type_input import normalised_gpu_type
-from nodes.models import GPU_TYPES
+from heteroflow_site.validation import normalised_gpu_type
 from tenants.models import Cohort, ShareGroup, TenancyAuditEntry, Tenant, TenantGpuQuota, TenantMembership
 
 
@@ -25,11 +24,8 @@ class TenantGpuQuotaForm(forms.ModelForm):
         fields = "__all__"
 
     def clean_gpu_type(self) -> str:
-        # As the quota API and page store it: one of the types, lower case.
-        gpu_type = normalised_gpu_type(self.cleaned_data["gpu_type"])
-        if gpu_type not in GPU_TYPES:
-            raise forms.ValidationError(f"one of {', '.join(GPU_TYPES)}")
-        return gpu_type
+        # Stored lower case, as the quota API and page store it: the scheduler matches it to cards as it is.
+        return normalised_gpu_type(self.cleaned_data["gpu_type"])
 
 
 @admin.register(TenantGpuQuota)

@@ -107,12 +107,10 @@ def test_quotas_store_the_type_lower_case_and_two_spellings_of_one_type_are_refu
     assert list(TenantGpuQuota.objects.values_list("gpu_type", "nominal")) == [("nvidia", Decimal("2.00"))]
 
 
-def test_the_admin_quota_form_stores_the_type_lower_case_and_refuses_an_unknown_one(admin_web, tenant):
-    url = "/admin/tenants/tenantgpuquota/add/"
-    refused = admin_web.post(url, {"tenant": tenant.id, "gpu_type": "TPU", "nominal": "1"})
-    assert refused.status_code == 200 and "one of nvidia" in refused.content.decode()
-    assert not TenantGpuQuota.objects.exists()
-    assert admin_web.post(url, {"tenant": tenant.id, "gpu_type": "Ascend", "nominal": "1"}).status_code == 302
+def test_the_admin_quota_form_stores_the_type_lower_case(admin_web, tenant):
+    response = admin_web.post("/admin/tenants/tenantgpuquota/add/", {"tenant": tenant.id, "gpu_type": "Ascend",
+                                                                      "nominal": "1"})
+    assert response.status_code == 302
     assert TenantGpuQuota.objects.get().gpu_type == "ascend"
 
 

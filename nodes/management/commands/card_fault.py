@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from heteroflow_site.validation import normalised_gpu_type
 from nodes.agent.simulated_health import card_fault_clear, card_fault_inject
-from nodes.gpu_type_input import normalised_gpu_type
 from nodes.models import GPU
 
 
