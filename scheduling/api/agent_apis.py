@@ -11,7 +11,13 @@ from rest_framework.views import APIView
 
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer, validated
-from heteroflow_site.validation import NAME_MAX_LENGTH, ColumnIntegerField, HeartbeatLabelsField
+from heteroflow_site.validation import (
+    NAME_MAX_LENGTH,
+    ColumnIntegerField,
+    HeartbeatLabelsField,
+    normalised_gpu_type,
+)
+from nodes.agent.agent import GPU_TYPE_LABEL
 from nodes.authentication import (
     JOIN_TOKEN,
     AgentApi,
@@ -120,6 +126,12 @@ class AgentHeartbeatApi(AgentApi):
         # The latest readiness probe of each replica that declares one (design §17.2).
         readiness = serializers.ListField(child=ReadinessReportInput(), max_length=4096, required=False,
                                           default=list)
+
+        def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
+            # The agent's own label naming its GPU type is stored as the type is (lower case).
+            if GPU_TYPE_LABEL in labels:
+                return {**labels, GPU_TYPE_LABEL: normalised_gpu_type(labels[GPU_TYPE_LABEL])}
+            return labels
 
         def validate_gpus(self, cards):
             # Each card is valid by now (errors name its position: gpus[3].memory_total_mb). A card is known by its

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework import serializers
 
+from nodes.agent.agent import GPU_TYPE_LABEL
 from nodes.gpu_type_input import GpuTypeField
 from nodes.models import GPU, Node
 from scheduling import lifecycle
@@ -80,10 +81,11 @@ def test_the_task_form_stores_the_type_lower_case(tenant_web):
 
 def test_an_agent_reporting_Ascend_cards_stores_ascend(agent, registered):
     cards = [card(index, type="Ascend", model="Ascend910B") for index in range(2)]
-    response = agent.post(HEARTBEAT, heartbeat_body(gpus=cards), format="json")
+    response = agent.post(HEARTBEAT, heartbeat_body(gpus=cards, labels={GPU_TYPE_LABEL: "Ascend"}), format="json")
     assert response.status_code == 200, response.content
     assert set(GPU.objects.filter(node=registered[0]).values_list("type", flat=True)) == {"ascend"}
-    assert Node.objects.get(id=registered[0].id).gpu_type == "ascend"
+    node = Node.objects.get(id=registered[0].id)
+    assert (node.gpu_type, node.labels[GPU_TYPE_LABEL]) == ("ascend", "ascend")
 
 
 def test_one_card_reported_under_two_spellings_is_a_400_naming_it(agent, registered):
