@@ -155,6 +155,12 @@ class HeartbeatLabelsField(LabelsField):
         return key.startswith(self.AGENT_PREFIX)
 
 
+def normalised_gpu_type(text: str) -> str:
+    """A GPU type as stored (lower case): `NVIDIA ` from an older client means `nvidia`. Every app's entry for a
+    type uses it (`nodes.gpu_type_input` for the API's fields), so stored types compare as they are."""
+    return text.strip().lower()
+
+
 def positive_int_or_none(text: str | None) -> int | None:
     """A query parameter such as `?page=` or `?tenant=`: a plain ASCII number within an `integer` column, or None.
 

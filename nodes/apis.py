@@ -10,7 +10,7 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from heteroflow_site.permissions import IsAdmin, is_admin
 from heteroflow_site.sentinels import KEEP
 from heteroflow_site.serializers import StrictSerializer, validated
-from heteroflow_site.validation import LabelsField
+from heteroflow_site.validation import LabelsField, normalised_gpu_type
 from nodes.card_health import card_release
 from nodes.models import GPU, Node
 from nodes.selectors import (
@@ -131,7 +131,7 @@ class NodeCardReleaseApi(APIView):
     @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request, node_id: int, card_type: str, index: int):
         node = get_object_or_404(Node, id=node_id)
-        card = get_object_or_404(GPU, node=node, type=card_type, index=index)
+        card = get_object_or_404(GPU, node=node, type=normalised_gpu_type(card_type), index=index)
         card = card_release(node=node, card=card, actor=request.user)
         return Response({"node": node.id, "type": card.type, "index": card.index, "health": card.health,
                          "quarantined": card.quarantined})

@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.serializers import flat_errors
-from heteroflow_site.validation import LabelsField, positive_int_or_none
+from heteroflow_site.validation import LabelsField, normalised_gpu_type, positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
 from nodes.models import GPU, GPU_TYPES, Node
@@ -217,8 +217,8 @@ def _approve(request, node: Node) -> dict:
 
 def _release_card(request, node: Node) -> dict:
     index = positive_int_or_none(request.POST.get("card_index"))
-    card = GPU.objects.filter(node=node, type=request.POST.get("card_type", ""), index=index).first() \
-        if index is not None else None
+    card_type = normalised_gpu_type(request.POST.get("card_type", ""))
+    card = GPU.objects.filter(node=node, type=card_type, index=index).first() if index is not None else None
     if card is None:
         return {"release_error": "no such card on this node"}
     try:

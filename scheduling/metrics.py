@@ -124,7 +124,7 @@ def record_start(*, gpu_type: str, gpu_required: int, seconds: float) -> None:
     """A task started running `seconds` after it was submitted."""
     try:
         pipe = _redis().pipeline(transaction=False)
-        TIME_TO_START.add_labelled(pipe, (gpu_type.lower() or "any", size_class(gpu_required)), max(seconds, 0.0))
+        TIME_TO_START.add_labelled(pipe, (gpu_type or "any", size_class(gpu_required)), max(seconds, 0.0))
         pipe.execute()
     except Exception:
         logger.debug("time to start not recorded", exc_info=True)

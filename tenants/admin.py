@@ -1,5 +1,7 @@
+from django import forms
 from django.contrib import admin
 
+from heteroflow_site.validation import normalised_gpu_type
 from tenants.models import Cohort, ShareGroup, TenancyAuditEntry, Tenant, TenantGpuQuota, TenantMembership
 
 
@@ -16,8 +18,19 @@ class CohortAdmin(admin.ModelAdmin):
     search_fields = ["name"]
 
 
+class TenantGpuQuotaForm(forms.ModelForm):
+    class Meta:
+        model = TenantGpuQuota
+        fields = "__all__"
+
+    def clean_gpu_type(self) -> str:
+        # Stored lower case, as the quota API and page store it: the scheduler matches it to cards as it is.
+        return normalised_gpu_type(self.cleaned_data["gpu_type"])
+
+
 @admin.register(TenantGpuQuota)
 class TenantGpuQuotaAdmin(admin.ModelAdmin):
+    form = TenantGpuQuotaForm
     list_display = ["tenant", "gpu_type", "nominal", "borrowing_limit", "lending_limit"]
     list_filter = ["gpu_type"]
 

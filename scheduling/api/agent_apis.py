@@ -11,7 +11,13 @@ from rest_framework.views import APIView
 
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.serializers import StrictSerializer, validated
-from heteroflow_site.validation import NAME_MAX_LENGTH, ColumnIntegerField, HeartbeatLabelsField
+from heteroflow_site.validation import (
+    NAME_MAX_LENGTH,
+    ColumnIntegerField,
+    HeartbeatLabelsField,
+    normalised_gpu_type,
+)
+from nodes.agent.agent import GPU_TYPE_LABEL
 from nodes.authentication import (
     JOIN_TOKEN,
     AgentApi,
@@ -20,7 +26,8 @@ from nodes.authentication import (
     NodeTokenAuthentication,
 )
 from nodes.card_health import ERRORS_PER_CARD
-from nodes.models import GPU_TYPES, CardHealth, Node
+from nodes.gpu_type_input import GpuTypeField
+from nodes.models import CardHealth, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.groups.readiness import readiness_apply
 from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
@@ -82,7 +89,7 @@ class HeartbeatGpuInput(StrictSerializer):
 
     index = serializers.IntegerField(min_value=0, max_value=1023)
     uuid = serializers.CharField(max_length=128, allow_blank=True)
-    type = serializers.ChoiceField(choices=GPU_TYPES)
+    type = GpuTypeField()
     model = serializers.CharField(max_length=100, allow_blank=True)
     memory_total_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
     memory_used_mb = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
@@ -119,6 +126,12 @@ class AgentHeartbeatApi(AgentApi):
         # The latest readiness probe of each replica that declares one (design §17.2).
         readiness = serializers.ListField(child=ReadinessReportInput(), max_length=4096, required=False,
                                           default=list)
+
+        def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
+            # The agent's own label naming its GPU type is stored as the type is (lower case).
+            if GPU_TYPE_LABEL in labels:
+                return {**labels, GPU_TYPE_LABEL: normalised_gpu_type(labels[GPU_TYPE_LABEL])}
+            return labels
 
         def validate_gpus(self, cards):
             # Each card is valid by now (errors name its position: gpus[3].memory_total_mb). A card is known by its

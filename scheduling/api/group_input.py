@@ -16,7 +16,7 @@ from heteroflow_site.validation import (
     NameField,
     oci_image_reference,
 )
-from nodes.models import GPU_TYPES
+from nodes.gpu_type_input import GpuTypeField
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
 from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
@@ -63,7 +63,7 @@ class TaskGroupInput(StrictSerializer):
     type = serializers.ChoiceField(choices=["training", "inference"])
     world_size = serializers.IntegerField(min_value=1, max_value=WORLD_SIZE_MAX)
     gpus_per_worker = serializers.IntegerField(min_value=0, max_value=64)
-    gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True, default="")
+    gpu_type = GpuTypeField(required=False, allow_blank=True, default="")
     parallelism = serializers.ChoiceField(choices=Parallelism.choices, required=False, default=Parallelism.DATA)
     replicas = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
                                         default=None)

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from heteroflow_site.errors import NotAllowed
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import ColumnIntegerField, CommandField, ImageField, LabelsField, NameField
-from nodes.models import GPU_TYPES
+from nodes.gpu_type_input import GpuTypeField
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
 from scheduling.framework.gpu_models import MODEL_LABEL, patterns_error
@@ -62,7 +62,7 @@ class TaskInput(StrictSerializer):
     type = serializers.ChoiceField(choices=TaskType.choices, default=TaskType.BATCH)
     image = ImageField()
     command = CommandField()
-    gpu_type = serializers.ChoiceField(choices=[""] + list(GPU_TYPES), required=False, allow_blank=True, default="")
+    gpu_type = GpuTypeField(required=False, allow_blank=True, default="")
     gpu_required = serializers.IntegerField(min_value=0, max_value=1024, required=False, default=0)
     gpu_memory_mb = serializers.IntegerField(min_value=0, max_value=10_000_000, required=False, default=0)
     gpu_compute_percent = serializers.IntegerField(min_value=1, max_value=100, required=False, allow_null=True,

@@ -135,8 +135,8 @@ class LiveNode:
     def card_row(self, index: int, card_type: str) -> list | None:
         """The card `(card_type, index)`; any card of that index when the type is not known."""
         rows = [row for row in self.card_rows if row[0] == index]
-        wanted = (card_type or self.gpu_type).lower()
-        return next((row for row in rows if (row[5] or self.gpu_type).lower() == wanted), None) or (
+        wanted = card_type or self.gpu_type
+        return next((row for row in rows if (row[5] or self.gpu_type) == wanted), None) or (
             None if card_type else next(iter(rows), None))
 
     def node_info(self) -> NodeInfo:

@@ -215,7 +215,7 @@ def _admit(live: LiveCluster, task: TaskInfo, node: LiveNode, card_type: str, sh
     """The quota rule of the snapshot's PreFilter (design §16.2) on the live usage, for the cards chosen: the
     tenants' and their cohorts' rows are locked, so the usage includes every bind committed before ours. Books
     the task's share; True when it is admitted by borrowing."""
-    gpu_type = (card_type or task.gpu_type or node.gpu_type).lower()
+    gpu_type = card_type or task.gpu_type or node.gpu_type
     card = node.card_row(int(shard["card"]), card_type) if shard else None
     share = card_share(task, card[1] if card else 0)
     admission = live.quotas.admit(task, gpu_type=gpu_type, share=share)

@@ -164,9 +164,9 @@ def make_shard(task: TaskInfo, live: LiveNode, cards: list[int], config: Schedul
     index, memory_total_mb, memory_used_mb, _utilization, _temperature, vendor, model, quarantined = card
     if quarantined:
         raise BindRefused(reasons.SHARD_ALLOCATION_FAILED, f"card {index} of node {live.name} is quarantined")
-    same_type = (vendor or live.gpu_type).lower()
+    same_type = vendor or live.gpu_type
     held = occupancy_of((p.tenant_id, p.gpus, p.shard) for p in live.placements
-                        if (p.card_type or live.gpu_type).lower() == same_type).get(index)
+                        if (p.card_type or live.gpu_type) == same_type).get(index)
     try:
         return shard_on_card(task=task, card_index=index, vendor=vendor or live.gpu_type, model=model,
                              memory_total_mb=memory_total_mb, memory_used_mb=memory_used_mb, held=held,

@@ -54,7 +54,7 @@ class ShardAllocationError(Exception):
 
 
 def qos_for(*, vendor: str, model: str) -> QoS:
-    if vendor.lower() != "nvidia":
+    if vendor != "nvidia":
         return QoS.BEST_EFFORT
     return QoS.GUARANTEED if _MPS_CAPABLE_MODEL.search(model or "") else QoS.BURSTABLE
 
@@ -74,7 +74,7 @@ def shard_env(*, vendor: str, card_index: int, memory_limit_mb: int, compute_per
         ENV_COMPUTE_PERCENT: str(compute_percent),
         ENV_QOS: str(qos),
     }
-    if vendor.lower() == "nvidia":
+    if vendor == "nvidia":
         env[ENV_MPS_MEMORY_LIMIT] = f"{card_index}={memory_limit_mb}M"
         env[ENV_MPS_THREAD_PERCENT] = str(compute_percent)
     return env

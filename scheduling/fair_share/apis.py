@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer
 from heteroflow_site.validation import GPU_QUOTA_MAX, NameField
-from nodes.models import GPU_TYPES
+from nodes.gpu_type_input import GpuTypeField
 from scheduling.fair_share.selectors import tenant_sharing
 from scheduling.fair_share.services import (
     QuotaLine,
@@ -42,7 +42,7 @@ class CardsField(serializers.DecimalField):
 
 
 class QuotaLineInput(StrictSerializer):
-    gpu_type = serializers.ChoiceField(choices=list(GPU_TYPES))
+    gpu_type = GpuTypeField()
     nominal = CardsField()
     borrowing_limit = CardsField(required=False, allow_null=True, default=None)
     lending_limit = CardsField(required=False, allow_null=True, default=None)

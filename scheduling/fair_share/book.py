@@ -82,7 +82,7 @@ class QuotaBook:
     _booked: dict[int, tuple[str, int, bool]] = field(default_factory=dict, repr=False)
 
     def add_usage(self, tenant_id: int, gpu_type: str, borrowed: bool, hundredths: int) -> None:
-        key = (tenant_id, gpu_type.lower())
+        key = (tenant_id, gpu_type)
         self.used[key] = self.used.get(key, 0) + hundredths
         self.total[tenant_id] = self.total.get(tenant_id, 0) + hundredths
         if borrowed:
@@ -92,10 +92,10 @@ class QuotaBook:
         return self.total.get(tenant_id, 0)
 
     def type_used(self, tenant_id: int, gpu_type: str) -> int:
-        return self.used.get((tenant_id, gpu_type.lower()), 0)
+        return self.used.get((tenant_id, gpu_type), 0)
 
     def nominal_of(self, tenant_id: int, gpu_type: str) -> int:
-        row = self.nominal.get(tenant_id, {}).get(gpu_type.lower())
+        row = self.nominal.get(tenant_id, {}).get(gpu_type)
         return row.nominal if row else 0
 
     def over_nominal(self, tenant_id: int, gpu_type: str) -> int:
@@ -115,7 +115,7 @@ class QuotaBook:
         for member in self.members.get(cohort, ()):
             if member == borrower or member not in self.nominal:
                 continue
-            row = self.nominal[member].get(gpu_type.lower())
+            row = self.nominal[member].get(gpu_type)
             unused = max(0, (row.nominal if row else 0) - self.type_used(member, gpu_type))
             lend = unused if row is None or row.lending_limit is None else min(unused, row.lending_limit)
             available += lend - self.over_nominal(member, gpu_type)
@@ -142,7 +142,7 @@ class QuotaBook:
         if not may_borrow(task):
             return Admission(f"{line}; only preemptible batch tasks may borrow")
         borrowing = used + share - nominal
-        row = self.nominal[tenant_id].get(gpu_type.lower())
+        row = self.nominal[tenant_id].get(gpu_type)
         if row is not None and row.borrowing_limit is not None and borrowing > row.borrowing_limit:
             return Admission(f"{line}; borrowing limit {cards(row.borrowing_limit)}")
         lendable = self.lendable(gpu_type, borrower=tenant_id)
@@ -152,7 +152,7 @@ class QuotaBook:
         return Admission(borrowed=True)
 
     def estimated_share(self, task: TaskInfo) -> int:
-        return card_share(task, self.largest_card_mb.get(task.gpu_type.lower(), 0))
+        return card_share(task, self.largest_card_mb.get(task.gpu_type, 0))
 
     def record_bind(self, task: TaskInfo, *, gpu_type: str, share: int, borrowed: bool = False) -> None:
         self._booked[task.id] = (gpu_type, share, borrowed)
@@ -173,7 +173,7 @@ class QuotaBook:
     def reclaim_lenders(self, task: TaskInfo) -> frozenset[int] | None:
         """design §16.2: when `task` fits within its tenant's own nominal quota of its type, the other tenants of
         its cohort whose borrowed work of that type a reclaim may evict for it; else None."""
-        tenant_id, gpu_type = task.tenant_id, task.gpu_type.lower()
+        tenant_id, gpu_type = task.tenant_id, task.gpu_type
         cohort = self.cohort_of.get(tenant_id)
         if cohort is None or not gpu_type or tenant_id not in self.nominal:
             return None

@@ -67,7 +67,7 @@ def fill_book(book: QuotaBook, tenants: Iterable[tuple[int, int | None, int | No
             book.cohort_of[tenant_id] = cohort_id
             book.members[cohort_id] = (*book.members.get(cohort_id, ()), tenant_id)
     for tenant_id, gpu_type, nominal, borrowing_limit, lending_limit in rows:
-        book.nominal.setdefault(tenant_id, {})[gpu_type.lower()] = TypeQuota(
+        book.nominal.setdefault(tenant_id, {})[gpu_type] = TypeQuota(
             hundredths(nominal), hundredths(borrowing_limit), hundredths(lending_limit))
     for tenant_id, gpu_type, borrowed, used in usage:
         book.add_usage(tenant_id, gpu_type, borrowed, int(used))
@@ -84,7 +84,6 @@ def largest_cards(nodes: Iterable[NodeInfo] | None = None) -> dict[str, int]:
         rows = ((card.type, card.memory_total_mb) for node in nodes for card in node.cards)
     largest: dict[str, int] = {}
     for gpu_type, memory in rows:
-        gpu_type = gpu_type.lower()
         if memory > largest.get(gpu_type, -1):
             largest[gpu_type] = memory
     return {**largest, "": max(largest.values(), default=0)}

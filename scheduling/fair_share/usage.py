@@ -19,13 +19,13 @@ CASE WHEN "{_TASK}"."gpu_required" > 0 THEN {CARD} * "{_TASK}"."gpu_required"
                                                            / nullif(g.memory_total_mb, 0))))::integer
                       FROM {GPU._meta.db_table} g
                      WHERE g.node_id = "{_TASK}"."node_id" AND g.index = ("{_TASK}"."shard" ->> 'card')::integer
-                     ORDER BY (lower(g.type) = lower("{_TASK}"."card_type")) DESC LIMIT 1), {CARD})
+                     ORDER BY (g.type = "{_TASK}"."card_type") DESC LIMIT 1), {CARD})
 END"""
 
 # The type a task's cards are of: the cards bind chose, else the type it asked for, else its node's.
 TYPE_SQL = f"""
-lower(coalesce(nullif("{_TASK}"."card_type", ''), nullif("{_TASK}"."gpu_type", ''),
-               (SELECT n.gpu_type FROM {Node._meta.db_table} n WHERE n.id = "{_TASK}"."node_id"), ''))"""
+coalesce(nullif("{_TASK}"."card_type", ''), nullif("{_TASK}"."gpu_type", ''),
+         (SELECT n.gpu_type FROM {Node._meta.db_table} n WHERE n.id = "{_TASK}"."node_id"), '')"""
 
 
 def share_expression() -> RawSQL:

@@ -19,7 +19,7 @@ class ChosenCards(list):
 
 
 def card_type_of(card: CardInfo, node: NodeInfo) -> str:
-    return (card.type or node.gpu_type).strip().lower()
+    return card.type or node.gpu_type
 
 
 def model_expression(task: TaskInfo) -> str:
@@ -28,7 +28,7 @@ def model_expression(task: TaskInfo) -> str:
 
 def card_class(task: TaskInfo) -> tuple[str, str]:
     """What `card_groups` reads of a task: its GPU type and gpu-model expression."""
-    return task.gpu_type.strip().lower(), model_expression(task)
+    return task.gpu_type, model_expression(task)
 
 
 def card_groups(task: TaskInfo, node: NodeInfo) -> list[tuple[str, list[CardInfo]]]:
@@ -46,7 +46,7 @@ def card_groups(task: TaskInfo, node: NodeInfo) -> list[tuple[str, list[CardInfo
             continue
         if expression and not model_matches(expression, card.model):
             continue
-        groups.setdefault((card_type, card.model.strip().lower() if expression else ""), []).append(card)
+        groups.setdefault((card_type, card.model if expression else ""), []).append(card)
     result = node.cache[key] = [(group_key[0], cards) for group_key, cards in sorted(groups.items())]
     return result
 
@@ -54,14 +54,14 @@ def card_groups(task: TaskInfo, node: NodeInfo) -> list[tuple[str, list[CardInfo
 def cards_are_uniform(node: NodeInfo) -> bool:
     """Every card of the node has the same type and model: then every card is in the one group a task that passed
     gpu-filter may take from, and the vectorised filters need no grouping."""
-    return len({(card_type_of(card, node), card.model.strip().lower()) for card in node.cards}) <= 1
+    return len({(card_type_of(card, node), card.model) for card in node.cards}) <= 1
 
 
 def card_lookup(cards: dict[tuple[str, int], CardInfo], *, card_type: str, index: int,
                 node_gpu_type: str) -> CardInfo | None:
     """A held card by its `(type, index)`; a placement recorded before card types were kept names the node's
     type, or failing that any card of that index."""
-    card = cards.get(((card_type or node_gpu_type).lower(), index))
+    card = cards.get((card_type or node_gpu_type, index))
     if card is None and not card_type:
         card = next((held for (_, held_index), held in cards.items() if held_index == index), None)
     return card

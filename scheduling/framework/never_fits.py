@@ -31,7 +31,7 @@ class _Shape:
     def of(cls, *, gpu_type: str, gpu_required: int, gpu_memory_mb: int, cpu_cores: float,
            memory_mb: int) -> "_Shape":
         fractional = gpu_required == 0 and gpu_memory_mb > 0
-        return cls(gpu_type.strip().lower(), gpu_required, gpu_memory_mb if fractional else 0, cpu_cores, memory_mb)
+        return cls(gpu_type, gpu_required, gpu_memory_mb if fractional else 0, cpu_cores, memory_mb)
 
     @property
     def needs_cards(self) -> bool:

@@ -129,7 +129,7 @@ def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards:
     tenant's quota usage and the node's table row."""
     occupant = Occupant.of_task(task, cards)
     assume(node, occupant)
-    gpu_type = (occupant.card_type or node.gpu_type).lower()
+    gpu_type = occupant.card_type or node.gpu_type
     card = next(iter(occupied_cards(node, occupant)), None) if task.is_fractional else None
     share = card_share(task, card.memory_total_mb if card else 0)
     book = snapshot.quotas

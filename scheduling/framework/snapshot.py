@@ -102,10 +102,10 @@ class NodeInfo:
 
     @property
     def gpu_types(self) -> set[str]:
-        """The node's GPU type label and every card's type, lower case."""
-        types = {card.type.lower() for card in self.cards if card.type}
+        """The node's GPU type label and every card's type."""
+        types = {card.type for card in self.cards if card.type}
         if self.gpu_type:
-            types.add(self.gpu_type.lower())
+            types.add(self.gpu_type)
         return types
 
 

@@ -153,7 +153,7 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
 
 def common_gpu_type(members: list[TaskInfo]) -> str:
     """The one GPU type every member declares, or "" when they declare none or several."""
-    types = {member.gpu_type.strip().lower() for member in members}
+    types = {member.gpu_type for member in members}
     return types.pop() if len(types) == 1 else ""
 
 

@@ -29,12 +29,12 @@ def evict_task(*, task_id: int, status: str, reason: str, grace_seconds: int | N
 
 def tasks_on_cards(*, node_id: int, node_gpu_type: str, cards: list[tuple[str, int]]) -> list[tuple[int, str]]:
     """`(task id, status)` of the evictable tasks holding any of `cards` (`(type, index)`) on the node."""
-    wanted = {(card_type.lower(), index) for card_type, index in cards}
+    wanted = set(cards)
     holding = []
     for task_id, status, gpus, shard, card_type in (
             Task.objects.filter(node_id=node_id, status__in=EVICTABLE_STATES)
             .values_list("id", "status", "gpus", "shard", "card_type")):
-        held_type = (card_type or node_gpu_type).lower()
+        held_type = card_type or node_gpu_type
         if any((held_type, index) in wanted for index in cards_held(gpus, shard)):
             holding.append((task_id, status))
     return holding

@@ -57,7 +57,7 @@ def movers_near(job: TaskInfo) -> list[Mover]:
             .exclude(gpus=[], shard__isnull=True))
     if job.gpu_type:
         # A row without its card type holds cards of its node's type (the planner matches the cards).
-        rows = rows.filter(Q(card_type__iexact=job.gpu_type) | Q(card_type=""))
+        rows = rows.filter(Q(card_type=job.gpu_type) | Q(card_type=""))
     movers = []
     for node_id, gpus, shard, card_type, *fields in rows.values_list("node_id", "gpus", "shard", "card_type",
                                                                      *TASK_INFO_FIELDS):

@@ -31,14 +31,14 @@ _TASKS, _GROUPS = Task._meta.db_table, TaskGroup._meta.db_table
 # Every pending entry in the default order (priority, creation, tasks before gangs, id), with its GPU type and,
 # for a gang, its pending members.
 _ALL_PENDING = f"""
-(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, lower(t.gpu_type) AS gpu_type,
+(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, t.gpu_type,
         ARRAY[t.id] AS members
    FROM {_TASKS} t
   WHERE t.status = %(pending)s
     AND NOT EXISTS (SELECT 1 FROM {_GROUPS} g
                      WHERE g.id = t.group_id AND g.type = %(training)s AND g.world_size > 1))
 UNION ALL
-(SELECT '{GANG}', g.id, max(t.priority), g.created_at, g.tenant_id, lower(g.gpu_type), array_agg(t.id)
+(SELECT '{GANG}', g.id, max(t.priority), g.created_at, g.tenant_id, g.gpu_type, array_agg(t.id)
    FROM {_GROUPS} g JOIN {_TASKS} t ON t.group_id = g.id AND t.status = %(pending)s
   WHERE g.type = %(training)s AND g.world_size > 1 AND g.status <> %(stopped)s
   GROUP BY g.id)

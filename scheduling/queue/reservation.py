@@ -61,7 +61,7 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, framework: Framework, *,
     reserved: dict[str, int] = {}
     for key, held in jobs.items():
         members = [task for _, task in held]
-        kind = members[0].gpu_type.lower()
+        kind = members[0].gpu_type
         if kind in reserved or key[0] == "gang" and key[1] not in whole or not admitted(members):
             # A second reserved job of the type (two instances raced), a gang no longer whole, or a job its PreFilters
             # now refuse (over its quota, its tenant inactive): it waits its turn again.
@@ -81,7 +81,7 @@ def reserve_waiting_jobs(snapshot: ClusterSnapshot, framework: Framework, *,
     waited = now - timedelta(seconds=settings.SCHEDULER["reserve_after"])
     heads: dict[str, int] = {}
     for gpu_type, top, read_tasks in _candidates(pending, waited, exclude=list(reserved)):
-        kind = gpu_type.lower()
+        kind = gpu_type
         if kind in reserved:
             continue
         if gpu_type not in heads:

@@ -28,7 +28,7 @@ def cards_by_type(snapshot: ClusterSnapshot) -> dict[str, Cards]:
     allocated, total = Counter(), Counter()
     for node in snapshot.nodes:
         for card in node.cards:
-            kind = (card.type or node.gpu_type).lower()
+            kind = card.type or node.gpu_type
             for key in (kind, ""):
                 total[key] += 1
                 allocated[key] += not card.is_free

@@ -88,7 +88,7 @@ class _ShardDemand:
     def __init__(self, nodes: list[NodeInfo]) -> None:
         memory_by_type: dict[str, list[int]] = {}
         for card in (card for node in nodes for card in node.cards):
-            memory_by_type.setdefault(card.type.lower(), []).append(card.memory_total_mb)
+            memory_by_type.setdefault(card.type, []).append(card.memory_total_mb)
         every_card = [memory for memories in memory_by_type.values() for memory in memories]
         self._all = statistics.fmean(every_card) if every_card else 0.0
         self._by_type = {gpu_type: statistics.fmean(memories) for gpu_type, memories in memory_by_type.items()}
@@ -98,5 +98,5 @@ class _ShardDemand:
             return task.gpu_required * MILLI
         if not task.is_fractional:
             return 0
-        card_mb = self._by_type.get(task.gpu_type.strip().lower()) or self._all
+        card_mb = self._by_type.get(task.gpu_type) or self._all
         return min(MILLI, round(task.gpu_memory_mb * MILLI / card_mb)) if card_mb else MILLI

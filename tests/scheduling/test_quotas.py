@@ -156,8 +156,8 @@ def test_the_largest_cards_of_a_snapshot_are_those_of_the_card_rows():
     """issue 29 item 2: a cycle grouped every card row of the cluster; it takes them from its snapshot instead."""
     make_node(gpu_type="nvidia", memory_mb=40960, cards=2)
     make_node(gpu_type="nvidia", memory_mb=81920, cards=1, status="offline")
-    make_node(gpu_type="AMD", memory_mb=65536, cards=4)
+    make_node(gpu_type="ascend", memory_mb=65536, cards=4)
     make_node(cards=0)
 
-    assert largest_cards(build_snapshot().nodes) == largest_cards() == {"nvidia": 81920, "amd": 65536, "": 81920}
+    assert largest_cards(build_snapshot().nodes) == largest_cards() == {"nvidia": 81920, "ascend": 65536, "": 81920}
     assert load_quota_book(nodes=build_snapshot().nodes).largest_card_mb == load_quota_book().largest_card_mb

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from heteroflow_site.validation import normalised_gpu_type
 from nodes.agent.simulated_health import card_fault_clear, card_fault_inject
 from nodes.models import GPU
 
@@ -27,7 +28,7 @@ class Command(BaseCommand):
     def handle(self, *args, node: str, index: int, card_type: str, clear: bool, state_dir: Path, **options):
         cards = GPU.objects.filter(node__name=node, index=index)
         if card_type:
-            cards = cards.filter(type=card_type)
+            cards = cards.filter(type=normalised_gpu_type(card_type))
         card = cards.order_by("type").first()
         if card is None:
             raise CommandError(f"node {node!r} has no card {card_type}{index}")

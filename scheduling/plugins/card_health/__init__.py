@@ -88,10 +88,10 @@ class CardHealthPlugin(RowPlugin):
         if not columns.any_idle:
             return codes
         idle = columns.idle[rows]
-        wanted = task.gpu_type.strip().lower()
+        wanted = task.gpu_type
         for position in np.flatnonzero(idle).tolist():
             node = table.nodes[rows[position]]
-            cards = [card for card in node.cards if not wanted or (card.type or node.gpu_type).lower() == wanted]
+            cards = [card for card in node.cards if not wanted or (card.type or node.gpu_type) == wanted]
             if task.gpu_required > 0:
                 free = sum(1 for card in cards if card.is_free)
                 blocked = free < task.gpu_required <= free + idle[position]
@@ -104,7 +104,7 @@ class CardHealthPlugin(RowPlugin):
         # A cluster without an idle quarantined card, or a task without cards, asks nothing of this filter.
         if (task.gpu_required <= 0 and not task.is_fractional) or not _columns(table).any_idle:
             return EVERY_ROW_PASSES
-        return task.gpu_required, task.is_fractional, task.gpu_type.strip().lower()
+        return task.gpu_required, task.is_fractional, task.gpu_type
 
     def score_key(self, task: TaskInfo, table: NodeTable) -> tuple:
         # The penalty is the node's, whatever the task.

@@ -242,14 +242,14 @@ class Fgd(RowPlugin):
 
     @staticmethod
     def _task_mask(cache: dict[str, Any], table: NodeTable, task: TaskInfo) -> np.ndarray:
-        key = (task.gpu_type.strip().lower(), str(task.labels.get(MODEL_LABEL, "")).strip())
+        key = (task.gpu_type, str(task.labels.get(MODEL_LABEL, "")).strip())
         if key not in cache["masks"]:
             cache["masks"][key] = frag.card_mask(table, *key)
         return cache["masks"][key]
 
 
 def _task_key(task: TaskInfo) -> tuple:
-    return (task.gpu_required, task.gpu_memory_mb, float(task.cpu_cores), task.gpu_type.strip().lower(),
+    return (task.gpu_required, task.gpu_memory_mb, float(task.cpu_cores), task.gpu_type,
             str(task.labels.get(MODEL_LABEL, "")).strip())
 
 

@@ -104,7 +104,7 @@ def card_mask(table: NodeTable, gpu_type: str, models: str) -> np.ndarray:
         return mask
     for row, node in enumerate(table.nodes):
         for column, card in enumerate(node.cards[: table.width]):
-            if gpu_type and card.type.lower() != gpu_type and node.gpu_type.lower() != gpu_type:
+            if gpu_type and card.type != gpu_type and node.gpu_type != gpu_type:
                 mask[row, column] = False
             elif models and not model_matches(models, card.model):
                 mask[row, column] = False

@@ -32,7 +32,7 @@ class Shape:
         from scheduling.framework.gpu_models import MODEL_LABEL
 
         return cls(cards=task.gpu_required, shard_mb=0 if task.gpu_required else task.gpu_memory_mb,
-                   cpu=float(task.cpu_cores), gpu_type=task.gpu_type.strip().lower(),
+                   cpu=float(task.cpu_cores), gpu_type=task.gpu_type,
                    models=str(task.labels.get(MODEL_LABEL, "")).strip())
 
     @property

@@ -1,6 +1,6 @@
 """gpu-filter (always on): GPU type and model (design §6).
 
-A task's `gpu_type` keeps nodes whose GPU type label or any card type equals it, case-insensitively. The task label
+A task's `gpu_type` keeps nodes whose GPU type label or any card type equals it (all stored lower case). The task label
 `gpu-model: A100|H100` keeps nodes holding at least max(1, gpu_required) cards of ONE model matching it, of the
 task's type (`scheduling.framework.gpu_models`: `A100` matches `NVIDIA A100-SXM4-80GB`, design §15.2; the card groups of
 `scheduling.framework.cards`, which card choice and bind use too). A node that has not reported GPUs yet passes
@@ -29,7 +29,7 @@ class GpuFilter(RowPlugin):
     def filter_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         codes = np.zeros(len(rows), np.int8)
         reported = table.has_gpu_info[rows]
-        wanted = task.gpu_type.strip().lower()
+        wanted = task.gpu_type
         if wanted:
             bit = table.gpu_types.get(wanted)
             if bit is None:

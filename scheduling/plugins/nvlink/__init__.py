@@ -79,7 +79,7 @@ def is_described(card: CardInfo, node: NodeInfo) -> bool:
 
 def takes_described_cards(task: TaskInfo) -> bool:
     """Whether the task's cards can be ones the label describes: it asks for NVIDIA cards or names no type."""
-    return task.gpu_type.strip().lower() in _DESCRIBED_TYPES
+    return task.gpu_type in _DESCRIBED_TYPES
 
 
 def free_cards(node: NodeInfo, config: SchedulerConfig) -> set[int]:

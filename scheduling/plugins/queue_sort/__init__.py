@@ -65,7 +65,7 @@ def terms(facts: EntryFacts, *, now: datetime, cards: Mapping[str, Cards]) -> di
         span = max((facts.deadline - facts.created_at).total_seconds(), SLA_MIN_SPAN_SECONDS)
         used = (now - facts.created_at).total_seconds()
         sla = min(max(used / span, 0.0), 1.0)
-    pool = cards.get(facts.gpu_type.lower()) or cards.get("") or Cards(0, 0)
+    pool = cards.get(facts.gpu_type) or cards.get("") or Cards(0, 0)
     utilisation = 0.0
     if pool.total:
         adds = facts.cards if facts.cards <= pool.total - pool.allocated else 0
