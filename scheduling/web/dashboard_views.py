@@ -1,14 +1,13 @@
 """The dashboard: the cluster at a glance."""
 
 from django.contrib.auth.decorators import login_required
-
 from django.utils import timezone
 
 from heteroflow_site.web import render_page
 from nodes.selectors import capacity_by_architecture, nodes_by_status
 from scheduling import lifecycle
-from plugins_admin.selectors import plugin_changes_since
 from scheduling.fair_share.selectors import tenant_share
+from scheduling.history.markers import markers_since
 from scheduling.history.samples import HISTORY_KEEP
 from scheduling.selectors import pending_by_code, recent_cycles, tasks_visible_to
 from scheduling.web.charts import capacity_chart, fragmentation_panel
@@ -34,7 +33,7 @@ def dashboard(request):
         "pending_tasks": tasks.filter(status=lifecycle.PENDING).count(),
         "cycles": recent_cycles(),
         "fragmentation": fragmentation_panel(),
-        "history": (history_charts(markers=plugin_changes_since(timezone.now() - HISTORY_KEEP))
+        "history": (history_charts(markers=markers_since(timezone.now() - HISTORY_KEEP))
                     if request.user.is_staff else None),
     }
     return render_page(request, "scheduling/dashboard.html", context)

@@ -12,6 +12,7 @@ from scheduling.web import (
     log_views,
     sharing_views,
     task_views,
+    tenant_views,
     usage_views,
 )
 
@@ -25,6 +26,7 @@ urlpatterns = [
     path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
         template_name="registration/password_reset_complete.html"), name="password_reset_complete"),
     path("", dashboard_views.dashboard, name="dashboard"),
+    path("tenants/", tenant_views.tenants_page, name="tenants"),
     path("tasks/", task_views.task_list, name="task-list"),
     path("tasks/new/", task_views.task_new, name="task-new"),
     path("tasks/<int:task_id>/", task_views.task_detail, name="task-detail"),

@@ -39,6 +39,9 @@ NOT_RUN = [
                                                    "tests/scheduling/management/test_bench_scheduler.py runs it small"),
     (r"manage\.py run_scheduler$", "runs cycles until stopped; tests/scheduling/cycle/test_entry_points.py runs --once"),
     (r"manage\.py simulate_fleet\b", "runs simulated agents until stopped, against a live web server"),
+    (r"manage\.py card_fault\b", "fails a card of a running simulated fleet; tests/nodes/test_card_fault_end_to_end.py "
+                                  "runs it"),
+    (r"manage\.py parse_gpu_health VENDOR FILE", "the pattern of the command; the example beside it runs"),
     (r"^python -m nodes\.agent\b", "the node agent runs until stopped against a live server (tests/agent)"),
     (r"^celery ", "a Celery worker or beat runs until stopped"),
     (r"^python -m heteroflow_site\.web_workers\b", "the web tier serves until stopped; tests/site/test_web_workers.py "

@@ -15,9 +15,12 @@ from scheduling.web.forms import submitted
 from tenants.apis import TenantDetailApi, TenantListCreateApi, TenantUserCreateApi
 from tenants.models import Tenant, TenantMembership
 from tenants.services import (
-    tenant_create, tenant_update, tenant_user_create, user_password_reset_path, user_staff_set,
+    tenant_create,
+    tenant_update,
+    tenant_user_create,
+    user_password_reset_path,
+    user_staff_set,
 )
-
 
 USERS_SHOWN = 500
 
