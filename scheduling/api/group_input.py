@@ -84,6 +84,10 @@ class TaskGroupInput(StrictSerializer):
     ready_timeout_seconds = serializers.IntegerField(min_value=1, max_value=READY_TIMEOUT_MAX_SECONDS,
                                                      required=False, default=600)
     readiness = readiness_field()
+    # The disruption budget (design §17.2): at most the replica count.
+    min_available = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
+                                             default=None,
+                                             help_text="ready replicas drain, defrag, reclaim and rollouts keep")
     model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
                                    help_text="the model artifact the group serves; nodes holding it score higher")
     # Every member's (design §17.1).
@@ -95,15 +99,21 @@ class TaskGroupInput(StrictSerializer):
 
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
-        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"}})
+        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"},
+                                                               "min_available": {"type": "null"}})
 
     def validate(self, data: dict) -> dict:
         # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
         # states, `request_schema`).
         if data["type"] == TaskType.TRAINING:
-            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window") if data.get(name) is not None}
+            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available")
+                      if data.get(name) is not None}
             if errors:
                 raise serializers.ValidationError(errors)
+        replicas = data.get("replicas") if data.get("replicas") is not None else data["world_size"]
+        if data.get("min_available") is not None and data["min_available"] > replicas:
+            raise serializers.ValidationError({"min_available": [
+                f"at most the group's {replicas} replica(s): a budget above it would hold every drain for ever"]})
         return data
 
 

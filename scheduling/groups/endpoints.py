@@ -4,7 +4,7 @@ revisions with what became of each."""
 from django.db.models import Count, Q
 
 from scheduling import lifecycle
-from scheduling.groups.rollout import replica_ready
+from scheduling.groups.budget import replica_ready
 from scheduling.models import GroupRevision, Task, TaskGroup
 from scheduling.selectors import host_address
 

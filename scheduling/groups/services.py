@@ -34,6 +34,7 @@ def task_group_create(
     ready_timeout_seconds: int = 600,
     readiness: dict | None = None,
     model: str = "",
+    min_available: int | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -47,12 +48,16 @@ def task_group_create(
                           field="replicas" if replicas is not None else "world_size")
     service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
                       "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
-                      "model": bool(model)}
+                      "model": bool(model), "min_available": min_available is not None}
     if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
         raise NotAllowed(f"{named} applies to inference groups only", field=named)
     if max_surge == 0 and max_unavailable == 0:
         raise NotAllowed("max_surge and max_unavailable cannot both be 0: a rollout could replace nothing",
                          field="max_surge")
+    if min_available is not None and min_available > (replicas if replicas is not None else world_size):
+        raise DomainError(f"min_available {min_available} is above the group's "
+                         f"{replicas if replicas is not None else world_size} replica(s): no drain could ever proceed",
+                         field="min_available")
     if window is not None:
         try:
             window = validate_window(window)
@@ -69,6 +74,7 @@ def task_group_create(
             termination_grace_seconds=termination_grace_seconds,
             env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
             ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
+            min_available=min_available,
         )
         GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
                                      env=group.env, state=GroupRevision.State.COMPLETE)

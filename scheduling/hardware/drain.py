@@ -1,6 +1,6 @@
 """Drain and uncordon (design §17.3): an admin takes a node out for repair. Drain cordons it and stops each of its
 tasks (batch back to pending, gangs restarted elsewhere as in §15.5, inference replicas replaced by the group's
-replica upkeep); the node reads `drained` once nothing holds it. The state is the node's row, and the leader-only
+replica upkeep, each only as its group's disruption budget allows); the node reads `drained` once nothing holds it. The state is the node's row, and the leader-only
 drain ticker carries every drain on, so a drain survives a restart of the web or the scheduler."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from heteroflow_site.errors import Conflict
 from nodes.models import DrainState, Node, NodeAuditEntry
 from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
+from scheduling.groups.budget import budget_permits
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
 from scheduling.lifecycle import ACTIVE_STATES, NODE_DRAIN_REASON
 from scheduling.models import Task
@@ -99,6 +100,8 @@ def _drain_one(node_id: int) -> tuple[int, str | None]:
     moved = 0
     for task_id, status in Task.objects.filter(node_id=node_id, status__in=EVICTABLE_STATES).values_list(
             "id", "status"):
+        if not budget_permits(task_id=task_id, action=f"drain of node {node.name}"):
+            continue
         if evict_task(task_id=task_id, status=status, grace_seconds=node.drain_grace_seconds,
                       reason=f"{NODE_DRAIN_REASON}: node {node.name} is draining"):
             moved += 1

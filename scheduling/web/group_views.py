@@ -13,7 +13,7 @@ from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
-from scheduling.groups.rollout import replica_ready
+from scheduling.groups.budget import replica_ready
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.models import Parallelism, TaskGroup, TaskType
