@@ -19,6 +19,7 @@ from heteroflow_site.validation import (
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
+from scheduling.framework.group_spread import SPREAD_ACROSS
 from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
 from scheduling.models import Parallelism, TaskType
 
@@ -52,6 +53,15 @@ class ReadinessInput(StrictSerializer):
                                     default=None)
     period_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False, default=10)
     failure_threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
+
+
+class SpreadInput(StrictSerializer):
+    """How the replicas spread (design §17.2): over nodes, racks or zones, at most `max_skew` more in one domain
+    than in the emptiest; `hard` refuses a node that would break it, otherwise it is a preference."""
+
+    across = serializers.ChoiceField(choices=list(SPREAD_ACROSS))
+    max_skew = serializers.IntegerField(min_value=1, max_value=REPLICAS_MAX, required=False, default=1)
+    hard = serializers.BooleanField(required=False, default=False)
 
 
 def readiness_field(**kwargs) -> ReadinessInput:
@@ -88,6 +98,7 @@ class TaskGroupInput(StrictSerializer):
     min_available = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
                                              default=None,
                                              help_text="ready replicas drain, defrag, reclaim and rollouts keep")
+    spread = SpreadInput(required=False, allow_null=True, default=None)
     model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
                                    help_text="the model artifact the group serves; nodes holding it score higher")
     # Every member's (design §17.1).
@@ -100,13 +111,14 @@ class TaskGroupInput(StrictSerializer):
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
         return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"},
-                                                               "min_available": {"type": "null"}})
+                                                               "min_available": {"type": "null"},
+                                                               "spread": {"type": "null"}})
 
     def validate(self, data: dict) -> dict:
         # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
         # states, `request_schema`).
         if data["type"] == TaskType.TRAINING:
-            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available")
+            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available", "spread")
                       if data.get(name) is not None}
             if errors:
                 raise serializers.ValidationError(errors)

@@ -2,6 +2,7 @@ from django.db import transaction
 
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
+from nodes.models import Node
 from scheduling.groups.windows import validate_window
 from scheduling.models import DEFAULT_GRACE_SECONDS, GroupRevision, Parallelism, TaskGroup, TaskType
 from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, task_create, timeout_for
@@ -35,6 +36,7 @@ def task_group_create(
     readiness: dict | None = None,
     model: str = "",
     min_available: int | None = None,
+    spread: dict | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -48,7 +50,8 @@ def task_group_create(
                           field="replicas" if replicas is not None else "world_size")
     service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
                       "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
-                      "model": bool(model), "min_available": min_available is not None}
+                      "model": bool(model), "min_available": min_available is not None,
+                      "spread": spread is not None}
     if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
         raise NotAllowed(f"{named} applies to inference groups only", field=named)
     if max_surge == 0 and max_unavailable == 0:
@@ -58,6 +61,10 @@ def task_group_create(
         raise DomainError(f"min_available {min_available} is above the group's "
                          f"{replicas if replicas is not None else world_size} replica(s): no drain could ever proceed",
                          field="min_available")
+    if spread is not None and spread["across"] != "node" and not Node.objects.exclude(
+            **{spread["across"]: ""}).exists():
+        raise DomainError(f"no node has a {spread['across']}: the replicas could not spread across it",
+                          field="spread.across")
     if window is not None:
         try:
             window = validate_window(window)
@@ -74,7 +81,7 @@ def task_group_create(
             termination_grace_seconds=termination_grace_seconds,
             env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
             ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
-            min_available=min_available,
+            min_available=min_available, spread=spread,
         )
         GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
                                      env=group.env, state=GroupRevision.State.COMPLETE)

@@ -16,8 +16,9 @@ def test_anyone_signed_in_may_read_the_plugins(tenant_client):
 
     assert response.status_code == 200
     plugins = {plugin["name"]: plugin for plugin in response.json()}
-    assert len(plugins) == 13
+    assert len(plugins) == 15
     assert plugins["resource-filter"]["locked"] is True
+    assert plugins["replica-spread"]["locked"] is True and plugins["replica-spread"]["enabled"] is True
     assert plugins["preempt"]["extra"] == {"preempt_stage": "running"}
     assert plugins["spread"]["exclusive_with"] == ["binpack", "fgd"]
     assert plugins["fgd"]["enabled"] is False and plugins["fgd"]["exclusive_with"] == ["spread", "binpack"]
