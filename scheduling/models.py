@@ -112,8 +112,6 @@ class TaskGroup(models.Model):
     spread = models.JSONField(null=True, blank=True)
     # {min, max, metric, target, scale_down_delay_seconds} (design §17.2): the autoscaler sets `replicas`.
     autoscale = models.JSONField(null=True, blank=True)
-    # Since when the autoscaler has wanted fewer replicas (a scale-down waits `scale_down_delay_seconds` from it).
-    autoscale_low_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -319,14 +317,16 @@ class GroupEvent(models.Model):
 
 
 class GroupMetricSample(models.Model):
-    """One autoscaler tick of a group: replicas desired and ready, and the metric summed over its replicas; the
-    group page draws the last hour of them."""
+    """One autoscaler tick of a group: replicas desired and ready, the metric summed over its ready replicas and the
+    count that sum asked for (`proposed`; a scale-down takes the highest of the delay's); the group page draws the
+    last hour of them."""
 
     group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="metric_samples")
     at = models.DateTimeField(db_index=True)
     desired = models.PositiveIntegerField()
     ready = models.PositiveIntegerField()
     value = models.FloatField()
+    proposed = models.PositiveIntegerField()
 
     class Meta:
         ordering = ["at", "id"]

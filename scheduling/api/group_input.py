@@ -20,6 +20,7 @@ from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
 from scheduling.framework.group_spread import SPREAD_ACROSS
+from scheduling.groups.autoscale_rule import METRICS
 from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
 from scheduling.models import Parallelism, TaskType
 
@@ -64,6 +65,30 @@ class SpreadInput(StrictSerializer):
     hard = serializers.BooleanField(required=False, default=False)
 
 
+class AutoscaleInput(StrictSerializer):
+    """The autoscaler's bounds, metric and target per replica (design §17.2). `metric_name`: the Prometheus metric
+    the agent reads from each replica's `/metrics` for `requests_per_second` and `queue_length` (default: the
+    metric's own name); `gpu_utilization` comes from the vendor tool."""
+
+    min = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX)
+    max = serializers.IntegerField(min_value=1, max_value=REPLICAS_MAX)
+    metric = serializers.ChoiceField(choices=list(METRICS))
+    target = serializers.FloatField(help_text="the metric's value per replica to hold; above 0")
+    scale_down_delay_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, default=300)
+    metric_name = serializers.RegexField(r"^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$", required=False, default=None,
+                                         allow_null=True)
+
+    def validate_target(self, target: float) -> float:
+        if not target > 0:
+            raise serializers.ValidationError("must be above 0")
+        return target
+
+    def validate(self, attrs):
+        if attrs["min"] > attrs["max"]:
+            raise serializers.ValidationError({"min": [f"above max ({attrs['max']})"]})
+        return attrs
+
+
 def readiness_field(**kwargs) -> ReadinessInput:
     return ReadinessInput(required=False, allow_null=True, default=None, **kwargs)
 
@@ -99,6 +124,7 @@ class TaskGroupInput(StrictSerializer):
                                              default=None,
                                              help_text="ready replicas drain, defrag, reclaim and rollouts keep")
     spread = SpreadInput(required=False, allow_null=True, default=None)
+    autoscale = AutoscaleInput(required=False, allow_null=True, default=None)
     model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
                                    help_text="the model artifact the group serves; nodes holding it score higher")
     # Every member's (design §17.1).
@@ -112,13 +138,15 @@ class TaskGroupInput(StrictSerializer):
     def request_schema(cls, schema: dict) -> dict:
         return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"},
                                                                "min_available": {"type": "null"},
-                                                               "spread": {"type": "null"}})
+                                                               "spread": {"type": "null"},
+                                                               "autoscale": {"type": "null"}})
 
     def validate(self, data: dict) -> dict:
         # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
         # states, `request_schema`).
         if data["type"] == TaskType.TRAINING:
-            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available", "spread")
+            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available", "spread",
+                                                                          "autoscale")
                       if data.get(name) is not None}
             if errors:
                 raise serializers.ValidationError(errors)

@@ -4,13 +4,10 @@ the transaction that stops it, with the group's members and row locked (the orde
 them in), so two drains of two nodes cannot each take the last spare replica. A refusal waits: the caller tries
 again on its next tick, and the group's timeline says `BudgetHeld` with the figures, once per distinct hold."""
 
-import logging
-
 from scheduling import lifecycle
 from scheduling.groups.scale import locked_group
-from scheduling.models import REASON_MAX_LENGTH, GroupEvent, Task, TaskGroup, TaskType
-
-logger = logging.getLogger(__name__)
+from scheduling.groups.timeline import note
+from scheduling.models import GroupEvent, Task, TaskGroup, TaskType
 
 BUDGET_HELD = GroupEvent.Kind.BUDGET_HELD
 
@@ -50,8 +47,4 @@ def budget_permits(*, task_id: int, action: str) -> bool:
 
 def budget_held(group: TaskGroup, message: str, *, figures: dict) -> None:
     """Put the hold on the group's timeline unless the latest entry already says the same."""
-    latest = group.events.order_by("-at", "-id").values_list("kind", "message").first()
-    message = f"{BUDGET_HELD}: {message}"
-    if latest != (BUDGET_HELD, message):
-        GroupEvent.objects.create(group=group, kind=BUDGET_HELD, message=message[:REASON_MAX_LENGTH], figures=figures)
-        logger.info("group %s: %s", group.id, message)
+    note(group, BUDGET_HELD, f"{BUDGET_HELD}: {message}", figures=figures, once=True)

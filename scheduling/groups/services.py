@@ -37,6 +37,7 @@ def task_group_create(
     model: str = "",
     min_available: int | None = None,
     spread: dict | None = None,
+    autoscale: dict | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -51,7 +52,7 @@ def task_group_create(
     service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
                       "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
                       "model": bool(model), "min_available": min_available is not None,
-                      "spread": spread is not None}
+                      "spread": spread is not None, "autoscale": autoscale is not None}
     if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
         raise NotAllowed(f"{named} applies to inference groups only", field=named)
     if max_surge == 0 and max_unavailable == 0:
@@ -81,13 +82,16 @@ def task_group_create(
             termination_grace_seconds=termination_grace_seconds,
             env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
             ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
-            min_available=min_available, spread=spread,
+            min_available=min_available, spread=spread, autoscale=autoscale,
         )
         GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
                                      env=group.env, state=GroupRevision.State.COMPLETE)
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
+        if autoscale is not None:
+            # It starts within its bounds; the autoscaler moves it from there.
+            count = min(max(count, autoscale["min"]), autoscale["max"])
         ensure_pending_capacity(tenant=tenant, adding=count)
-        if type == TaskType.INFERENCE and replicas is None:
+        if type == TaskType.INFERENCE and group.replicas != count:
             group.replicas = count
             group.save(update_fields=["replicas"])
         for rank in range(count):
