@@ -32,7 +32,8 @@ class TaskGroupOutput(serializers.ModelSerializer):
                   "replicas", "ready_replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr",
                   "backend", "tolerations", "node_selector", "labels", "image", "command", "env", "revision",
                   "max_surge", "max_unavailable", "ready_timeout_seconds", "readiness", "model", "min_available",
-                  "spread", "autoscale", "timeout_seconds", "termination_grace_seconds", "stopped_at", "created_at", "members", "diagnostics"]
+                  "spread", "autoscale", "timeout_seconds", "termination_grace_seconds", "stopped_at", "created_at",
+                  "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
         return [
