@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from heteroflow_site.errors import DomainError
 from scheduling.fair_share.priority import priority_within_ceiling
-from scheduling.groups.autoscale_rule import Decision, decide
+from scheduling.groups.autoscale_rule import TICK_SECONDS, Decision, decide
 from scheduling.groups.budget import replica_ready
 from scheduling.groups.replicas import create_member, group_priority, live_replicas, set_desired_replicas
 from scheduling.groups.scale import locked_group
@@ -32,6 +32,7 @@ AUTOSCALE_LOCK_KEY = 0x4846_4153  # "HFAS": the autoscaler's leader lock
 METRIC_FRESH_SECONDS = 60
 # Samples kept per group: the page draws the last hour; a scale-down looks back at most its delay.
 SAMPLE_RETENTION = timedelta(hours=2)
+PRUNE_EVERY_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,20 @@ def _tick(group_id: int, now: datetime) -> bool:
                   if task.metric_value is not None and task.metric_at is not None and task.metric_at >= fresh_after]
         delay = timedelta(seconds=spec.get("scale_down_delay_seconds", 300))
         samples = GroupMetricSample.objects.filter(group=group)
-        history = list(samples.filter(at__gt=now - delay).values_list("at", "proposed"))
-        watched_since = samples.order_by("at").values_list("at", flat=True).first()
+        # One read: the delay's proposals and the first tick before them, if any (the group was watched long
+        # enough when there is one).
+        rows = list(samples.filter(at__gt=now - delay - timedelta(seconds=PRUNE_EVERY_SECONDS))
+                    .order_by("at").values_list("at", "proposed"))
+        history = [(at, proposed) for at, proposed in rows if at > now - delay]
+        watched_since = rows[0][0] if rows and rows[0][0] <= now - delay else (
+            samples.order_by("at").values_list("at", flat=True).first() if rows else None)
         current = group.replicas or 0
         decision = decide(current=current, values=values, spec=spec, history=history, watched_since=watched_since,
                           now=now)
         GroupMetricSample.objects.create(group=group, at=now, desired=decision.desired, ready=len(ready),
                                          value=decision.total, proposed=decision.proposed)
-        samples.filter(at__lt=now - SAMPLE_RETENTION).delete()
+        if int(now.timestamp()) % PRUNE_EVERY_SECONDS < TICK_SECONDS:
+            samples.filter(at__lt=now - SAMPLE_RETENTION).delete()
         if not decision.changes(current):
             return False
         figures = {"from": current, "to": decision.desired, "sum": round(decision.total, 3),
