@@ -10,10 +10,10 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.api.task_apis import SubmissionWarning
 from scheduling.diagnostics.submission_warnings import submission_warnings
+from scheduling.groups.budget import replica_ready
 from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
-from scheduling.groups.budget import replica_ready
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import TaskGroup

@@ -19,9 +19,9 @@ from heteroflow_site.validation import (
 from nodes.models import GPU_TYPES
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
+from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
 from scheduling.framework.group_spread import SPREAD_ACROSS
 from scheduling.groups.autoscale_rule import METRICS
-from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
 from scheduling.models import Parallelism, TaskType
 
 INFERENCE_ONLY = "applies to inference groups only"

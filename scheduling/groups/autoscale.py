@@ -6,7 +6,6 @@ here, its quota when the scheduler places it), and a refusal goes on the group's
 silently. Every tick keeps a sample (desired, ready, the summed metric) that the group page draws; every decision
 goes on the timeline with its figures."""
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,8 +23,6 @@ from scheduling.groups.timeline import note
 from scheduling.housekeeping.isolation import isolated
 from scheduling.models import GroupEvent, GroupMetricSample, TaskGroup, TaskType
 from scheduling.services.task_create import ensure_pending_capacity
-
-logger = logging.getLogger(__name__)
 
 AUTOSCALE_LOCK_KEY = 0x4846_4153  # "HFAS": the autoscaler's leader lock
 # A replica's report older than this (four missed 15 s heartbeats) is not counted: its agent may be gone.

@@ -11,14 +11,14 @@ from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
-from scheduling.groups.change import task_group_change
-from scheduling.groups.endpoints import autoscale_samples, group_endpoints, group_revisions, group_timeline
 from scheduling.groups.budget import replica_ready
-from scheduling.groups.stop import task_group_stop
+from scheduling.groups.change import task_group_change
 from scheduling.groups.crash_loop import crash_loop
+from scheduling.groups.endpoints import autoscale_samples, group_endpoints, group_revisions, group_timeline
+from scheduling.groups.stop import task_group_stop
+from scheduling.groups.submit import task_group_submit
 from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
-from scheduling.groups.submit import task_group_submit
 from scheduling.web.charts import autoscale_chart
 from scheduling.web.forms import STOP_FORM_FIELDS, error_context, stop_payload, submitted
 from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
