@@ -188,3 +188,12 @@ def test_a_group_starts_within_its_bounds(tenant_client):
     assert response.status_code == 201, response.content
     assert response.json()["replicas"] == 6 and len(response.json()["members"]) == 6
     assert response.json()["autoscale"]["scale_down_delay_seconds"] == 300
+
+
+def test_a_manual_scale_of_an_autoscaled_group_stays_within_its_bounds(tenant_client, tenant):
+    group = _service(tenant, make_node(cards=8))
+    refused = tenant_client.patch(f"/api/v1/task-groups/{group.id}", {"replicas": 7}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "replicas", refused.content
+    assert TaskGroup.objects.get(id=group.id).replicas == 2
+    accepted = tenant_client.patch(f"/api/v1/task-groups/{group.id}", {"replicas": 3}, format="json")
+    assert accepted.status_code == 200 and accepted.json()["replicas"] == 3
