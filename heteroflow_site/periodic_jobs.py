@@ -33,6 +33,8 @@ PERIODIC_JOBS: tuple[PeriodicJob, ...] = (
     PeriodicJob("inference-rebuild", 10.0, "scheduling.housekeeping.tickers.inference_rebuild"),
     # Rolling updates (design §17.2): each tick moves every rollout in progress one step.
     PeriodicJob("rollouts", 5.0, "scheduling.housekeeping.tickers.rollouts"),
+    # The autoscaler (design §17.2): HPA's period.
+    PeriodicJob("autoscale", 15.0, "scheduling.housekeeping.tickers.autoscale"),
     PeriodicJob("training-wakeup", 15.0, "scheduling.housekeeping.tickers.training_wakeup"),
     PeriodicJob("plugin-state", 60.0, "scheduling.housekeeping.tickers.plugin_state"),
     # Each run records running placements up to the last midnight; the runs after it in one day find nothing.

@@ -28,7 +28,7 @@ from nodes.models import Node
 from nodes.selectors import capacity_by_architecture, card_health_counts
 from scheduling.fair_share.book import CARD
 from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskStatus
+from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskGroup, TaskStatus
 from scheduling.fair_share.quotas import load_quota_book
 from tenants.models import Tenant
 
@@ -207,6 +207,21 @@ class ClusterCollector:
         yield from self._sharing()
         yield from self._attempts()
         yield from self._events()
+        yield from self._groups()
+
+    def _groups(self):
+        replicas = GaugeMetricFamily("heteroflow_group_replicas",
+                                     "Replicas of each live inference group: desired (its count, the autoscaler's "
+                                     "when it has one) and ready", labels=["group", "kind"])
+        # Ready as `scheduling.groups.budget.replica_ready` says: running, and ready by its probe if it has one.
+        ready = Count("members", filter=Q(members__status=TaskStatus.RUNNING)
+                      & (Q(readiness__isnull=True) | Q(members__ready=True)))
+        for name, desired, ready_count in (TaskGroup.objects.filter(type="inference", stopped_at__isnull=True)
+                                           .annotate(ready_count=ready).order_by("id")
+                                           .values_list("name", "replicas", "ready_count")):
+            replicas.add_metric([name, "desired"], desired or 0)
+            replicas.add_metric([name, "ready"], ready_count)
+        yield replicas
 
     def _nodes(self):
         nodes = GaugeMetricFamily("heteroflow_nodes", "Nodes by status", labels=["status"])

@@ -105,6 +105,13 @@ class TaskGroup(models.Model):
     readiness = models.JSONField(null=True, blank=True)
     # The model artifact the group serves (design §17.2, model distribution): nodes already holding it score higher.
     model = models.CharField(max_length=200, blank=True, default="")
+    # The disruption budget (design §17.2): drain, defrag, reclaim and a rolling update never leave fewer ready
+    # replicas than this; null: no budget.
+    min_available = models.PositiveIntegerField(null=True, blank=True)
+    # {across: node|rack|zone, max_skew, hard} (design §17.2): replicas placed evenly over that node label.
+    spread = models.JSONField(null=True, blank=True)
+    # {min, max, metric, target, scale_down_delay_seconds} (design §17.2): the autoscaler sets `replicas`.
+    autoscale = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -167,6 +174,9 @@ class Task(models.Model):
     # The node agent's latest readiness probe (design §17.2), and when the replica last became ready.
     ready = models.BooleanField(default=False)
     ready_at = models.DateTimeField(null=True, blank=True)
+    # The autoscaler's metric of the replica as its node agent last reported it, and when (design §17.2).
+    metric_value = models.FloatField(null=True, blank=True)
+    metric_at = models.DateTimeField(null=True, blank=True)
     preempt_count = models.PositiveIntegerField(default=0)
     # Admitted beyond its tenant's nominal quota by borrowing the cohort's (design §16.2): a reclaim may evict it.
     borrowed = models.BooleanField(default=False)
@@ -282,6 +292,41 @@ class TaskEvent(models.Model):
     to_status = models.CharField(max_length=16)
     reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class GroupEvent(models.Model):
+    """The group's own timeline (design §17.2): what held or changed it as a whole, with its figures: an autoscaler
+    decision, a disruption budget holding a drain or a rollout, a replica the tenant's quota refused."""
+
+    class Kind(models.TextChoices):
+        AUTOSCALE = "autoscale"
+        BUDGET_HELD = "BudgetHeld"
+        REFUSED = "refused"
+
+    group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    message = models.CharField(max_length=REASON_MAX_LENGTH)
+    figures = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class GroupMetricSample(models.Model):
+    """One autoscaler tick of a group: replicas desired and ready, the metric summed over its ready replicas and the
+    count that sum asked for (`proposed`; a scale-down takes the highest of the delay's); the group page draws the
+    last hour of them."""
+
+    group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="metric_samples")
+    at = models.DateTimeField(db_index=True)
+    desired = models.PositiveIntegerField()
+    ready = models.PositiveIntegerField()
+    value = models.FloatField()
+    proposed = models.PositiveIntegerField()
 
     class Meta:
         ordering = ["at", "id"]

@@ -147,6 +147,7 @@ def agent_work(node: Node, *, probes: bool = False) -> dict:
                 "memory_mb": task.memory_mb,
                 "node_address": host_address(node.internal_ip),
                 "readiness": _readiness(task),
+                "metric": _metric(task),
             }
             for task in to_start
         ],
@@ -156,6 +157,15 @@ def agent_work(node: Node, *, probes: bool = False) -> dict:
                  for task in to_stop.only("id", "status", "termination_grace_seconds")],
         "probe": _probes(node) if probes else [],
     }
+
+
+def _metric(task: Task) -> dict | None:
+    """What the agent reports of an autoscaled replica with its heartbeats (design §17.2): the metric and, for those
+    read from the replica's Prometheus `/metrics`, the metric name there."""
+    autoscale = task.group.autoscale if task.group_id is not None else None
+    if not autoscale:
+        return None
+    return {"metric": autoscale["metric"], "name": autoscale.get("metric_name") or autoscale["metric"]}
 
 
 def _probes(node: Node) -> list[dict]:

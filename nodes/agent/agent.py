@@ -3,7 +3,8 @@
 Expected JSON shapes (the agent routes of /api/schema/docs/):
 
 - ``POST /api/v1/agent/heartbeat`` ``{cpu_percent, memory_used_mb, gpus: [Card.to_json()], labels, running: [ids],
-  readiness: [{task, ready, failures}]}`` (the latest probe of each replica that declares one, design §17.2)
+  readiness: [{task, ready, failures}], metrics: [{task, value}]}`` (the latest probe of each replica that declares
+  one, and the autoscaling metric of each autoscaled replica, design §17.2)
   -> ``{kill: [ids]}``: containers the server no longer expects here (the task was lost, settled or stopped
   elsewhere); they are killed without a report
 - ``GET /api/v1/agent/work`` -> ``{start: [{id, image, command, gpus, port, env, labels?, gpu_type?, readiness?}],
@@ -39,6 +40,7 @@ from .detectors import Card, CommandRunner, detect_all, run_command
 from .health import OK, HealthReport, read_health
 from .host import CpuSampler, memory_used_mb
 from .log_shipping import LogShipper
+from .replica_metrics import GPU_UTILIZATION, gpu_utilization, prometheus_value
 from .runtime import Readiness, Runtime, TaskSpec
 from nodes.artifacts_label import IMAGES_LABEL, MODELS_LABEL, encode_names
 
@@ -151,6 +153,8 @@ class Agent:
         self._stopping: dict[int, _Stopping] = {}
         self._pending_reports: list[StatusReport] = []
         self._probes: dict[int, ProbeState] = {}
+        # The replicas of autoscaled groups this process started, whose metric goes out with each heartbeat.
+        self._metered: dict[int, TaskSpec] = {}
         self.logs = LogShipper(client)
         self._topology: GpuTopology | None = None
         self._gpu_type: str | None = None
@@ -224,7 +228,28 @@ class Agent:
             "labels": labels,
             "running": self.running_task_ids(),
             "readiness": self.readiness_reports(),
+            "metrics": self.metric_reports(cards),
         }
+
+    def metric_reports(self, cards) -> list[dict[str, Any]]:
+        """Each autoscaled replica's metric now (design §17.2); a replica that does not answer is left out."""
+        with self._lock:
+            metered = [(spec, self._running[task_id]) for task_id, spec in sorted(self._metered.items())
+                       if task_id in self._running]
+        reports = []
+        for spec, handle in metered:
+            if spec.metric.metric == GPU_UTILIZATION:
+                value = gpu_utilization(cards, spec.gpu_type, spec.gpus)
+            else:
+                try:
+                    text = self.runtime.metrics_text(handle, spec)
+                except RUNTIME_ERRORS as exc:
+                    logger.warning("task %s: metrics not read: %s", spec.id, exc)
+                    text = None
+                value = prometheus_value(text, spec.metric.name) if text is not None else None
+            if value is not None:
+                reports.append({"task": spec.id, "value": max(value, 0.0)})
+        return reports
 
     def _images(self) -> list[str]:
         try:
@@ -244,6 +269,8 @@ class Agent:
         with self._lock:
             for task_id in set(self._probes) - set(self._running):
                 del self._probes[task_id]
+            for task_id in set(self._metered) - set(self._running):
+                del self._metered[task_id]
             due = [(task_id, state, self._running[task_id]) for task_id, state in self._probes.items()
                    if state.next_at <= now]
         for (task_id, state, _handle), ready in zip(due, self.pool.map(lambda entry: self._probe(*entry), due)):
@@ -306,6 +333,8 @@ class Agent:
             self._running[spec.id] = handle
             if spec.readiness is not None:
                 self._probes[spec.id] = ProbeState(spec, next_at=time.monotonic())
+            if spec.metric is not None:
+                self._metered[spec.id] = spec
 
     def _stop(self, item: Mapping[str, Any]) -> None:
         try:

@@ -44,6 +44,10 @@ SIM_STOP_SECONDS_KEY = "HETEROFLOW_SIM_STOP_SECONDS"
 SIM_READY_SECONDS_KEY = "HETEROFLOW_SIM_READY_SECONDS"
 SIM_UNREADY_AFTER_KEY = "HETEROFLOW_SIM_UNREADY_AFTER_SECONDS"
 DEFAULT_SIM_READY_SECONDS = 2.0
+# The simulated load (design §17.2): a file holding the load a group receives in all (a number, rewritten by
+# whatever drives it: a test, the demo, `bench_autoscale`); each stand-in serving from it reports an even share on
+# its `/metrics` under the group's metric name.
+SIM_LOAD_FILE_KEY = "HETEROFLOW_SIM_LOAD_FILE"
 # A probe that takes longer than this is a failed one (kube's default timeoutSeconds).
 PROBE_TIMEOUT_SECONDS = 1.0
 DEFAULT_SIM_SECONDS = 30.0
@@ -79,6 +83,30 @@ def http_probe(url: str) -> bool:
         return False
 
 
+def http_text(url: str) -> str | None:
+    """The body of a GET, or None when it did not answer 2xx in time."""
+    try:
+        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_SECONDS) as response:
+            return response.read(1 << 20).decode("utf-8", "replace") if 200 <= response.status < 300 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The autoscaling metric the agent reports of a replica (design §17.2): `gpu_utilization` from the vendor
+    tool, the others as `name` in the replica's Prometheus `/metrics`."""
+
+    metric: str
+    name: str
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> Metric | None:
+        if not item:
+            return None
+        return cls(metric=str(item["metric"]), name=str(item.get("name") or item["metric"]))
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A task the server asked this node to start (one item of ``GET /api/v1/agent/work`` ``start``)."""
@@ -100,6 +128,7 @@ class TaskSpec:
     memory_mb: int = 0
     node_address: str = ""
     readiness: Readiness | None = None
+    metric: Metric | None = None
 
     @classmethod
     def from_work_item(cls, item: Mapping[str, Any], default_gpu_type: str | None = None) -> TaskSpec:
@@ -120,6 +149,7 @@ class TaskSpec:
             memory_mb=int(item.get("memory_mb") or 0),
             node_address=str(item.get("node_address") or ""),
             readiness=Readiness.from_item(item.get("readiness")),
+            metric=Metric.from_item(item.get("metric")),
         )
 
 
@@ -139,6 +169,10 @@ class Runtime(Protocol):
     def adopt(self) -> dict[int, Any]: ...
 
     def probe(self, handle: Any, spec: TaskSpec) -> bool: ...
+
+    def metrics_text(self, handle: Any, spec: TaskSpec) -> str | None:
+        """The replica's Prometheus `/metrics` text, None when it does not answer."""
+        ...
 
     def images(self) -> list[str]: ...
 
@@ -400,13 +434,21 @@ class DockerRuntime:
             return []
         return [name for name in result.stdout.split() if not name.endswith(":<none>")]
 
+    def metrics_text(self, handle: str, spec: TaskSpec) -> str | None:
+        """GET `/metrics` on the port as published (design §17.2, the autoscaler's metric)."""
+        if spec.port is None:
+            return None
+        return http_text(f"http://{_bracketed(self._published_address(spec))}:{spec.port}/metrics")
+
     def probe(self, handle: str, spec: TaskSpec) -> bool:
         """GET the readiness path on the port as published (design §17.2)."""
-        address = self.publish_address or spec.node_address or LOOPBACK
-        if address in ("0.0.0.0", "::"):
-            address = LOOPBACK
         port = spec.readiness.port or spec.port
-        return port is not None and http_probe(f"http://{_bracketed(address)}:{port}{spec.readiness.path}")
+        return port is not None and http_probe(
+            f"http://{_bracketed(self._published_address(spec))}:{port}{spec.readiness.path}")
+
+    def _published_address(self, spec: TaskSpec) -> str:
+        address = self.publish_address or spec.node_address or LOOPBACK
+        return LOOPBACK if address in ("0.0.0.0", "::") else address
 
     def read_output(self, handle: str) -> bytes:
         """The container's output between the last read and now (stdout, then stderr, of that window), as the
@@ -502,6 +544,9 @@ class SimulatedRuntime:
             unready_after = _setting(spec, SIM_UNREADY_AFTER_KEY, 0)
             if unready_after:
                 argv += ["--unready-after", str(unready_after)]
+            load_file = _setting(spec, SIM_LOAD_FILE_KEY, "")
+            if load_file and spec.metric is not None:
+                argv += ["--load-file", str(load_file), "--metric-name", spec.metric.name]
         if self.state_dir is not None:
             argv += ["--exit-file", str(self._exit_file(spec.id))]
         with self._output_file(spec.id).open("wb") as output:
@@ -528,6 +573,14 @@ class SimulatedRuntime:
         self._forget(handle.task_id)
         self._output_file(handle.task_id).unlink(missing_ok=True)
         self._port_file(handle.task_id).unlink(missing_ok=True)
+
+    def metrics_text(self, handle: SimulatedProcess, spec: TaskSpec) -> str | None:
+        """The stand-in's `/metrics`: its share of the simulated load (see simulated_workload.serve)."""
+        try:
+            port = int(self._port_file(handle.task_id).read_text())
+        except (OSError, ValueError):
+            return None
+        return http_text(f"http://{LOOPBACK}:{port}/metrics")
 
     def probe(self, handle: SimulatedProcess, spec: TaskSpec) -> bool:
         """GET the readiness path from the stand-in, on the loopback port it chose (see simulated_workload.serve)."""

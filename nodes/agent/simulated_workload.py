@@ -54,14 +54,37 @@ def batch(rng: random.Random, steps: int, args) -> "iter[str]":
 KINDS = {"training": training, "inference": inference, "batch": batch}
 
 
-def serve(port_file: str, ready_after: float, unready_after: float | None) -> None:
+def load_share(load_file: str, task_id: int) -> float:
+    """This replica's even share of the load in `load_file` among the replicas serving from it (each holds a marker
+    in `<load_file>.replicas/` while it serves)."""
+    try:
+        with open(load_file) as written:
+            total = float(written.read().strip() or 0)
+        sharing = len(os.listdir(load_file + ".replicas"))
+    except (OSError, ValueError):
+        return 0.0
+    return total / max(sharing, 1)
+
+
+def serve(port_file: str, ready_after: float, unready_after: float | None, task_id: int = 0, load_file: str = "",
+          metric_name: str = "") -> None:
     """Answer every GET on a free loopback port (written to `port_file` for the runtime's probe): 503 for the first
     `ready_after` seconds (loading the model), then 200, then 503 again from `unready_after` on (a server that
-    wedged). Several simulated nodes share one host, so the published port itself could be taken twice."""
+    wedged). Several simulated nodes share one host, so the published port itself could be taken twice.
+    With a `load_file`, `/metrics` answers in Prometheus text `metric_name` = this replica's share of the load."""
     started = time.monotonic()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
+            if self.path == "/metrics" and load_file:
+                body = (f"# TYPE {metric_name} gauge\n"
+                        f"{metric_name} {load_share(load_file, task_id):.6f}\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             age = time.monotonic() - started
             ready = age >= ready_after and (unready_after is None or age < unready_after)
             self.send_response(200 if ready else 503)
@@ -93,19 +116,36 @@ def main() -> None:
     parser.add_argument("--serve-port-file", default="")
     parser.add_argument("--ready-after", type=float, default=0.0)
     parser.add_argument("--unready-after", type=float, default=None)
+    # The simulated load it takes a share of, reported on `/metrics` (design §17.2, the autoscaler's metric).
+    parser.add_argument("--load-file", default="")
+    parser.add_argument("--metric-name", default="requests_per_second")
     # The task's container name: it marks the process's command line, so adoption can tell it from a process that
     # reused its pid.
     parser.add_argument("name")
     args = parser.parse_args()
 
+    marker = f"{args.load_file}.replicas/{args.task_id}" if args.load_file else ""
+
+    def leave_the_load() -> None:
+        if marker:
+            try:
+                os.unlink(marker)
+            except OSError:
+                pass
+
     def stopped(signum, frame):
         print("received SIGTERM: saving state and exiting", flush=True)
+        leave_the_load()
         time.sleep(args.stop_seconds)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stopped)
+    if marker:
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        open(marker, "w").close()
     if args.serve_port_file:
-        serve(args.serve_port_file, args.ready_after, args.unready_after)
+        serve(args.serve_port_file, args.ready_after, args.unready_after, args.task_id, args.load_file,
+              args.metric_name)
     deadline = time.monotonic() + args.seconds
     steps = max(1, int(args.seconds * LINES_PER_SECOND))
     rng = random.Random(args.task_id)
@@ -118,6 +158,7 @@ def main() -> None:
               f"RuntimeError: simulated failure (exit code {args.exit_code})", file=sys.stderr, flush=True)
     else:
         print("finished", flush=True)
+    leave_the_load()
     if args.exit_file:
         with open(args.exit_file, "w") as exit_file:
             exit_file.write(str(args.exit_code))

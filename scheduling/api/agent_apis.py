@@ -30,6 +30,7 @@ from nodes.gpu_type_input import GpuTypeField
 from nodes.models import CardHealth, Node
 from nodes.services import ReRegistrationRefused, agent_register, node_heartbeat_apply
 from scheduling.groups.readiness import readiness_apply
+from scheduling.groups.replica_metrics import replica_metrics_apply
 from scheduling.housekeeping.node_lost import fail_tasks_the_agent_lost, tasks_to_kill
 from scheduling.lifecycle import IllegalTransition
 from scheduling.models import TaskStatus
@@ -113,6 +114,12 @@ class ReadinessReportInput(StrictSerializer):
                                         help_text="probes failed in a row since the last success")
 
 
+class MetricReportInput(StrictSerializer):
+    task = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    value = serializers.FloatField(min_value=0, max_value=1e12,
+                                   help_text="the group's autoscaling metric as the replica reports it now")
+
+
 class AgentHeartbeatApi(AgentApi):
     class InputSerializer(StrictSerializer):
         cpu_percent = serializers.FloatField(min_value=0, max_value=100)
@@ -126,6 +133,8 @@ class AgentHeartbeatApi(AgentApi):
         # The latest readiness probe of each replica that declares one (design §17.2).
         readiness = serializers.ListField(child=ReadinessReportInput(), max_length=4096, required=False,
                                           default=list)
+        # The autoscaling metric of each replica of an autoscaled group running here (design §17.2).
+        metrics = serializers.ListField(child=MetricReportInput(), max_length=4096, required=False, default=list)
 
         def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
             # The agent's own label naming its GPU type is stored as the type is (lower case).
@@ -157,8 +166,10 @@ class AgentHeartbeatApi(AgentApi):
         report = validated(self.InputSerializer, request.data)
         running = report.pop("running")
         readiness = report.pop("readiness")
+        metrics = report.pop("metrics")
         node = node_heartbeat_apply(node=request.auth, **report)
         readiness_apply(node_id=node.id, reports=readiness)
+        replica_metrics_apply(node_id=node.id, reports=metrics)
         if running is None:  # an agent that does not say what it runs: nothing to reconcile
             return Response({"node_id": node.id, "status": node.status, "kill": []})
         fail_tasks_the_agent_lost(node_id=node.id, running=running)

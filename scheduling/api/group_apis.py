@@ -10,10 +10,10 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.api.task_apis import SubmissionWarning
 from scheduling.diagnostics.submission_warnings import submission_warnings
+from scheduling.groups.budget import replica_ready
 from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
-from scheduling.groups.rollout import replica_ready
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import TaskGroup
@@ -31,8 +31,9 @@ class TaskGroupOutput(serializers.ModelSerializer):
         fields = ["id", "tenant", "name", "type", "status", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
                   "replicas", "ready_replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr",
                   "backend", "tolerations", "node_selector", "labels", "image", "command", "env", "revision",
-                  "max_surge", "max_unavailable", "ready_timeout_seconds", "readiness", "model", "timeout_seconds",
-                  "termination_grace_seconds", "stopped_at", "created_at", "members", "diagnostics"]
+                  "max_surge", "max_unavailable", "ready_timeout_seconds", "readiness", "model", "min_available",
+                  "spread", "autoscale", "timeout_seconds", "termination_grace_seconds", "stopped_at", "created_at",
+                  "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
         return [

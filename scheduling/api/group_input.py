@@ -20,6 +20,8 @@ from nodes.gpu_type_input import GpuTypeField
 from nodes.taint_input import tolerations_field
 from scheduling.api.env_input import EnvField
 from scheduling.api.task_input import grace_field, only_for_types, timeout_field, valid_task_labels
+from scheduling.framework.group_spread import SPREAD_ACROSS
+from scheduling.groups.autoscale_rule import METRICS
 from scheduling.models import Parallelism, TaskType
 
 INFERENCE_ONLY = "applies to inference groups only"
@@ -54,6 +56,39 @@ class ReadinessInput(StrictSerializer):
     failure_threshold = serializers.IntegerField(min_value=1, max_value=100, required=False, default=3)
 
 
+class SpreadInput(StrictSerializer):
+    """How the replicas spread (design §17.2): over nodes, racks or zones, at most `max_skew` more in one domain
+    than in the emptiest; `hard` refuses a node that would break it, otherwise it is a preference."""
+
+    across = serializers.ChoiceField(choices=list(SPREAD_ACROSS))
+    max_skew = serializers.IntegerField(min_value=1, max_value=REPLICAS_MAX, required=False, default=1)
+    hard = serializers.BooleanField(required=False, default=False)
+
+
+class AutoscaleInput(StrictSerializer):
+    """The autoscaler's bounds, metric and target per replica (design §17.2). `metric_name`: the Prometheus metric
+    the agent reads from each replica's `/metrics` for `requests_per_second` and `queue_length` (default: the
+    metric's own name); `gpu_utilization` comes from the vendor tool."""
+
+    min = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX)
+    max = serializers.IntegerField(min_value=1, max_value=REPLICAS_MAX)
+    metric = serializers.ChoiceField(choices=list(METRICS))
+    target = serializers.FloatField(help_text="the metric's value per replica to hold; above 0")
+    scale_down_delay_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, default=300)
+    metric_name = serializers.RegexField(r"^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$", required=False, default=None,
+                                         allow_null=True)
+
+    def validate_target(self, target: float) -> float:
+        if not target > 0:
+            raise serializers.ValidationError("must be above 0")
+        return target
+
+    def validate(self, attrs):
+        if attrs["min"] > attrs["max"]:
+            raise serializers.ValidationError({"min": [f"above max ({attrs['max']})"]})
+        return attrs
+
+
 def readiness_field(**kwargs) -> ReadinessInput:
     return ReadinessInput(required=False, allow_null=True, default=None, **kwargs)
 
@@ -84,6 +119,12 @@ class TaskGroupInput(StrictSerializer):
     ready_timeout_seconds = serializers.IntegerField(min_value=1, max_value=READY_TIMEOUT_MAX_SECONDS,
                                                      required=False, default=600)
     readiness = readiness_field()
+    # The disruption budget (design §17.2): at most the replica count.
+    min_available = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX, required=False, allow_null=True,
+                                             default=None,
+                                             help_text="ready replicas drain, defrag, reclaim and rollouts keep")
+    spread = SpreadInput(required=False, allow_null=True, default=None)
+    autoscale = AutoscaleInput(required=False, allow_null=True, default=None)
     model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
                                    help_text="the model artifact the group serves; nodes holding it score higher")
     # Every member's (design §17.1).
@@ -95,15 +136,24 @@ class TaskGroupInput(StrictSerializer):
 
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
-        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"}})
+        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"},
+                                                               "min_available": {"type": "null"},
+                                                               "spread": {"type": "null"},
+                                                               "autoscale": {"type": "null"}})
 
     def validate(self, data: dict) -> dict:
         # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
         # states, `request_schema`).
         if data["type"] == TaskType.TRAINING:
-            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window") if data.get(name) is not None}
+            errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available", "spread",
+                                                                          "autoscale")
+                      if data.get(name) is not None}
             if errors:
                 raise serializers.ValidationError(errors)
+        replicas = data.get("replicas") if data.get("replicas") is not None else data["world_size"]
+        if data.get("min_available") is not None and data["min_available"] > replicas:
+            raise serializers.ValidationError({"min_available": [
+                f"at most the group's {replicas} replica(s): a budget above it would hold every drain for ever"]})
         return data
 
 

@@ -13,10 +13,11 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from nodes.models import GPU, Node
 from scheduling.cache.node_info import assemble_node
 from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
+from scheduling.framework.group_spread import GroupSpread
 from scheduling.framework.occupancy import Occupant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
 from scheduling.lifecycle import ACTIVE_STATES
-from scheduling.models import Task
+from scheduling.models import Task, TaskGroup
 from tenants.models import ShareGroup
 
 _NODE_FIELDS = (
@@ -59,7 +60,25 @@ def prepare_admission(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     PreFilters read — the quota book with the usage of the tenants it limits, and the inactive tenants."""
     snapshot.quotas = load_quota_book(limited_only=True, nodes=snapshot.nodes)
     snapshot.inactive_tenant_ids = inactive_tenant_ids()
+    snapshot.group_spread = read_group_spread(snapshot.nodes)
     return snapshot
+
+
+def read_group_spread(nodes: Iterable[NodeInfo]) -> dict[int, GroupSpread]:
+    """The live inference groups that spread their replicas, each with its placed replicas counted per domain: two
+    queries."""
+    spreads = {group_id: GroupSpread(across=spread["across"], max_skew=int(spread.get("max_skew", 1)),
+                                     hard=bool(spread.get("hard", False)))
+               for group_id, spread in TaskGroup.objects.filter(spread__isnull=False, stopped_at__isnull=True)
+               .values_list("id", "spread")}
+    if not spreads:
+        return spreads
+    by_id = {node.id: node for node in nodes}
+    for group_id, node_id in _active_placements().filter(group_id__in=list(spreads)).values_list("group_id",
+                                                                                                  "node_id"):
+        if node_id in by_id:
+            spreads[group_id].placed(by_id[node_id])
+    return spreads
 
 
 def read_nodes(*, node_ids: list[int] | None = None, occupied: bool = True) -> list[NodeInfo]:

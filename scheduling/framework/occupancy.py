@@ -135,6 +135,9 @@ def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards:
     book = snapshot.quotas
     book.record_bind(task, gpu_type=gpu_type, share=share,
                      borrowed=book.admit(task, gpu_type=gpu_type, share=share).borrowed)
+    spread = snapshot.group_spread.get(task.group_id) if task.group_id is not None else None
+    if spread is not None:
+        spread.placed(node)
     node_changed(snapshot, node)
 
 

@@ -125,6 +125,8 @@ class ClusterSnapshot:
     quotas: QuotaBook = field(default_factory=QuotaBook)
     # Tenants whose pending tasks are held (design §15.6).
     inactive_tenant_ids: frozenset[int] = frozenset()
+    # Group id → its `group_spread.GroupSpread` (design §17.2), for the inference groups that spread their replicas.
+    group_spread: dict[int, Any] = field(default_factory=dict)
 
     # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
     # once per snapshot and kept current by apply_bind.

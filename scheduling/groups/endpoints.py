@@ -1,11 +1,14 @@
 """What a router or load balancer reads of a service (design §17.2): its ready replicas' addresses, and its
-revisions with what became of each."""
+revisions with what became of each; and what its page shows of it over time: its timeline and the autoscaler's
+last hour."""
+
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 
 from scheduling import lifecycle
-from scheduling.groups.rollout import replica_ready
-from scheduling.models import GroupRevision, Task, TaskGroup
+from scheduling.groups.budget import replica_ready
+from scheduling.models import GroupEvent, GroupRevision, Task, TaskGroup
 from scheduling.selectors import host_address
 
 
@@ -33,3 +36,14 @@ def group_revisions(group: TaskGroup) -> list[dict]:
              "ready": counts.get(revision.number, {}).get("ready", 0),
              "created_at": revision.created_at, "finished_at": revision.finished_at}
             for revision in GroupRevision.objects.filter(group=group).order_by("-number")]
+
+
+def group_timeline(group: TaskGroup, *, limit: int = 30) -> list[GroupEvent]:
+    """The group's own timeline (autoscaler decisions, budget holds, refusals), newest first."""
+    return list(group.events.order_by("-at", "-id")[:limit])
+
+
+def autoscale_samples(group: TaskGroup, *, now: datetime) -> list[tuple]:
+    """(at, desired, ready, value) of the autoscaler's ticks in the last hour, oldest first."""
+    return list(group.metric_samples.filter(at__gte=now - timedelta(hours=1)).order_by("at")
+                .values_list("at", "desired", "ready", "value"))

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from heteroflow_site.errors import DomainError, TooManyPending
 from scheduling import lifecycle
+from scheduling.groups.budget import budget_held, replica_ready
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.refusals import NoChange, RolloutInProgress
 from scheduling.groups.replicas import create_member, live_replicas
@@ -90,11 +91,6 @@ def drive_rollouts(now: datetime | None = None) -> RolloutRun:
     return RolloutRun(leader=True, stepped=stepped)
 
 
-def replica_ready(group: TaskGroup, task: Task) -> bool:
-    """Available (design §17.2): running, and ready by its probe when the group declares one."""
-    return task.status == lifecycle.RUNNING and (group.readiness is None or task.ready)
-
-
 def _step(group_id: int, now: datetime) -> bool:
     group = locked_group(group_id)
     revision = GroupRevision.objects.select_for_update().filter(group=group, state__in=ROLLOUT_STATES).first()
@@ -120,6 +116,12 @@ def _step(group_id: int, now: datetime) -> bool:
     ready_total = new_ready + sum(replica_ready(group, task) for task in old)
     # Ready replicas that may stop now without the group falling below `replicas - max_unavailable`.
     spare = ready_total - (desired - group.max_unavailable)
+    if group.min_available is not None and ready_total - group.min_available < spare:
+        spare = ready_total - group.min_available
+        if any(replica_ready(group, task) for task in old) and spare <= 0:
+            budget_held(group, f"rolling update to revision {group.revision} waits: {ready_total} ready, "
+                               f"min_available {group.min_available}",
+                        figures={"ready": ready_total, "min_available": group.min_available})
     stopped = 0
     # Not-ready ones first (they serve nothing), then the newest.
     for task in sorted(old, key=lambda task: (replica_ready(group, task), -(task.rank or 0), -task.id)):

@@ -8,6 +8,7 @@ to zero, not stopped: a later scale brings it back. A window's action holds the 
 
 from django.db import transaction
 
+from heteroflow_site.errors import DomainError
 from scheduling import lifecycle
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.groups.refusals import GroupStopped, NotAService, WindowActive
@@ -47,6 +48,11 @@ def task_group_scale(*, group: TaskGroup, replicas: int) -> TaskGroup:
         if locked.window_applied:
             raise WindowActive(f"group {locked.name!r} cannot be scaled now: {window_description(locked)}",
                                field="replicas")
+        bounds = locked.autoscale
+        if bounds and not bounds["min"] <= replicas <= bounds["max"]:
+            # The autoscaler would undo it within 15 s: refused rather than silently overridden (design §17.2).
+            raise DomainError(f"group {locked.name!r} is autoscaled within [{bounds['min']}, {bounds['max']}] "
+                              f"replicas", field="replicas")
         live = live_replicas(locked)
         adding = replicas - len(live)
         if adding > 0:

@@ -2,6 +2,7 @@ from django.db import transaction
 
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
+from nodes.models import Node
 from scheduling.groups.windows import validate_window
 from scheduling.models import DEFAULT_GRACE_SECONDS, GroupRevision, Parallelism, TaskGroup, TaskType
 from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, task_create, timeout_for
@@ -34,6 +35,9 @@ def task_group_create(
     ready_timeout_seconds: int = 600,
     readiness: dict | None = None,
     model: str = "",
+    min_available: int | None = None,
+    spread: dict | None = None,
+    autoscale: dict | None = None,
 ) -> TaskGroup:
     """Create a group and its member tasks, all pending, in one transaction."""
     if not tenant.is_active:
@@ -47,12 +51,21 @@ def task_group_create(
                           field="replicas" if replicas is not None else "world_size")
     service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
                       "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
-                      "model": bool(model)}
+                      "model": bool(model), "min_available": min_available is not None,
+                      "spread": spread is not None, "autoscale": autoscale is not None}
     if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
         raise NotAllowed(f"{named} applies to inference groups only", field=named)
     if max_surge == 0 and max_unavailable == 0:
         raise NotAllowed("max_surge and max_unavailable cannot both be 0: a rollout could replace nothing",
                          field="max_surge")
+    if min_available is not None and min_available > (replicas if replicas is not None else world_size):
+        raise DomainError(f"min_available {min_available} is above the group's "
+                         f"{replicas if replicas is not None else world_size} replica(s): no drain could ever proceed",
+                         field="min_available")
+    if spread is not None and spread["across"] != "node" and not Node.objects.exclude(
+            **{spread["across"]: ""}).exists():
+        raise DomainError(f"no node has a {spread['across']}: the replicas could not spread across it",
+                          field="spread.across")
     if window is not None:
         try:
             window = validate_window(window)
@@ -69,12 +82,16 @@ def task_group_create(
             termination_grace_seconds=termination_grace_seconds,
             env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
             ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
+            min_available=min_available, spread=spread, autoscale=autoscale,
         )
         GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
                                      env=group.env, state=GroupRevision.State.COMPLETE)
         count = world_size if type == TaskType.TRAINING else (replicas if replicas is not None else world_size)
+        if autoscale is not None:
+            # It starts within its bounds; the autoscaler moves it from there.
+            count = min(max(count, autoscale["min"]), autoscale["max"])
         ensure_pending_capacity(tenant=tenant, adding=count)
-        if type == TaskType.INFERENCE and replicas is None:
+        if type == TaskType.INFERENCE and group.replicas != count:
             group.replicas = count
             group.save(update_fields=["replicas"])
         for rank in range(count):

@@ -12,7 +12,7 @@ def task_group_submit(*, user, fields: dict) -> TaskGroup:
     fields = dict(fields)
     tenant = submitting_tenant(user=user, tenant_id=fields.pop("tenant"))
     fields["priority"] = priority_within_ceiling(tenant=tenant, priority=fields["priority"])
-    for nested in ("window", "readiness"):
+    for nested in ("window", "readiness", "spread", "autoscale"):
         if fields.get(nested) is not None:
             fields[nested] = dict(fields[nested])
     return task_group_create(tenant=tenant, **fields)

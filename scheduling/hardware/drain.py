@@ -2,9 +2,9 @@
 tasks: batch back to pending, gangs restarted elsewhere as in §15.5, and a service's replica replaced elsewhere
 first — a replacement is created off the draining nodes and the replica stops only once the group has as many ready
 replicas elsewhere as it wants (or the group's `ready_timeout_seconds` since the drain began have passed, so a
-replacement that cannot be placed does not hold the node forever). The node reads `drained` once nothing holds it.
-The state is the node's row, and the leader-only drain ticker carries every drain on, so a drain survives a restart
-of the web or the scheduler."""
+replacement that cannot be placed does not hold the node forever, and then only as the group's disruption budget
+allows). The node reads `drained` once nothing holds it. The state is the node's row, and the leader-only drain
+ticker carries every drain on, so a drain survives a restart of the web or the scheduler."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from nodes.models import DrainState, Node, NodeAuditEntry
 from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
 from scheduling import lifecycle
+from scheduling.groups.budget import budget_permits
 from scheduling.groups.replicas import create_member, live_replicas
 from scheduling.groups.rollout import replica_ready
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
@@ -111,6 +112,8 @@ def _drain_one(node_id: int) -> tuple[int, str | None]:
             node_id=node_id, status__in=EVICTABLE_STATES).values_list("id", "status", "group_id", "type"):
         if group_id is not None and task_type == TaskType.INFERENCE:
             moved += _replace_then_stop(node, task_id=task_id, status=status, group_id=group_id, reason=reason)
+        elif not budget_permits(task_id=task_id, action=f"drain of node {node.name}"):
+            continue
         elif evict_task(task_id=task_id, status=status, grace_seconds=node.drain_grace_seconds, reason=reason):
             moved += 1
     if Task.objects.filter(node_id=node_id, status__in=ACTIVE_STATES).exists():
@@ -132,7 +135,8 @@ def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, 
     ready_elsewhere = sum(1 for replica in elsewhere if replica_ready(group, replica))
     waited_enough = node.drain_started_at is not None and timezone.now() - node.drain_started_at >= timedelta(
         seconds=group.ready_timeout_seconds)
-    if group.stopped_at is not None or ready_elsewhere >= (group.replicas or 0) or waited_enough:
+    replaced = group.stopped_at is not None or ready_elsewhere >= (group.replicas or 0)
+    if replaced or (waited_enough and budget_permits(task_id=task_id, action=f"drain of node {node.name}")):
         changes = {} if node.drain_grace_seconds is None else {"termination_grace_seconds": node.drain_grace_seconds}
         return int(task_transition(task_id, status, lifecycle.STOPPING, reason=reason, **changes))
     if len(elsewhere) < (group.replicas or 0):

@@ -7,6 +7,7 @@ Their names and periods are in heteroflow_site.periodic_jobs: Celery beat runs t
 from nodes.services import nodes_mark_silent_offline
 from scheduling.cache.snapshot_builder import newest_tasks
 from scheduling.cycle.run import run_cycle
+from scheduling.groups.autoscale import autoscale_groups
 from scheduling.groups.replicas import rebuild_inference_groups
 from scheduling.groups.restart import reconcile_gangs
 from scheduling.groups.rollout import drive_rollouts
@@ -79,6 +80,14 @@ def rollouts() -> str:
     if not run.leader:
         return "another instance holds the rollouts lock: nothing done"
     return f"{len(run.stepped)} rollout(s) driven"
+
+
+def autoscale() -> str:
+    """The autoscaler (design §17.2): every autoscaled inference group's replica count from its metric."""
+    run = autoscale_groups()
+    if not run.leader:
+        return "another instance holds the autoscaler lock: nothing done"
+    return f"{len(run.scaled)} group(s) rescaled"
 
 
 def drains() -> str:

@@ -24,6 +24,7 @@ from scheduling.plugins import (
     queue_sort,
     quota,
     rdma,
+    replica_spread,
     reservation,
     resource_filter,
     resource_prefilter,
@@ -48,6 +49,8 @@ FRAMEWORK_CHAIN: tuple[PluginSpec, ...] = (
 BUILTIN_SPECS: tuple[PluginSpec, ...] = (
     gpu_filter.SPEC, card_health.SPEC, resource_filter.SPEC, node_pools.SPEC, spread.SPEC, binpack.SPEC, fgd.SPEC,
     nvlink.SPEC, topology.SPEC, rdma.SPEC, model_locality.SPEC, preempt.SPEC, defrag.SPEC, queue_sort.SPEC,
+    # Always on, but after the configurable filters: it compares only the domains that could take the replica.
+    replica_spread.SPEC,
 )
 
 

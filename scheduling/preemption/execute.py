@@ -13,6 +13,7 @@ from django.db import transaction
 from scheduling import lifecycle
 from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.snapshot import TaskInfo
+from scheduling.groups.budget import budget_permits
 from scheduling.models import SchedulingAttempt
 from scheduling.preemption.candidates import ActiveTask
 from scheduling.preemption.planner import PreemptionPlan
@@ -62,7 +63,8 @@ def execute_plan(plan: PreemptionPlan, preemptor: TaskInfo) -> PreemptionOutcome
     for victim in plan.victims:
         reason = eviction_reason(victim, preemptor=preemptor, node_name=plan.node_name)
         with transaction.atomic():
-            if task_transition(victim.id, victim.status, lifecycle.PREEMPTING, reason=reason):
+            if budget_permits(task_id=victim.id, action="preemption") and task_transition(
+                    victim.id, victim.status, lifecycle.PREEMPTING, reason=reason):
                 note_on_victim(victim.id, preemptor_id=preemptor.id, reason=reason)
                 won.append(victim)
             else:

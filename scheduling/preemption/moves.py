@@ -20,6 +20,7 @@ from scheduling.framework.occupancy import Occupant
 from scheduling.framework.reasons import PREEMPTION_PENDING
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.groups.budget import budget_permits
 from scheduling.models import Task, TaskEvent, TaskType
 from scheduling.preemption.defrag_planner import DefragPlan, Move, Mover, plan_defrag
 from scheduling.preemption.execute import PreemptionOutcome, note_on_victim
@@ -94,8 +95,9 @@ def carry_out(plan: DefragPlan) -> PreemptionOutcome:
     for move in plan.moves:
         reason = f"{MOVE_REASON} to {move.to_node.name} to make room on {move.from_node.name} for a reserved job"
         with transaction.atomic():
-            if task_transition(move.task.id, lifecycle.RUNNING, lifecycle.PREEMPTING, reason=reason,
-                               nominated_node_id=move.to_node.id):
+            if budget_permits(task_id=move.task.id, action="defragmentation") and task_transition(
+                    move.task.id, lifecycle.RUNNING, lifecycle.PREEMPTING, reason=reason,
+                    nominated_node_id=move.to_node.id):
                 note_on_victim(move.task.id, preemptor_id=plan.job.id, reason=reason)
                 won.append(move)
             else:

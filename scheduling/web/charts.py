@@ -38,3 +38,32 @@ def fragmentation_panel() -> dict:
     fgd_percent = 100 * fgd["fragmented"] / fgd["idle"] if fgd["idle"] else 0.0
     return {"free": free, "bars": bars, "fgd_bars": fgd_bars, "fgd": {**fgd, "percent": fgd_percent},
             "divider_y": 8 + len(bars) * 30, "height": 28 + (len(bars) + len(fgd_bars)) * 30}
+
+
+def autoscale_chart(samples: list[tuple], *, target: float, now, width: int = 620, height: int = 160) -> dict:
+    """Geometry of the group page's last hour (design §17.2): desired and ready replicas on the left scale, the
+    metric per ready replica and its target on the right one; `samples`: (at, desired, ready, value) oldest first."""
+    left, right, top, bottom = 36, width - 44, 10, height - 22
+    start = now.timestamp() - 3600
+
+    def x(at) -> float:
+        return left + (right - left) * max(at.timestamp() - start, 0) / 3600
+
+    replicas_top = max([desired for _, desired, _, _ in samples] + [ready for _, _, ready, _ in samples] + [1])
+    per_replica = [value / ready if ready else 0.0 for _, _, ready, value in samples]
+    metric_top = max(per_replica + [target * 1.5, 1e-9])
+
+    def y(value: float, scale_top: float) -> float:
+        return bottom - (bottom - top) * value / scale_top
+
+    def line(values, scale_top) -> str:
+        return " ".join(f"{x(at):.1f},{y(value, scale_top):.1f}" for (at, *_), value in zip(samples, values))
+
+    return {
+        "width": width, "height": height, "left": left, "right": right, "top": top, "bottom": bottom,
+        "desired": line([desired for _, desired, _, _ in samples], replicas_top),
+        "ready": line([ready for _, _, ready, _ in samples], replicas_top),
+        "metric": line(per_replica, metric_top),
+        "target_y": y(target, metric_top), "replicas_top": replicas_top, "metric_top": metric_top,
+        "samples": len(samples), "latest": samples[-1] if samples else None,
+    }

@@ -11,14 +11,15 @@ from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
+from scheduling.groups.budget import replica_ready
 from scheduling.groups.change import task_group_change
-from scheduling.groups.endpoints import group_endpoints, group_revisions
-from scheduling.groups.rollout import replica_ready
-from scheduling.groups.stop import task_group_stop
 from scheduling.groups.crash_loop import crash_loop
+from scheduling.groups.endpoints import autoscale_samples, group_endpoints, group_revisions, group_timeline
+from scheduling.groups.stop import task_group_stop
+from scheduling.groups.submit import task_group_submit
 from scheduling.models import Parallelism, TaskGroup, TaskType
 from scheduling.selectors import group_members, groups_visible_to
-from scheduling.groups.submit import task_group_submit
+from scheduling.web.charts import autoscale_chart
 from scheduling.web.forms import STOP_FORM_FIELDS, error_context, stop_payload, submitted
 from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 from tenants.models import Tenant
@@ -117,6 +118,7 @@ def group_detail(request, group_id: int):
             return redirect("group-detail", group_id=group.id)
         group.refresh_from_db()
     loop = crash_loop(group) if group.type == TaskType.INFERENCE else None
+    now = timezone.now()
     members = group_members(group)
     service = group.type == TaskType.INFERENCE
     context = {
@@ -127,6 +129,9 @@ def group_detail(request, group_id: int):
         "ready_ids": {task.id for task in members if replica_ready(group, task)},
         "endpoints": group_endpoints(group) if service else [],
         "revisions": group_revisions(group) if service else [],
+        "timeline": group_timeline(group) if service else [],
+        "autoscale_chart": (autoscale_chart(autoscale_samples(group, now=now), target=group.autoscale["target"],
+                                            now=now) if group.autoscale else None),
         "action": action, "values": request.POST if errors else {},
         "env_text": request.POST.get("env", "") if errors and action == "update" else env_as_text(group.env),
         **error_context(errors, SCALE_FORM_FIELDS if action == "scale" else UPDATE_FORM_FIELDS),

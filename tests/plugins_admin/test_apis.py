@@ -19,6 +19,7 @@ def test_anyone_signed_in_may_read_the_plugins(tenant_client):
     plugins = {plugin["name"]: plugin for plugin in response.json()}
     assert set(plugins) == {spec.name for spec in BUILTIN_SPECS}
     assert plugins["resource-filter"]["locked"] is True
+    assert plugins["replica-spread"]["locked"] is True and plugins["replica-spread"]["enabled"] is True
     assert plugins["preempt"]["extra"] == {"preempt_stage": "running"}
     assert plugins["spread"]["exclusive_with"] == ["binpack", "fgd"]
     assert plugins["fgd"]["enabled"] is False and plugins["fgd"]["exclusive_with"] == ["spread", "binpack"]

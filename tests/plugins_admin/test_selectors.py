@@ -25,9 +25,10 @@ DEFAULT_PLUGIN_SET = {
     "fgd": (False, 0, {"tie_break": "best-fit", "cpu_weight": 1, "gap_weight": 3, "gap_horizon": 50}),
 }
 # What the scheduler reads: the rows, and the registered defaults of the plugins that have none (design §16.3's
-# node-pools and queue-sort, always on, and defrag, off until an admin enables it; §17.3's card-health, always on).
+# node-pools and queue-sort, always on, and defrag, off until an admin enables it; §17.3's card-health and §17.2's
+# replica-spread, always on).
 DEFAULT_SETTINGS = {**DEFAULT_PLUGIN_SET, "node-pools": (True, 1, {}), "model-locality": (True, 1, {}),
-                    "card-health": (True, 1, {}),
+                    "card-health": (True, 1, {}), "replica-spread": (True, 2, {}),
                     "defrag": (False, 0, {"max_moves": 4, "moves_per_hour": 20}),
                     "queue-sort": (True, 0, {"order": "priority"})}
 
@@ -90,7 +91,7 @@ def test_a_stored_row_with_both_layouts_enabled_scores_as_binpack():
     PluginConfig.objects.filter(name__in=["spread", "binpack"]).update(enabled=True, weight=1)
 
     assert [scorer["name"] for scorer in scheduler_plugins()["scorers"]] == [
-        "card-health", "node-pools", "binpack", "nvlink", "topology", "rdma", "model-locality"]
+        "card-health", "node-pools", "binpack", "nvlink", "topology", "rdma", "model-locality", "replica-spread"]
     listing = {plugin["name"]: plugin["enabled"] for plugin in plugin_listing()}
     assert (listing["binpack"], listing["spread"]) == (True, False)
 

@@ -45,6 +45,7 @@ class TestWork:
             "type": "batch", "gpu_type": "", "gpus": [2, 3], "port": None, "env": {"A": "1", "B": "2"},
             "labels": {"team": "ml"}, "priority": 70,
             "tenant": tenant.id, "cpu_cores": 0.0, "memory_mb": 0, "node_address": "10.0.3.7", "readiness": None,
+            "metric": None,
         }
 
 
