@@ -4,6 +4,8 @@ from scheduling.models import (
     AttemptCodeCount,
     ClusterSample,
     CycleRecord,
+    GroupEvent,
+    GroupMetricSample,
     GroupRevision,
     SchedulingAttempt,
     Task,
@@ -115,3 +117,14 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 class TaskTemplateAdmin(admin.ModelAdmin):
     list_display = ["name", "tenant", "created_at"]
     search_fields = ["name"]
+
+
+@admin.register(GroupEvent)
+class GroupEventAdmin(ReadOnlyAdmin):
+    list_display = ["group", "kind", "message", "at"]
+    list_filter = ["kind"]
+
+
+@admin.register(GroupMetricSample)
+class GroupMetricSampleAdmin(ReadOnlyAdmin):
+    list_display = ["group", "at", "desired", "ready", "value", "proposed"]

@@ -75,7 +75,7 @@ def test_spec_walk_through():
     assert dict(zip(diagnostics["plugins"], scores)) == {"spread": result.scores[result.node.id]["spread"],
                                                          "nvlink": 50.0, "topology": 50.0, "rdma": 50.0,
                                                          "node-pools": 100.0, "model-locality": 0.0,
-                                                         "card-health": 0.0}
+                                                         "card-health": 0.0, "replica-spread": 0.0}
     assert total == round(sum(scores), 3)
     assert result.message == ("1/5 nodes are available: 1 GPU memory above threshold, 1 GPU type mismatch, "
                               "1 dedicated to another tenant, 1 node offline.")

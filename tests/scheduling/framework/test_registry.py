@@ -14,11 +14,11 @@ def registry():
 def test_defaults():
     plugin_set = build_plugin_set([], registry())
     assert plugin_set.describe() == {
-        "filters": ["gpu-filter", "card-health", "resource-filter", "node-pools", "nvlink", "rdma"],
+        "filters": ["gpu-filter", "card-health", "resource-filter", "node-pools", "nvlink", "rdma", "replica-spread"],
         "scorers": [{"name": "card-health", "weight": 1}, {"name": "node-pools", "weight": 1},
                     {"name": "spread", "weight": 1}, {"name": "nvlink", "weight": 1},
                     {"name": "topology", "weight": 1}, {"name": "rdma", "weight": 1},
-                    {"name": "model-locality", "weight": 1}],
+                    {"name": "model-locality", "weight": 1}, {"name": "replica-spread", "weight": 2}],
         "preempt_stage": "running",
     }
 
@@ -54,10 +54,12 @@ def test_of_spread_and_fgd_both_enabled_the_one_registered_first_is_kept():
 def test_disabled_plugins_are_left_out():
     plugin_set = build_plugin_set([PluginSetting("nvlink", False), PluginSetting("rdma", False),
                                    PluginSetting("topology", False)], registry())
-    assert plugin_set.describe()["filters"] == ["gpu-filter", "card-health", "resource-filter", "node-pools"]
+    assert plugin_set.describe()["filters"] == ["gpu-filter", "card-health", "resource-filter", "node-pools",
+                                                "replica-spread"]
     assert plugin_set.describe()["scorers"] == [{"name": "card-health", "weight": 1},
                                                 {"name": "node-pools", "weight": 1}, {"name": "spread", "weight": 1},
-                                                {"name": "model-locality", "weight": 1}]
+                                                {"name": "model-locality", "weight": 1},
+                                                {"name": "replica-spread", "weight": 2}]
 
 
 def test_preempt_stage():

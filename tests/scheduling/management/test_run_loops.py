@@ -14,7 +14,7 @@ from tests.factories import make_node, make_task
 pytestmark = pytest.mark.django_db
 
 NAMES = ["cycle", "liveness", "node-lost", "watchdog", "drains", "backlog", "timeouts", "inference-rebuild",
-         "rollouts", "training-wakeup", "windows", "plugin-state", "usage", "retention", "history"]
+         "rollouts", "autoscale", "training-wakeup", "windows", "plugin-state", "usage", "retention", "history"]
 
 
 def run_loops(*args: str) -> list[str]:
