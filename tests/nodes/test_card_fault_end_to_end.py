@@ -47,7 +47,7 @@ def test_a_card_fails_under_its_task_which_runs_elsewhere_and_the_card_takes_not
     def submit(name: str) -> int:
         response = session.post(f"{live_server.url}/api/v1/tasks", timeout=10, json={
             "name": name, "type": "batch", "image": "busybox", "command": "true", "gpu_type": "nvidia",
-            "gpu_required": 1, "labels": {"HETEROFLOW_SIM_SECONDS": "600"}})
+            "gpu_required": 1, "labels": {"HETEROFLOW_SIM_SECONDS": "120"}})  # outlives the test, not the run
         assert response.status_code == 201, response.text
         return response.json()["id"]
 
