@@ -48,12 +48,9 @@ class NodeChangeAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(LivenessClock)
-class LivenessClockAdmin(admin.ModelAdmin):
-    list_display = ["key", "last_reachable_at", "reachable_since"]
-    readonly_fields = ["key", "last_reachable_at", "reachable_since"]
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the control plane writes itself: shown here, never added, changed or deleted by hand."""
 
-    # The clocks are the liveness loop's own record (design §4): read here, written only by heartbeats and the loop.
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -62,19 +59,18 @@ class LivenessClockAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(LivenessClock)
+class LivenessClockAdmin(ReadOnlyAdmin):
+    """The liveness loop's own clocks (design §4), written only by heartbeats and the loop."""
+
+    list_display = ["key", "last_reachable_at", "reachable_since"]
 
 
 @admin.register(CardHealthEvent)
-class CardHealthEventAdmin(admin.ModelAdmin):
+class CardHealthEventAdmin(ReadOnlyAdmin):
+    """A card's health history (design §17.3), written by heartbeats and releases only."""
+
     list_display = ["node", "card_type", "card_index", "kind", "health", "actor", "at"]
     list_filter = ["kind", "health"]
-
-    # A card's health history (design §17.3): written by heartbeats and releases only.
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
