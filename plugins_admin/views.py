@@ -23,10 +23,10 @@ from plugins_admin.notifications.services import (
 )
 from plugins_admin.selectors import ALWAYS_ON_REASON, plugin_history, plugin_listing, scheduler_plugins
 from plugins_admin.services import UnknownPlugin, plugin_changes_apply, plugin_set_enabled, plugin_update
-from plugins_admin.rules import plugin_spec
+from plugins_admin.rules import PluginChangeRequest, plugin_spec
 from plugins_admin.settings_form import AS_JSON, FIELD_PREFIX, SettingsFormError, setting_fields, submitted_settings
 from plugins_admin.what_if import plugin_change_preview
-from plugins_admin.what_if_form import PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
+from plugins_admin.what_if_form import PREEMPT, PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
 from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 from scheduling.replay.reports import ReplayReport, latest_report
 from scheduling.selectors import plugin_specs
@@ -94,13 +94,42 @@ def _settings(request: HttpRequest) -> HttpResponse:
     try:
         plugin_update(name=name, extra=extra, actor=request.user)
     except DomainError as exc:
-        # The service names the setting at fault (`extra.max_moves`); a refusal of `extra` as a whole goes on top.
-        key = (exc.field or "").partition(".")[2] or (AS_JSON if schema is None else "settings")
-        return _settings_errors(request, name, {key: exc.message}, submitted=typed)
+        return _settings_errors(request, name, {_setting_at_fault(exc, schema): exc.message}, submitted=typed)
     if not request.htmx:
         messages.success(request, f"Saved {name}.")
         return redirect(request.path)
     return render_page(request, TEMPLATE, _plugin_context(notice=name), fragment="plugin-update")
+
+
+def _settings_preview(request: HttpRequest) -> HttpResponse:
+    """The settings form's "Preview": the what-if card under the typed settings, filled in so that its Save saves
+    exactly what was previewed."""
+    name = request.POST.get("name", "")
+    schema = plugin_spec(plugin_specs(), name).settings_schema
+    try:
+        typed, extra = submitted_settings(schema, request.POST)
+        preview = plugin_change_preview(requests=[PluginChangeRequest(name=name, extra=extra)])
+    except SettingsFormError as refused:
+        return _retargeted(_settings_errors(request, name, refused.errors, submitted=dict(request.POST.items())))
+    except DomainError as exc:
+        return _retargeted(_settings_errors(request, name, {_setting_at_fault(exc, schema): exc.message},
+                                            submitted=typed))
+    asked = {"preempt_stage": extra.get("preempt_stage", "")} if name == PREEMPT else {"settings": json.dumps(extra)}
+    return _what_if_card(request, preview=preview_view(preview), submitted={name: asked})
+
+
+def _retargeted(response: HttpResponse) -> HttpResponse:
+    # A refused preview shows its errors in the plugin table, beside the fields, not in the what-if card.
+    response["HX-Retarget"] = "#plugin-table"
+    response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+def _setting_at_fault(exc: DomainError, schema: Any) -> str:
+    """The setting a refusal names (`extra.max_moves`, `[0].extra.max_moves`); one of `extra` as a whole goes above
+    the fields."""
+    field = exc.field or ""
+    return field.rpartition("extra.")[2] if "extra." in field else (AS_JSON if schema is None else "settings")
 
 
 def _settings_errors(request: HttpRequest, name: str, errors: dict[str, str], *,
@@ -263,6 +292,7 @@ FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
     "settings": _settings,
+    "settings-preview": _settings_preview,
     "channel": _channel_save,
     "channel-test": _channel_test,
     "what-if": _what_if_preview,

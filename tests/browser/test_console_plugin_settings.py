@@ -21,7 +21,7 @@ class PluginSettingsTests(LiveConsoleTestCase):
         expect(self.page.get_by_text("Always on: the scheduler needs it")).to_have_count(1)
 
         max_moves.fill(str(MAX_MOVES_LIMIT + 1))
-        form.locator("button[type=submit]").click()
+        form.get_by_role("button", name="Save settings").click()
         error = self.page.locator("#field-defrag-max_moves .field-error")
         expect(error).to_contain_text(f"from 1 to {MAX_MOVES_LIMIT}")
         expect(self.page.locator("#field-defrag-moves_per_hour .field-error")).to_have_count(0)
@@ -31,7 +31,12 @@ class PluginSettingsTests(LiveConsoleTestCase):
         assert not PluginConfig.objects.filter(name="defrag").exists()
 
         self.page.locator("#settings-defrag input[name=setting-max_moves]").fill("2")
-        self.page.locator("#settings-defrag button[type=submit]").click()
+        self.page.locator("#settings-defrag").get_by_role("button", name="Preview").click()
+        expect(self.page.locator("#what-if-result")).to_be_visible()
+        expect(self.page.locator("#what-if-defrag input[name=settings-defrag]")).to_have_value(
+            '{"max_moves": 2, "moves_per_hour": 20}')
+        assert not PluginConfig.objects.filter(name="defrag").exists()
+        self.page.locator("#settings-defrag").get_by_role("button", name="Save settings").click()
         expect(self.page.locator("#field-defrag-max_moves .field-error")).to_have_count(0)
         expect(self.page.locator("#plugin-history")).to_contain_text("max_moves")
         assert PluginConfig.objects.get(name="defrag").extra["max_moves"] == 2

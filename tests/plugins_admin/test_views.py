@@ -231,3 +231,19 @@ def test_the_scheduler_panel_refreshes_alone_and_shows_changes_made_elsewhere(st
     assert html.lstrip().startswith('<section id="scheduler-panel"')
     assert "× 42" in html and "<html" not in html
     assert 'hx-trigger="every 15s"' in html
+
+
+def test_a_settings_preview_out_of_bounds_is_refused_beside_the_field_and_a_valid_one_fills_the_what_if_card(
+        staff_page_client):
+    refused = staff_page_client.post("/plugins/", {"form": "settings-preview", "name": "defrag",
+                                                   "setting-max_moves": "99", "setting-moves_per_hour": "20"}, **HTMX)
+
+    assert refused["HX-Retarget"] == "#plugin-table"
+    assert "max_moves must be a whole number from 1 to 8" in _row(refused.content.decode(), "defrag")
+
+    previewed = staff_page_client.post("/plugins/", {"form": "settings-preview", "name": "defrag",
+                                                     "setting-max_moves": "3", "setting-moves_per_hour": "20"}, **HTMX)
+
+    card = previewed.content.decode()
+    assert 'id="what-if-result"' in card and "&quot;max_moves&quot;: 3" in card
+    assert not PluginConfig.objects.filter(name="defrag").exists()
