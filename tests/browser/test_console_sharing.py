@@ -28,6 +28,10 @@ class SharingQuotaTests(LiveConsoleTestCase):
         expect(warning).to_contain_text("used metax in the last 7 days")
         self.shot("sharing-confirm-uncovered")
         assert not TenantGpuQuota.objects.exists()
+        # Only the button that names the types confirms: saving as before asks again.
+        self.page.locator(f"#tenant-{self.tenant.id}").get_by_role("button", name="Save quotas").click()
+        expect(self.page.locator(f"#uncovered-{self.tenant.id}")).to_contain_text("metax")
+        assert not TenantGpuQuota.objects.exists()
 
         warning.get_by_role("button", name="Save without metax").click()
         expect(self.page.locator(f"#tenant-{self.tenant.id} .flash-success")).to_contain_text("Saved")
