@@ -21,12 +21,15 @@ from plugins_admin.notifications.services import (
     notification_channel_test,
     notification_channel_update,
 )
-from plugins_admin.selectors import plugin_history, plugin_listing, scheduler_plugins
+from plugins_admin.selectors import ALWAYS_ON_REASON, plugin_history, plugin_listing, scheduler_plugins
 from plugins_admin.services import UnknownPlugin, plugin_changes_apply, plugin_set_enabled, plugin_update
+from plugins_admin.rules import PluginChangeRequest, plugin_spec
+from plugins_admin.settings_form import AS_JSON, FIELD_PREFIX, SettingsFormError, setting_fields, submitted_settings
 from plugins_admin.what_if import plugin_change_preview
-from plugins_admin.what_if_form import PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
+from plugins_admin.what_if_form import PREEMPT, PreviewFormError, form_rows, preview_view, submitted_changes, with_changes
 from scheduling.plugins.preempt import STAGES as PREEMPT_STAGES
 from scheduling.replay.reports import ReplayReport, latest_report
+from scheduling.selectors import plugin_specs
 
 TEMPLATE = "plugins_admin/plugins.html"
 REPLAY_TEMPLATE = "plugins_admin/replay_report.html"
@@ -81,22 +84,61 @@ def _weight(request: HttpRequest) -> HttpResponse:
                           lambda: plugin_update(name=name, weight=weight, actor=request.user), submitted=raw)
 
 
-def _preempt_stage(request: HttpRequest) -> HttpResponse:
+def _settings(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "")
-    stage = request.POST.get("preempt_stage", "")
-    return _plugin_change(request, name, "extra",
-                          lambda: plugin_update(name=name, extra={"preempt_stage": stage}, actor=request.user))
-
-
-def _extra(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "")
-    raw = request.POST.get("extra", "").strip()
+    schema = plugin_spec(plugin_specs(), name).settings_schema
     try:
-        extra = json.loads(raw)
-    except ValueError:
-        return _plugin_errors(request, name, "extra", 'enter a JSON object, e.g. {"key": 1}', submitted=raw)
-    return _plugin_change(request, name, "extra",
-                          lambda: plugin_update(name=name, extra=extra, actor=request.user), submitted=raw)
+        typed, extra = submitted_settings(schema, request.POST)
+    except SettingsFormError as refused:
+        return _settings_errors(request, name, refused.errors, submitted=dict(request.POST.items()))
+    try:
+        plugin_update(name=name, extra=extra, actor=request.user)
+    except DomainError as exc:
+        return _settings_errors(request, name, {_setting_at_fault(exc, schema): exc.message}, submitted=typed)
+    if not request.htmx:
+        messages.success(request, f"Saved {name}.")
+        return redirect(request.path)
+    return render_page(request, TEMPLATE, _plugin_context(notice=name), fragment="plugin-update")
+
+
+def _settings_preview(request: HttpRequest) -> HttpResponse:
+    """The settings form's "Preview": the what-if card under the typed settings, filled in so that its Save saves
+    exactly what was previewed."""
+    name = request.POST.get("name", "")
+    schema = plugin_spec(plugin_specs(), name).settings_schema
+    try:
+        typed, extra = submitted_settings(schema, request.POST)
+        preview = plugin_change_preview(requests=[PluginChangeRequest(name=name, extra=extra)])
+    except SettingsFormError as refused:
+        return _retargeted(_settings_errors(request, name, refused.errors, submitted=dict(request.POST.items())))
+    except DomainError as exc:
+        return _retargeted(_settings_errors(request, name, {_setting_at_fault(exc, schema): exc.message},
+                                            submitted=typed))
+    asked = {"preempt_stage": extra.get("preempt_stage", "")} if name == PREEMPT else {"settings": json.dumps(extra)}
+    return _what_if_card(request, preview=preview_view(preview), submitted={name: asked})
+
+
+def _retargeted(response: HttpResponse) -> HttpResponse:
+    # A refused preview shows its errors in the plugin table, beside the fields, not in the what-if card.
+    response["HX-Retarget"] = "#plugin-table"
+    response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+def _setting_at_fault(exc: DomainError, schema: Any) -> str:
+    """The setting a refusal names (`extra.max_moves`, `[0].extra.max_moves`); one of `extra` as a whole goes above
+    the fields."""
+    field = exc.field or ""
+    return field.rpartition("extra.")[2] if "extra." in field else (AS_JSON if schema is None else "settings")
+
+
+def _settings_errors(request: HttpRequest, name: str, errors: dict[str, str], *,
+                     submitted: dict[str, str]) -> HttpResponse:
+    values = {key.removeprefix(FIELD_PREFIX): value for key, value in submitted.items()}
+    refusal = {name: {"settings": errors, "submitted_settings": values}}
+    if not request.htmx:
+        return render_page(request, TEMPLATE, _page_context(errors=refusal), status=400)
+    return render_page(request, TEMPLATE, _plugin_context(errors=refusal), fragment="plugin-table")
 
 
 def _plugin_change(request: HttpRequest, name: str, field: str, change: Callable[[], Any], *,
@@ -249,8 +291,8 @@ def _mean_stdev(figure: Any) -> str:
 FORMS: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "toggle": _toggle,
     "weight": _weight,
-    "preempt-stage": _preempt_stage,
-    "extra": _extra,
+    "settings": _settings,
+    "settings-preview": _settings_preview,
     "channel": _channel_save,
     "channel-test": _channel_test,
     "what-if": _what_if_preview,
@@ -269,14 +311,22 @@ def _page_context(*, errors: dict | None = None, channel_override: dict | None =
 
 def _plugin_context(*, errors: dict | None = None, notice: str = "") -> dict[str, Any]:
     errors = errors or {}
-    plugins = [{**plugin, "extra_json": json.dumps(plugin["extra"]), "errors": errors.get(plugin["name"], {})}
-               for plugin in plugin_listing()]
+    specs = plugin_specs()
+    plugins = []
+    for plugin in plugin_listing():
+        refused = errors.get(plugin["name"], {})
+        fields = setting_fields(specs[plugin["name"]].settings_schema, plugin["extra"],
+                                submitted=refused.get("submitted_settings"), errors=refused.get("settings"),
+                                choice_labels=PREEMPT_STAGE_LABELS if plugin["name"] == "preempt" else None)
+        plugins.append({**plugin, "extra_json": json.dumps(plugin["extra"]), "errors": refused,
+                        "setting_fields": fields})
     return {
         "plugins": plugins,
         "scheduler": _scheduler_view(scheduler_plugins()),
         "history": _history_rows(),
         "preempt_stages": [(stage, PREEMPT_STAGE_LABELS.get(stage, stage)) for stage in PREEMPT_STAGES],
         "notice": notice,
+        "always_on_reason": ALWAYS_ON_REASON,
     }
 
 

@@ -10,6 +10,7 @@ from heteroflow_site.errors import NotAllowed
 from heteroflow_site.permissions import is_admin
 from scheduling.models import Task, TaskEvent, TaskStatus
 from scheduling.fair_share.quotas import tenant_gpu_usage
+from scheduling.fair_share.selectors import tenant_sharing
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
 from tenants.selectors import tenant_of
@@ -38,6 +39,15 @@ class TaskEventsApi(APIView):
         return Response(TaskEventOutput(TaskEvent.objects.filter(task_id=task_id), many=True).data)
 
 
+class QuotaTypeOutput(serializers.Serializer):
+    gpu_type = serializers.CharField()
+    used = serializers.DecimalField(max_digits=9, decimal_places=2, coerce_to_string=False)
+    nominal = serializers.DecimalField(max_digits=9, decimal_places=2, coerce_to_string=False, allow_null=True,
+                                       help_text="guaranteed cards of the type; null: no row, it may only borrow")
+    borrowed = serializers.DecimalField(max_digits=9, decimal_places=2, coerce_to_string=False,
+                                        help_text="what its tasks admitted by borrowing hold")
+
+
 class QuotaOutput(serializers.Serializer):
     tenant = serializers.CharField()
     gpu_quota = serializers.IntegerField(allow_null=True, help_text="GPUs at most, over every type; null: unlimited")
@@ -45,6 +55,7 @@ class QuotaOutput(serializers.Serializer):
         max_digits=9, decimal_places=2, coerce_to_string=False,
         help_text="GPUs the tenant's active tasks hold, a fractional task as its share of its card (design §16.2)")
     tasks = serializers.DictField(child=serializers.IntegerField(), help_text="the tenant's tasks by status")
+    types = QuotaTypeOutput(many=True, help_text="per GPU type the tenant has a quota row for or uses (design §16.2)")
 
 
 class QuotaApi(APIView):
@@ -58,7 +69,8 @@ class QuotaApi(APIView):
                          .order_by())
         body = {"tenant": tenant.name, "gpu_quota": tenant.gpu_quota,
                 "gpu_used": tenant_gpu_usage([tenant.id]).get(tenant.id, 0),
-                "tasks": {status: by_status.get(status, 0) for status in TaskStatus.values}}
+                "tasks": {status: by_status.get(status, 0) for status in TaskStatus.values},
+                "types": tenant_sharing(tenant.id)}
         return Response(QuotaOutput(body).data)
 
 

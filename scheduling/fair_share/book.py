@@ -145,6 +145,10 @@ class QuotaBook:
         row = self.nominal[tenant_id].get(gpu_type)
         if row is not None and row.borrowing_limit is not None and borrowing > row.borrowing_limit:
             return Admission(f"{line}; borrowing limit {cards(row.borrowing_limit)}")
+        if tenant_id not in self.cohort_of:
+            # Nobody lends to a tenant outside a cohort: the cure is a nominal quota for the type, or a cohort.
+            missing = f"it has no {gpu_type} quota row and " if row is None else ""
+            return Admission(f"{line}; {missing}it is in no cohort, so it cannot borrow")
         lendable = self.lendable(gpu_type, borrower=tenant_id)
         if borrowing > lendable:
             left = max(lendable - self.over_nominal(tenant_id, gpu_type), 0)

@@ -4,17 +4,19 @@ serializers and services. One view serves the page and, for htmx, the fragment a
 quotas, the page's body for a cohort (membership shows on the tenant cards too)."""
 
 import re
+from datetime import timedelta
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from rest_framework.exceptions import ValidationError
 
 from heteroflow_site.errors import DomainError
 from heteroflow_site.serializers import FORM_TEXT, flat_errors
 from heteroflow_site.web import render_page, staff_required
-from nodes.models import GPU_TYPES
+from nodes.models import GPU_TYPES, Node
 from scheduling.fair_share.apis import CohortDetailApi, CohortListCreateApi, QuotaLineInput
 from scheduling.fair_share.selectors import cohorts_with_members, tenant_share, tenants_sharing
 from scheduling.fair_share.services import (
@@ -24,6 +26,7 @@ from scheduling.fair_share.services import (
     cohort_update,
     tenant_quotas_replace,
 )
+from scheduling.models import UsageRecord
 from scheduling.web.forms import submitted
 from tenants.models import Cohort, Tenant
 
@@ -31,6 +34,8 @@ TEMPLATE = "scheduling/sharing.html"
 QUOTA_FIELDS = ("nominal", "borrowing_limit", "lending_limit")
 PLACEHOLDERS = {"nominal": "none", "borrowing_limit": "unlimited", "lending_limit": "all"}
 COHORT_FIELDS = ("name", "tenants")
+# A type the tenant used this recently and would be left without a row is named before saving.
+RECENT_USE = timedelta(days=7)
 
 
 @staff_required
@@ -49,8 +54,11 @@ def _render(request: HttpRequest, overrides: dict, *, status: int = 200, fragmen
     """The page (or its body): `overrides` maps a tenant id to its quota form's submitted rows and errors, and
     "cohort:<id or new>" to a cohort form's."""
     tenants = tenants_sharing()
+    cluster_types = _cluster_gpu_types()
     context = {
-        "shares": [{"share": share, "form": overrides.get(share.tenant.id) or _quota_form(share)} for share in tenants],
+        "shares": [{"share": share, "form": overrides.get(share.tenant.id) or _quota_form(share,
+                                                                                        cluster_types=cluster_types)}
+                   for share in tenants],
         "tenants": [share.tenant for share in tenants],
         "cohorts": [{"cohort": cohort, "form": overrides.get(f"cohort:{cohort.id}") or _cohort_form(cohort)}
                     for cohort in cohorts_with_members()],
@@ -63,19 +71,39 @@ def _render(request: HttpRequest, overrides: dict, *, status: int = 200, fragmen
 # --- a tenant's quotas --------------------------------------------------------------------------------------------
 
 
-def _quota_form(share, *, saved: bool = False) -> dict:
+def _cluster_gpu_types() -> set[str]:
+    return set(Node.objects.exclude(gpu_type="").values_list("gpu_type", flat=True).distinct())
+
+
+def _form_types(share, cluster_types: set[str]) -> list[str]:
+    """The types a tenant's form offers: the cluster's, and any the tenant has figures for (a row of a type no node
+    has any more stays visible, so that saving does not drop it unseen)."""
+    shown = cluster_types | {line.gpu_type for line in share.types}
+    return [gpu_type for gpu_type in GPU_TYPES if gpu_type in shown]
+
+
+def _recently_used_types(tenant: Tenant) -> set[str]:
+    since = (timezone.now() - RECENT_USE).date()
+    return set(UsageRecord.objects.filter(tenant=tenant, day__gte=since, card_seconds__gt=0)
+               .exclude(gpu_type="").values_list("gpu_type", flat=True).distinct())
+
+
+def _quota_form(share, *, saved: bool = False, cluster_types: set[str] | None = None) -> dict:
     rows = {line.gpu_type: line for line in share.types if line.nominal is not None}
+    types = _form_types(share, _cluster_gpu_types() if cluster_types is None else cluster_types)
     return _form_of([{"gpu_type": gpu_type, "values": {name: _text(getattr(rows[gpu_type], name)) if gpu_type in rows
                                                        else "" for name in QUOTA_FIELDS}, "errors": {}}
-                     for gpu_type in GPU_TYPES], saved=saved)
+                     for gpu_type in types], saved=saved)
 
 
-def _form_of(rows: list[dict], *, saved: bool = False) -> dict:
-    """The quota form: a row per GPU type, a cell per input with its value and the errors beside it."""
+def _form_of(rows: list[dict], *, saved: bool = False, uncovered: list[str] | None = None) -> dict:
+    """The quota form: a row per GPU type, a cell per input with its value and the errors beside it; `uncovered`:
+    the recently used types the submitted quotas leave without a row, to confirm."""
     for row in rows:
         row["cells"] = [{"name": name, "value": row["values"][name], "errors": row["errors"].get(name, []),
                          "placeholder": PLACEHOLDERS[name]} for name in QUOTA_FIELDS]
-    return {"rows": rows, "saved": saved}
+    return {"rows": rows, "saved": saved, "uncovered": uncovered or [],
+            "uncovered_key": ",".join(uncovered or [])}
 
 
 def _text(value) -> str:
@@ -88,6 +116,13 @@ def _quotas(request: HttpRequest) -> HttpResponse:
                                               for name in QUOTA_FIELDS}, "errors": {}} for gpu_type in GPU_TYPES]
     # A type whose inputs are all blank has no row: no guarantee there, it may only borrow (design §16.2).
     filled = [row for row in rows if any(row["values"].values())]
+    shown = set(_form_types(tenant_share(tenant), _cluster_gpu_types())) | {row["gpu_type"] for row in filled}
+    rows = [row for row in rows if row["gpu_type"] in shown]
+    uncovered = sorted(_recently_used_types(tenant) - {row["gpu_type"] for row in filled})
+    # Saving without a row for a type the tenant works on leaves its tasks there waiting on borrowed cards: the
+    # admin confirms that, for exactly these types.
+    if uncovered and request.POST.get("confirmed_uncovered", "") != ",".join(uncovered):
+        return _tenant_answer(request, tenant, _form_of(rows, uncovered=uncovered), status=409)
     try:
         _replace_quotas(request, tenant, filled)
     except (ValidationError, DomainError) as error:

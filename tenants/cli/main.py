@@ -344,6 +344,10 @@ def quota(args) -> None:
         return
     limit = "unlimited" if body["gpu_quota"] is None else body["gpu_quota"]
     _line(f"tenant {body['tenant']}: {body['gpu_used']:g} of {limit} GPUs in use")
+    if body.get("types"):
+        _table(None, ["GPU TYPE", "USED", "NOMINAL", "BORROWED"],
+               [[line["gpu_type"], f"{line['used']:g}", "-" if line["nominal"] is None else f"{line['nominal']:g}",
+                 f"{line['borrowed']:g}"] for line in body["types"]])
     _table(None, ["STATUS", "TASKS"], [[status, count] for status, count in body["tasks"].items() if count])
 
 

@@ -25,6 +25,13 @@ def _row(html: str, row_id: str) -> str:
     return match.group(0)
 
 
+def _field(html: str, field_id: str) -> str:
+    """A settings field of the plugin table: from its box to the next field's or the form's button."""
+    match = re.search(rf'id="{re.escape(field_id)}".*?(?=<div class="field[ "]|<button)', html, re.DOTALL)
+    assert match, f"no field {field_id}"
+    return match.group(0)
+
+
 def _fgd_extra() -> dict:
     return PluginConfig.objects.get(name="fgd").extra
 
@@ -53,27 +60,29 @@ def test_the_migrations_store_the_defaults_but_keep_an_admins_choice():
 def test_the_plugin_table_shows_fgds_settings_editable(admin_web):
     row = _row(admin_web.get("/plugins/").content.decode(), "plugin-fgd")
 
-    assert 'name="extra"' in row and "best-fit" in row and "cpu_weight" in row
+    assert 'name="setting-tie_break"' in row and "best-fit" in row
+    assert 'type="number" id="fgd-setting-cpu_weight" name="setting-cpu_weight"' in row
 
 
 def test_fgds_settings_are_saved_from_the_plugin_table(admin_web):
-    body = {"form": "extra", "name": "fgd", "extra": '{"tie_break": "none", "cpu_weight": 2.5}'}
+    body = {"form": "settings", "name": "fgd", "setting-tie_break": "none", "setting-cpu_weight": "2.5"}
 
     admin_web.post("/plugins/", body, **HTMX)
 
     assert _fgd_extra() == {"tie_break": "none", "cpu_weight": 2.5}
 
 
-@pytest.mark.parametrize("submitted, message", [
-    ('{"cpu_weight": 11}', "cpu_weight must be a number from 0 to 10"),
-    ('{"tie_break": "worst-fit"}', "tie_break must be one of none|best-fit"),
-    ('{"cpu_weight": 1', "enter a JSON object"),
+@pytest.mark.parametrize("key, submitted, message", [
+    ("cpu_weight", "11", "cpu_weight must be a number from 0 to 10"),
+    ("tie_break", "worst-fit", "tie_break must be one of none|best-fit"),
+    ("cpu_weight", "1x", "enter a number"),
 ])
-def test_bad_fgd_settings_on_the_table_are_shown_beside_the_field_and_change_nothing(admin_web, submitted, message):
-    response = admin_web.post("/plugins/", {"form": "extra", "name": "fgd", "extra": submitted}, **HTMX)
+def test_bad_fgd_settings_on_the_table_are_shown_beside_the_field_and_change_nothing(admin_web, key, submitted,
+                                                                                     message):
+    response = admin_web.post("/plugins/", {"form": "settings", "name": "fgd", f"setting-{key}": submitted}, **HTMX)
 
-    row = _row(response.content.decode(), "plugin-fgd")
-    assert 'class="field-error"' in row and message in row
+    field = _field(response.content.decode(), f"field-fgd-{key}")
+    assert 'class="field-error"' in field and message in field
     assert _fgd_extra() == DEFAULTS
     assert not PluginChange.objects.exists()
 

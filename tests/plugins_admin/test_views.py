@@ -41,7 +41,7 @@ def test_staff_see_every_plugin_with_its_switch(staff_page_client):
     for locked in ["resource-filter", "gpu-filter"]:
         row = _row(html, locked)
         assert "disabled" in row and "Always on" in row
-    assert 'name="preempt_stage"' in _row(html, "preempt")
+    assert 'name="setting-preempt_stage"' in _row(html, "preempt")
     assert 'id="scheduler-panel"' in html and 'id="plugin-history"' in html
     assert 'id="channel-webhook"' in html and 'id="channel-email"' in html
     assert "css/plugins.css" in html
@@ -119,14 +119,14 @@ def test_a_weight_is_saved_from_the_page(staff_page_client):
 
 
 def test_the_preempt_stage_select(staff_page_client):
-    response = staff_page_client.post("/plugins/", {"form": "preempt-stage", "name": "preempt",
-                                                    "preempt_stage": "scheduled"}, **HTMX)
+    response = staff_page_client.post("/plugins/", {"form": "settings", "name": "preempt",
+                                                    "setting-preempt_stage": "scheduled"}, **HTMX)
 
     assert '<option value="scheduled" selected>' in _row(response.content.decode(), "preempt")
     assert PluginConfig.objects.get(name="preempt").extra == {"preempt_stage": "scheduled"}
 
-    bad = staff_page_client.post("/plugins/", {"form": "preempt-stage", "name": "preempt", "preempt_stage": "soon"},
-                                 **HTMX)
+    bad = staff_page_client.post("/plugins/", {"form": "settings", "name": "preempt",
+                                               "setting-preempt_stage": "soon"}, **HTMX)
     assert "preempt_stage must be one of" in _row(bad.content.decode(), "preempt")
 
 
@@ -210,13 +210,14 @@ def test_a_custom_plugin_gets_a_row_with_its_settings_editable(settings, staff_p
     row = _row(staff_page_client.get("/plugins/").content.decode(), "cool-cards")
     assert "max_temperature" in row and 'name="weight"' in row and 'value="2"' in row
 
-    bad = staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards", "extra": "{oops"}, **HTMX)
-    assert "enter a JSON object" in _row(bad.content.decode(), "cool-cards")
-    refused = staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards",
-                                                   "extra": '{"max_temperature": 500}'}, **HTMX)
+    bad = staff_page_client.post("/plugins/", {"form": "settings", "name": "cool-cards",
+                                               "setting-max_temperature": "hot"}, **HTMX)
+    assert "enter a number" in _row(bad.content.decode(), "cool-cards")
+    refused = staff_page_client.post("/plugins/", {"form": "settings", "name": "cool-cards",
+                                                   "setting-max_temperature": "500"}, **HTMX)
     assert "max_temperature must be a number from 1 to 119" in _row(refused.content.decode(), "cool-cards")
 
-    staff_page_client.post("/plugins/", {"form": "extra", "name": "cool-cards", "extra": '{"max_temperature": 70}'},
+    staff_page_client.post("/plugins/", {"form": "settings", "name": "cool-cards", "setting-max_temperature": "70"},
                            **HTMX)
     assert PluginConfig.objects.get(name="cool-cards").extra == {"max_temperature": 70}
 
@@ -230,3 +231,19 @@ def test_the_scheduler_panel_refreshes_alone_and_shows_changes_made_elsewhere(st
     assert html.lstrip().startswith('<section id="scheduler-panel"')
     assert "× 42" in html and "<html" not in html
     assert 'hx-trigger="every 15s"' in html
+
+
+def test_a_settings_preview_out_of_bounds_is_refused_beside_the_field_and_a_valid_one_fills_the_what_if_card(
+        staff_page_client):
+    refused = staff_page_client.post("/plugins/", {"form": "settings-preview", "name": "defrag",
+                                                   "setting-max_moves": "99", "setting-moves_per_hour": "20"}, **HTMX)
+
+    assert refused["HX-Retarget"] == "#plugin-table"
+    assert "max_moves must be a whole number from 1 to 8" in _row(refused.content.decode(), "defrag")
+
+    previewed = staff_page_client.post("/plugins/", {"form": "settings-preview", "name": "defrag",
+                                                     "setting-max_moves": "3", "setting-moves_per_hour": "20"}, **HTMX)
+
+    card = previewed.content.decode()
+    assert 'id="what-if-result"' in card and "&quot;max_moves&quot;: 3" in card
+    assert not PluginConfig.objects.filter(name="defrag").exists()

@@ -43,7 +43,15 @@ def test_without_a_cohort_a_tenant_gets_its_nominal_only():
     book = _book(cohort=False)
     assert _fill(book, A, 10) == (4, 0)
     refusal = book.admit(_task(), gpu_type="nvidia", share=100).refusal
-    assert refusal == "quota exceeded for nvidia: used 4 / nominal 4, asked 1; the cohort has 0 to lend"
+    assert refusal == "quota exceeded for nvidia: used 4 / nominal 4, asked 1; it is in no cohort, so it cannot borrow"
+
+
+def test_outside_a_cohort_a_type_without_a_row_is_named_as_the_cause():
+    book = _book(cohort=False)
+    task = TaskInfo(id=1, tenant_id=A, type="batch", gpu_type="metax", gpu_required=1, preemptible=True)
+    refusal = book.admit(task, gpu_type="metax", share=100).refusal
+    assert refusal == ("quota exceeded for metax: used 0 / nominal 0, asked 1; it has no metax quota row and it is "
+                       "in no cohort, so it cannot borrow")
 
 
 def test_only_preemptible_batch_tasks_borrow():

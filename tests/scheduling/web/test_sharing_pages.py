@@ -2,11 +2,14 @@
 with htmx) and borrowed work on the diagnostics page."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from scheduling import lifecycle
+from scheduling.models import UsageRecord
 from tenants.models import Cohort, TenancyAuditEntry, Tenant, TenantGpuQuota
 from tests.factories import make_node, make_task
 from tests.web_clients import HTMX
@@ -146,3 +149,49 @@ def test_the_diagnostics_page_lists_borrowed_work(admin_web, tenant):
     assert "1 active task beyond" in borrowed
     assert f'id="borrowed-{lent.id}"' in borrowed and f'id="borrowed-{own.id}"' not in borrowed
     assert "<td>research</td>" in borrowed
+
+
+def test_the_quota_form_offers_the_types_the_cluster_has_and_those_the_tenant_has_a_row_for(admin_web, tenant):
+    make_node(gpu_type="nvidia")
+    make_node(gpu_type="metax")
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="hygon", nominal=1)
+
+    page = admin_web.get("/sharing/").content.decode()
+
+    offered = set(re.findall(r'name="nominal_(\w+)"', page))
+    assert offered == {"nvidia", "metax", "hygon"}
+
+
+def test_leaving_a_recently_used_type_without_a_row_asks_to_confirm_naming_it(admin_web, tenant):
+    make_node(gpu_type="nvidia")
+    make_node(gpu_type="metax")
+    today = timezone.now().date()
+    UsageRecord.objects.create(tenant=tenant, day=today - timedelta(days=2), gpu_type="metax",
+                               task_type="batch", card_seconds=3600)
+    UsageRecord.objects.create(tenant=tenant, day=today - timedelta(days=30), gpu_type="ascend",
+                               task_type="batch", card_seconds=3600)
+    body = {"form": "quotas", "tenant": tenant.id, "nominal_nvidia": "16"}
+
+    card = admin_web.post("/sharing/", body, **HTMX).content.decode()
+
+    warning = re.search(rf'id="uncovered-{tenant.id}".*?</div>', card, re.S).group(0)
+    assert "used metax in the last 7 days" in warning and "ascend" not in warning
+    assert 'name="nominal_nvidia" aria-label="nvidia nominal" placeholder="none" value="16"' in card
+    assert not TenantGpuQuota.objects.exists()
+    assert admin_web.post("/sharing/", body).status_code == 409
+
+    confirmed = admin_web.post("/sharing/", {**body, "confirmed_uncovered": "metax"}, **HTMX).content.decode()
+
+    assert "Saved" in confirmed
+    assert list(TenantGpuQuota.objects.values_list("gpu_type", "nominal")) == [("nvidia", 16)]
+
+
+def test_a_row_for_the_recently_used_type_needs_no_confirmation(admin_web, tenant):
+    UsageRecord.objects.create(tenant=tenant, day=timezone.now().date(), gpu_type="metax", task_type="batch",
+                               card_seconds=60)
+
+    card = admin_web.post("/sharing/", {"form": "quotas", "tenant": tenant.id, "nominal_nvidia": "16",
+                                        "nominal_metax": "2"}, **HTMX).content.decode()
+
+    assert "Saved" in card and "uncovered-" not in card
+    assert TenantGpuQuota.objects.count() == 2

@@ -192,3 +192,21 @@ def test_describe_shows_the_queue_position_the_last_cycle_published(cli, alice, 
         immediate_queue.connection().delete(POSITIONS_KEY)
 
     assert status == 0 and "Queue position: 3 in the nvidia queue" in out
+
+
+def test_quota_shows_every_types_used_nominal_and_borrowed(cli, alice, tenant, monkeypatch):
+    from tenants.models import TenantGpuQuota
+
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="ascend", nominal=2)
+    monkeypatch.setenv("HF_SERVER", cli.server)
+    monkeypatch.setenv("HF_TOKEN", alice[1])
+
+    status, out, _ = cli("quota")
+
+    lines = [[cell for cell in line.split() if cell not in "│┃"] for line in out.splitlines()]
+    assert status == 0 and ["GPU", "TYPE", "USED", "NOMINAL", "BORROWED"] in lines
+    assert ["nvidia", "0", "4", "0"] in lines and ["ascend", "0", "2", "0"] in lines
+    types = json.loads(cli("quota", "--json")[1])["types"]
+    assert [(line["gpu_type"], line["nominal"], line["borrowed"]) for line in types] == [
+        ("ascend", 2, 0), ("nvidia", 4, 0)]
