@@ -140,14 +140,12 @@ class Fgd(RowPlugin):
         key = _task_key(task)
         if key not in cache["tasks"]:
             shape = (table.size, table.width) if task.is_fractional else (table.size,)
-            cache["tasks"][key] = (np.zeros(shape), np.full(table.size, -1), task)
-        values, versions, _ = cache["tasks"][key]
+            cache["tasks"][key] = (np.zeros(shape), np.full(table.size, -1))
+        values, versions = cache["tasks"][key]
         stale = rows[versions[rows] != table.row_version[rows]]
-        if len(stale) > DEDUPLICATE_FROM:
+        if len(stale):
             values[stale] = self._growth_by_card(cache, table, task, stale)
             versions[stale] = table.row_version[stale]
-        elif len(stale):
-            self._refresh_every_shape(cache, table, stale)
         growth = values[rows]
         if task.is_fractional and self.gap_weight:
             gaps = cache["gaps"].get(self.gap_horizon)
@@ -224,56 +222,6 @@ class Fgd(RowPlugin):
             if len(first) < len(rows):
                 return self._growth_of(cache, table, task, rows[first], state.take(first), mask[first])[inverse.ravel()]
         return self._growth_of(cache, table, task, rows, state, mask)
-
-    def _refresh_every_shape(self, cache: dict[str, Any], table: NodeTable, stale: np.ndarray) -> None:
-        """ΔF of the few `stale` rows (a bind's) for every cached task shape, with one fragmentation call: after a
-        bind each shape would otherwise pay, when it is next scored, for the same few rows in ~60 numpy calls.
-        Each shape's after-states are those `_growth_of` builds; F is per state, so stacking them gives the same
-        floats."""
-        due = []
-        for values, versions, task in cache["tasks"].values():
-            rows = stale[versions[stale] != table.row_version[stale]]
-            if len(rows):
-                due.append((values, versions, task, rows))
-        state = frag.table_state(table, stale, cache["cores"])
-        before_of = dict(zip(stale.tolist(), self._before(cache, table, stale).tolist()))
-        position = dict(zip(stale.tolist(), range(len(stale))))
-        afters, after_rows, plans = [], [], []
-        for values, versions, task, rows in due:
-            sub = state.take(np.fromiter(map(position.__getitem__, rows.tolist()), np.int64, len(rows)))
-            mask = self._task_mask(cache, table, task)[rows]
-            cpu = float(task.cpu_cores)
-            eligible = None
-            if task.gpu_required > 0:
-                after = frag.after_whole(sub, frag.cards_for_whole(sub, mask, task.gpu_required, task.gpu_memory_mb),
-                                         cpu)
-                afters.append(after)
-                after_rows.append(rows)
-            elif task.is_fractional:
-                eligible = mask & sub.share_ok & (sub.free_mb >= task.gpu_memory_mb)
-                placed = np.flatnonzero(eligible)
-                afters.append(frag.after_shards(sub, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu)
-                              .take(placed))
-                after_rows.append(np.repeat(rows, table.width)[placed])
-            else:
-                afters.append(frag.after_whole(sub, np.zeros_like(mask), cpu))
-                after_rows.append(rows)
-            plans.append((values, versions, rows, eligible))
-        combined = frag.CardState(*(np.concatenate([getattr(after, field) for after in afters])
-                                    for field in ("idle", "free_mb", "whole_ok", "share_ok", "cpu_free")))
-        fragmented = frag.fragmentation(combined, np.concatenate(after_rows), cache["shapes"])
-        offset = 0
-        for (values, versions, rows, eligible), states in zip(plans, after_rows):
-            after = fragmented[offset: offset + len(states)]
-            offset += len(states)
-            before = np.fromiter(map(before_of.__getitem__, rows.tolist()), float, len(rows))
-            if eligible is None:
-                values[rows] = after - before
-            else:
-                by_card = np.full(eligible.size, np.inf)
-                by_card[np.flatnonzero(eligible)] = after
-                values[rows] = np.where(eligible, by_card.reshape(eligible.shape) - before[:, None], np.inf)
-            versions[rows] = table.row_version[rows]
 
     def _growth_of(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo, rows: np.ndarray,
                    state: frag.CardState, mask: np.ndarray) -> np.ndarray:

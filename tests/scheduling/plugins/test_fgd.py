@@ -122,30 +122,6 @@ def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     assert after == pytest.approx([0.35, 0.35])
 
 
-def test_a_bind_refreshes_every_cached_shape_at_once_with_the_floats_of_a_fresh_table():
-    from scheduling.framework.occupancy import apply_bind
-    from scheduling.framework.table import table_for
-
-    plugin = Fgd(lambda: WORKLOAD, cpu_weight=1.0)
-    nodes = [node(1, [600, 0, 0]), node(2, [0, 0, 0]), node(3, [300, 0, 0], whole=(2,), cpu=3)]
-    snapshot = ClusterSnapshot(nodes=nodes)
-    table = table_for(snapshot, CONFIG)
-    rows = np.arange(table.size)
-    tasks = [TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1),
-             TaskInfo(id=2, tenant_id=1, gpu_required=1, cpu_cores=2),
-             TaskInfo(id=3, tenant_id=1, cpu_cores=1.5)]
-    for task in tasks:
-        plugin.growth(table, task, rows)
-    apply_bind(snapshot, tasks[0], nodes[0], [1])
-    plugin.growth(table, tasks[0], rows)
-    # Scoring one shape brought the bound row of the other shapes up to date too.
-    assert all((entry[1] == table.row_version).all() for entry in table.plugin_cache["fgd"]["tasks"].values())
-    fresh = Fgd(lambda: WORKLOAD, cpu_weight=1.0)
-    fresh_table = NodeTable(nodes, CONFIG)
-    for task in tasks:
-        assert plugin.growth(table, task, rows).tolist() == fresh.growth(fresh_table, task, rows).tolist()
-
-
 def test_without_a_target_workload_every_node_scores_alike():
     plugin = Fgd(lambda: TargetWorkload((), ()))
     table = NodeTable([node(1, [600, 0]), node(2, [0, 0])], CONFIG)
