@@ -14,11 +14,16 @@ pytest_plugins = ["tests.web_clients"]
 
 @pytest.fixture(scope="session", autouse=True)
 def _immediate_queue_of_this_worker():
-    """Test workers share one Redis: each gets a queue of its own, or one worker's emptying races another's test."""
-    key = immediate_queue.QUEUE_KEY
-    immediate_queue.QUEUE_KEY = f"{key}:{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    """Test workers share one Redis: each gets a queue and published queue positions of its own, or one worker's
+    cycle or emptying races another's test (their task ids overlap, each worker having a database of its own)."""
+    from scheduling.queue import positions
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    queue_key, positions_key = immediate_queue.QUEUE_KEY, positions.POSITIONS_KEY
+    immediate_queue.QUEUE_KEY = f"{queue_key}:{worker}"
+    positions.POSITIONS_KEY = f"{positions_key}:{worker}"
     yield
-    immediate_queue.QUEUE_KEY = key
+    immediate_queue.QUEUE_KEY, positions.POSITIONS_KEY = queue_key, positions_key
 
 
 def pytest_configure(config):

@@ -11,7 +11,7 @@ from scheduling import lifecycle
 from scheduling.cycle.run import run_cycle
 from scheduling.models import Task, TaskGroup, UsageRecord
 from scheduling.queue import positions
-from scheduling.queue.positions import POSITIONS_KEY, compute_queue_positions, queue_positions
+from scheduling.queue.positions import compute_queue_positions, queue_positions
 from scheduling.queue import immediate_queue
 from tenants.models import TenantGpuQuota
 from tests.factories import make_node, make_task
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _no_positions_left():
-    immediate_queue.connection().delete(POSITIONS_KEY)
+    immediate_queue.connection().delete(positions.POSITIONS_KEY)
     yield
-    immediate_queue.connection().delete(POSITIONS_KEY)
+    immediate_queue.connection().delete(positions.POSITIONS_KEY)
 
 
 def _pending(tenant, *, gpu_type="nvidia", priority=50, minutes_ago=0, **fields) -> Task:

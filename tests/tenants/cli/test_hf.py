@@ -179,7 +179,8 @@ def test_usage_prints_the_tenants_own_card_hours_grouped_as_asked(cli, alice, ot
 
 def test_describe_shows_the_queue_position_the_last_cycle_published(cli, alice, monkeypatch):
     from scheduling.queue import immediate_queue
-    from scheduling.queue.positions import POSITIONS_KEY, publish_queue_positions
+    from scheduling.queue import positions
+    from scheduling.queue.positions import publish_queue_positions
     from tests.factories import make_task
 
     monkeypatch.setenv("HF_SERVER", cli.server)
@@ -189,7 +190,7 @@ def test_describe_shows_the_queue_position_the_last_cycle_published(cli, alice, 
     try:
         status, out, _ = cli("describe", str(task.id))
     finally:
-        immediate_queue.connection().delete(POSITIONS_KEY)
+        immediate_queue.connection().delete(positions.POSITIONS_KEY)
 
     assert status == 0 and "Queue position: 3 in the nvidia queue" in out
 
