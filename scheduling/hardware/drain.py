@@ -129,9 +129,8 @@ def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, 
     """A service's replica on a draining node: stop it (1) once the group has its desired count of ready replicas
     off draining nodes, else make sure a replacement is on its way there and wait (0)."""
     group = TaskGroup.objects.select_for_update().select_related("tenant").get(id=group_id)
-    elsewhere = [replica for replica in live_replicas(group)
-                 if replica.node_id is None or not Node.objects.filter(
-                     id=replica.node_id, drain_state=DrainState.DRAINING).exists()]
+    draining = set(Node.objects.filter(drain_state=DrainState.DRAINING).values_list("id", flat=True))
+    elsewhere = [replica for replica in live_replicas(group) if replica.node_id not in draining]
     ready_elsewhere = sum(1 for replica in elsewhere if replica_ready(group, replica))
     waited_enough = node.drain_started_at is not None and timezone.now() - node.drain_started_at >= timedelta(
         seconds=group.ready_timeout_seconds)
