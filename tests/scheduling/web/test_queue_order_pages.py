@@ -2,7 +2,8 @@
 decayed share (design §17.1, §17.4)."""
 
 import re
-from datetime import timedelta
+from datetime import datetime, time, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
@@ -31,7 +32,8 @@ def test_both_pages_say_the_default_order_then_the_one_chosen(admin_web):
 @pytest.mark.django_db
 def test_the_diagnostics_show_each_tenants_decayed_share(admin_web, tenant, other_tenant):
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
-    UsageRecord.objects.create(tenant=tenant, day=timezone.now().date() - timedelta(days=7), gpu_type="nvidia",
+    week_ago = timezone.now().date() - timedelta(days=7)
+    UsageRecord.objects.create(tenant=tenant, day=week_ago, gpu_type="nvidia",
                                task_type="batch", card_seconds=4 * 86400)
     UsageRecord.objects.create(tenant=other_tenant, day=timezone.now().date(), gpu_type="nvidia",
                                task_type="batch", card_seconds=3600)
@@ -39,10 +41,14 @@ def test_the_diagnostics_show_each_tenants_decayed_share(admin_web, tenant, othe
     card = re.search(r'id="decayed-shares".*?</table>', admin_web.get("/diagnostics/").content.decode(), re.S)[0]
     rows = [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr><td>.*?</tr>", card, re.S)]
 
-    # 96 card-hours about a half-life ago (from the day's midpoint), over 4 nominal cards; the other tenant has no
-    # nominal: ∞, after.
+    # 96 card-hours weighed from the middle of their day (a half-life ago, give or take the hour of the run), over 4
+    # nominal cards; the other tenant has no nominal: ∞, after. Card-hours show one decimal and the share two.
+    middle = datetime.combine(week_ago, time(12), tzinfo=dt_timezone.utc)
+    expected = 96 * 0.5 ** ((timezone.now() - middle).total_seconds() / (7 * 86400))
     assert rows[0][0] == tenant.name and rows[0][2] == "4"
-    assert 48 < float(rows[0][1]) < 54 and float(rows[0][3]) == pytest.approx(float(rows[0][1]) / 4, abs=0.01)
+    card_hours, share = float(rows[0][1]), float(rows[0][3])
+    assert card_hours == pytest.approx(expected, abs=0.06)
+    assert share == pytest.approx(card_hours / 4, abs=0.05 / 4 + 0.005)
     assert rows[1] == [other_tenant.name, "1.0", "—", "∞"]
 
 
