@@ -55,6 +55,8 @@ NOT_RUN = [
 QUICKER = [
     (r"manage\.py replay_trace\b(?!.*--from-db)", "--seeds 1 --arrival 0.1",
      "ten seeds up to 130 % of the cluster take minutes; one seed to 10 % runs the same code"),
+    (r"manage\.py bench_autoscale\b", "--hours 2",
+     "a simulated day takes minutes of ticks and cycles; two hours run the same autoscaler and cycle"),
 ]
 PLACEHOLDERS = {
     "--nodes CSV": f"--nodes {OPENB}/openb_node_list_gpu_node.csv",
