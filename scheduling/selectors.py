@@ -48,7 +48,8 @@ def groups_visible_to(user) -> QuerySet[TaskGroup]:
 
 
 def _current_run_members() -> QuerySet[Task]:
-    return Task.objects.filter(group_run=F("group__restarts")).select_related("node").order_by("rank", "id")
+    return (Task.objects.filter(group_run=F("group__restarts")).select_related("node")
+            .order_by("replica", "rank", "id"))
 
 
 def group_list_visible_to(user) -> QuerySet[TaskGroup]:
@@ -59,8 +60,8 @@ def group_list_visible_to(user) -> QuerySet[TaskGroup]:
 
 
 def group_members(group: TaskGroup) -> list[Task]:
-    """The member tasks of the group's current run by rank, with their nodes (a restarted gang keeps its earlier
-    runs as history)."""
+    """The member tasks of the group's current run by replica and rank, with their nodes (a restarted gang keeps
+    its earlier runs as history)."""
     prefetched = getattr(group, "current_members", None)
     if prefetched is not None:
         return prefetched

@@ -34,6 +34,8 @@ from scheduling.queue.nomination import HeldCards
 logger = logging.getLogger(__name__)
 
 MASTER_PORT = 29500
+MASTER_ADDR_VARIABLE = "MASTER_ADDR"
+BACKEND_VARIABLE = "HETEROFLOW_DIST_BACKEND"
 _GROUP_FIELDS = ("id", "tenant_id", "name", "world_size", "gpus_per_worker", "gpu_type", "parallelism")
 
 
@@ -120,12 +122,17 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None, framewor
 
 def member_env(rank: int, world_size: int, master_addr: str, backend: str) -> dict[str, str]:
     return {
-        "MASTER_ADDR": master_addr,
+        MASTER_ADDR_VARIABLE: master_addr,
         "MASTER_PORT": str(MASTER_PORT),
         "RANK": str(rank),
         "WORLD_SIZE": str(world_size),
-        "HETEROFLOW_DIST_BACKEND": backend,
+        BACKEND_VARIABLE: backend,
     }
+
+
+def member_communication(env: dict[str, str]) -> tuple[str, str]:
+    """(master address, backend) a bound member was given (`member_env`); empty strings before its bind."""
+    return env.get(MASTER_ADDR_VARIABLE, ""), env.get(BACKEND_VARIABLE, "")
 
 
 def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None:
