@@ -82,9 +82,9 @@ def pending_queue(*, limit: int) -> QuerySet[Task]:
 
 def queue_head(*, limit: int) -> list[TaskInfo]:
     """The first `limit` pending tasks that are placed one by one, in queue order (priority descending, then
-    creation time, then id), as the scheduler sees them. Members of training gangs are left out: a gang is placed
-    whole, by its own path."""
-    gang_members = Q(group__type=TaskType.TRAINING, group__world_size__gt=1)
+    creation time, then id), as the scheduler sees them. Members of training gangs and of multi-node replicas are
+    left out: a gang is placed whole, by its own path."""
+    gang_members = Q(group__type=TaskType.TRAINING, group__world_size__gt=1) | Q(replica__isnull=False)
     rows = (Task.objects.filter(status=lifecycle.PENDING).exclude(gang_members)
             .order_by("-priority", "created_at", "id").values_list(*TASK_INFO_FIELDS)[:limit])
     return [task_info_from_row(row) for row in rows]
