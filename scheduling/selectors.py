@@ -171,9 +171,9 @@ def _metric(task: Task) -> dict | None:
 
 def _probes(node: Node) -> list[dict]:
     running = (Task.objects.filter(node=node, status=lifecycle.RUNNING, group__readiness__isnull=False)
-               .select_related("group").only("id", "port", "group__readiness"))
+               .select_related("group").only("id", "port", "replica", "rank", "group__readiness"))
     return [{"id": task.id, "port": task.port, "node_address": host_address(node.internal_ip),
-             "readiness": _readiness(task)} for task in running]
+             "readiness": readiness} for task in running if (readiness := _readiness(task)) is not None]
 
 
 def host_address(internal_ip: str) -> str:
@@ -186,9 +186,10 @@ def host_address(internal_ip: str) -> str:
 
 
 def _readiness(task: Task) -> dict | None:
-    """The group's readiness probe, on the replica's published port unless it names one (design §17.2)."""
+    """The group's readiness probe, on the replica's published port unless it names one (design §17.2); of a
+    multi-node replica, only its master (rank 0) is probed: it serves (design §17.1)."""
     readiness = task.group.readiness if task.group_id is not None else None
-    if not readiness:
+    if not readiness or task.replica is not None and task.rank != 0:
         return None
     return {**readiness, "port": readiness.get("port") or task.port}
 

@@ -19,6 +19,7 @@ from scheduling.groups.services import task_group_create
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.models import GroupEvent, Task, TaskGroup
 from scheduling.queue.entries import GANG, take_active
+from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import agent_report_status
 from tests.factories import ledger_mismatches, make_node
 
@@ -258,3 +259,16 @@ def test_the_budget_counts_replicas_not_members(tenant):
 
     assert not budget_permits(task_id=first.members[1].id, action="drain")
     assert GroupEvent.objects.get(group=group).kind == "BudgetHeld"
+
+
+def test_the_agent_probes_a_replica_at_its_master_only(tenant):
+    one_card_nodes("a", "b")
+    group = service(tenant, readiness={"path": "/health", "period_seconds": 10, "failure_threshold": 3})
+    run_cycle()
+    head, worker = members(group)
+
+    assert agent_work(head.node)["start"][0]["readiness"]["path"] == "/health"
+    assert agent_work(worker.node)["start"][0]["readiness"] is None
+    run_all(group)
+    assert [probe["id"] for probe in agent_work(head.node, probes=True)["probe"]] == [head.id]
+    assert agent_work(worker.node, probes=True)["probe"] == []
