@@ -126,7 +126,7 @@ def _carry_out(group: TaskGroup, members: list[_Member], outcome: str, cause: st
     if outcome == REBUILT:
         # The stop's reason says the member did nothing wrong (`crash_loop` passes such members over).
         _stop_the_rest(group, members, f"{REPLICA_MEMBER_LOST_REASON}: {name}: {cause}")
-        note(group, GroupEvent.Kind.REBUILT, f"{name}: {cause}; its other members are stopped and it is rebuilt "
+        note(group, GroupEvent.Kind.REBUILT, f"{name}: {cause}; its other members are stopped and it is replaced "
                                              f"whole", figures={"replica": members[0].replica})
         return
     _stop_the_rest(group, members, f"{name}: {cause}")

@@ -19,6 +19,8 @@ from scheduling.groups.services import task_group_create
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.models import GroupEvent, Task, TaskGroup
 from scheduling.queue.entries import GANG, take_active
+from scheduling.queue.positions import compute_queue_positions
+from scheduling.queue.weighted import entry_facts
 from scheduling.selectors import agent_work
 from scheduling.services.agent_reports import agent_report_status
 from tests.factories import ledger_mismatches, make_node
@@ -71,6 +73,18 @@ def test_the_queue_holds_each_replica_as_a_gang_of_its_own(tenant):
     assert [(entry.kind, entry.id, entry.replica) for entry in entries if entry.kind == GANG] == [
         (GANG, group.id, 0), (GANG, group.id, 1)]
     assert [entry.id for entry in entries if entry.kind != GANG] == [single.members.get().id]
+
+
+def test_a_waiting_replica_is_one_place_in_the_queue_and_weighs_its_own_cards(tenant):
+    group = service(tenant, replicas=2)
+    entries = take_active(10)
+
+    positions = compute_queue_positions(order="priority")
+
+    assert {task.id: positions[task.id] for task in members(group)} == {
+        task.id: (task.replica + 1, 2) for task in members(group)}
+    assert {key: facts.cards for key, facts in entry_facts(entries).items()} == {
+        (GANG, group.id, 0): 2, (GANG, group.id, 1): 2}
 
 
 def test_a_cycle_binds_both_members_of_a_replica_on_two_nodes_with_ranks_and_its_master(tenant):
