@@ -16,6 +16,7 @@ from scheduling.groups.replicas import live_replicas, rebuild_inference_groups
 from scheduling.groups.rollout import drive_rollouts, task_group_update
 from scheduling.groups.scale import task_group_scale
 from scheduling.groups.services import task_group_create
+from scheduling.hardware.drain import drain_nodes, node_drain
 from scheduling.housekeeping.node_lost import release_lost_nodes
 from scheduling.models import GroupEvent, Task, TaskGroup
 from scheduling.queue.entries import GANG, take_active
@@ -286,3 +287,33 @@ def test_the_agent_probes_a_replica_at_its_master_only(tenant):
     run_all(group)
     assert [probe["id"] for probe in agent_work(head.node, probes=True)["probe"]] == [head.id]
     assert agent_work(worker.node, probes=True)["probe"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_replaces_a_replica_with_a_member_there_whole_before_it_stops_it_whole(tenant, admin_user):
+    a, _, _, _ = one_card_nodes("a", "b", "c", "d")
+    Node.objects.exclude(name__in=("a", "b")).update(schedulable=False)
+    group = service(tenant)
+    run_cycle()
+    run_all(group)
+    old = members(group)
+    Node.objects.exclude(name__in=("a", "b")).update(schedulable=True)
+
+    node_drain(node=a, grace_seconds=None, actor=admin_user)
+
+    replacement = members(group, replica=1)
+    assert [(task.rank, task.status) for task in replacement] == [(0, "pending"), (1, "pending")]
+    assert {Task.objects.get(id=task.id).status for task in old} == {"running"}
+    run_cycle()
+    run_all(group)
+    assert {task.node.name for task in members(group, replica=1)} == {"c", "d"}
+
+    drain_nodes()
+
+    on_a = next(task for task in old if task.node_id == a.id)
+    assert Task.objects.get(id=on_a.id).status == "stopping"
+    stopped_by_agent(group)  # the member on a: its replica loses it and stops the other
+    assert {Task.objects.get(id=task.id).status for task in old} == {"stopped", "stopping"}
+    stopped_by_agent(group)
+    assert [replica.index for replica in live_replicas(group)] == [1]
+    assert rebuild_inference_groups() == 0
