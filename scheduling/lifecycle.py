@@ -24,6 +24,9 @@ AGENT_LOST_REASON = "AgentLost"
 CARD_FAILED_REASON = "CardFailed"
 NODE_DRAIN_REASON = "NodeDrain"
 HARDWARE_EVICTION_REASONS = (CARD_FAILED_REASON, NODE_DRAIN_REASON)
+# A member of a multi-node inference replica stopped because another member was lost (design §17.1): the replica
+# is rebuilt whole, and the stopped member did nothing wrong.
+REPLICA_MEMBER_LOST_REASON = "ReplicaMemberLost"
 
 
 def fitting_reason(reason: str) -> str:

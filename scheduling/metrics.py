@@ -200,6 +200,14 @@ def priority_band() -> Case:
     return Case(*whens, default=Value(PRIORITY_BANDS[-1][0]))
 
 
+def _ready_multi_node_replicas(group: TaskGroup) -> int:
+    """A multi-node replica is ready only with every member running (design §17.1): counted from its members."""
+    # Imported here: the replicas module stops tasks through the transition service, which records these metrics.
+    from scheduling.groups.replicas import LIVE_STATES, ready_replica_count
+
+    return ready_replica_count(group, group.members.filter(status__in=LIVE_STATES))
+
+
 class ClusterCollector:
     def collect(self):
         yield from self._nodes()
@@ -213,14 +221,14 @@ class ClusterCollector:
         replicas = GaugeMetricFamily("heteroflow_group_replicas",
                                      "Replicas of each live inference group: desired (its count, the autoscaler's "
                                      "when it has one) and ready", labels=["group", "kind"])
-        # Ready as `scheduling.groups.budget.replica_ready` says: running, and ready by its probe if it has one.
+        # Ready as `scheduling.groups.replicas.replica_ready` says: running, and ready by its probe if it has one.
         ready = Count("members", filter=Q(members__status=TaskStatus.RUNNING)
                       & (Q(readiness__isnull=True) | Q(members__ready=True)))
-        for name, desired, ready_count in (TaskGroup.objects.filter(type="inference", stopped_at__isnull=True)
-                                           .annotate(ready_count=ready).order_by("id")
-                                           .values_list("name", "replicas", "ready_count")):
-            replicas.add_metric([name, "desired"], desired or 0)
-            replicas.add_metric([name, "ready"], ready_count)
+        for group in (TaskGroup.objects.filter(type="inference", stopped_at__isnull=True)
+                      .annotate(ready_count=ready).order_by("id")):
+            replicas.add_metric([group.name, "desired"], group.replicas or 0)
+            replicas.add_metric([group.name, "ready"], group.ready_count if group.nodes_per_replica == 1
+                                else _ready_multi_node_replicas(group))
         yield replicas
 
     def _nodes(self):

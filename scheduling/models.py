@@ -112,12 +112,15 @@ class TaskGroup(models.Model):
     spread = models.JSONField(null=True, blank=True)
     # {min, max, metric, target, scale_down_delay_seconds} (design §17.2): the autoscaler sets `replicas`.
     autoscale = models.JSONField(null=True, blank=True)
+    # Members of each replica of an inference group, one per node, placed whole as a gang (design §17.1).
+    nodes_per_replica = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(world_size__gte=1), name="group_world_size_positive"),
+            models.CheckConstraint(condition=Q(nodes_per_replica__gte=1), name="group_nodes_per_replica_positive"),
             models.CheckConstraint(
                 condition=Q(timeout_seconds__isnull=True)
                 | Q(timeout_seconds__gte=TIMEOUT_MIN_SECONDS, timeout_seconds__lte=TIMEOUT_MAX_SECONDS),
@@ -151,6 +154,10 @@ class Task(models.Model):
     node_selector = models.JSONField(default=dict, blank=True)
     group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="members")
     rank = models.IntegerField(null=True, blank=True)
+    # The replica a member of a multi-node inference replica belongs to (design §17.1; its `rank` counts within
+    # it, 0 its master); None for every other task: a single-node replica's number is its `rank`. Never reused in a
+    # group, so a replica's members are found by it for as long as they are kept.
+    replica = models.PositiveIntegerField(null=True, blank=True)
     # Which run of its gang the task belongs to (the group's `restarts` when it was created).
     group_run = models.PositiveIntegerField(default=0)
     # No index of its own: `task_queue_order` leads with status, and every extra index slows each state change.
@@ -299,12 +306,14 @@ class TaskEvent(models.Model):
 
 class GroupEvent(models.Model):
     """The group's own timeline (design §17.2): what held or changed it as a whole, with its figures: an autoscaler
-    decision, a disruption budget holding a drain or a rollout, a replica the tenant's quota refused."""
+    decision, a disruption budget holding a drain or a rollout, a replica the tenant's quota refused, a multi-node
+    replica that lost a member and is rebuilt whole."""
 
     class Kind(models.TextChoices):
         AUTOSCALE = "autoscale"
         BUDGET_HELD = "BudgetHeld"
         REFUSED = "refused"
+        REBUILT = "rebuilt"
 
     group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=16, choices=Kind.choices)

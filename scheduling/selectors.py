@@ -48,7 +48,8 @@ def groups_visible_to(user) -> QuerySet[TaskGroup]:
 
 
 def _current_run_members() -> QuerySet[Task]:
-    return Task.objects.filter(group_run=F("group__restarts")).select_related("node").order_by("rank", "id")
+    return (Task.objects.filter(group_run=F("group__restarts")).select_related("node")
+            .order_by("replica", "rank", "id"))
 
 
 def group_list_visible_to(user) -> QuerySet[TaskGroup]:
@@ -59,8 +60,8 @@ def group_list_visible_to(user) -> QuerySet[TaskGroup]:
 
 
 def group_members(group: TaskGroup) -> list[Task]:
-    """The member tasks of the group's current run by rank, with their nodes (a restarted gang keeps its earlier
-    runs as history)."""
+    """The member tasks of the group's current run by replica and rank, with their nodes (a restarted gang keeps
+    its earlier runs as history)."""
     prefetched = getattr(group, "current_members", None)
     if prefetched is not None:
         return prefetched
@@ -81,9 +82,9 @@ def pending_queue(*, limit: int) -> QuerySet[Task]:
 
 def queue_head(*, limit: int) -> list[TaskInfo]:
     """The first `limit` pending tasks that are placed one by one, in queue order (priority descending, then
-    creation time, then id), as the scheduler sees them. Members of training gangs are left out: a gang is placed
-    whole, by its own path."""
-    gang_members = Q(group__type=TaskType.TRAINING, group__world_size__gt=1)
+    creation time, then id), as the scheduler sees them. Members of training gangs and of multi-node replicas are
+    left out: a gang is placed whole, by its own path."""
+    gang_members = Q(group__type=TaskType.TRAINING, group__world_size__gt=1) | Q(replica__isnull=False)
     rows = (Task.objects.filter(status=lifecycle.PENDING).exclude(gang_members)
             .order_by("-priority", "created_at", "id").values_list(*TASK_INFO_FIELDS)[:limit])
     return [task_info_from_row(row) for row in rows]
@@ -170,9 +171,9 @@ def _metric(task: Task) -> dict | None:
 
 def _probes(node: Node) -> list[dict]:
     running = (Task.objects.filter(node=node, status=lifecycle.RUNNING, group__readiness__isnull=False)
-               .select_related("group").only("id", "port", "group__readiness"))
+               .select_related("group").only("id", "port", "replica", "rank", "group__readiness"))
     return [{"id": task.id, "port": task.port, "node_address": host_address(node.internal_ip),
-             "readiness": _readiness(task)} for task in running]
+             "readiness": readiness} for task in running if (readiness := _readiness(task)) is not None]
 
 
 def host_address(internal_ip: str) -> str:
@@ -185,9 +186,10 @@ def host_address(internal_ip: str) -> str:
 
 
 def _readiness(task: Task) -> dict | None:
-    """The group's readiness probe, on the replica's published port unless it names one (design §17.2)."""
+    """The group's readiness probe, on the replica's published port unless it names one (design §17.2); of a
+    multi-node replica, only its master (rank 0) is probed: it serves (design §17.1)."""
     readiness = task.group.readiness if task.group_id is not None else None
-    if not readiness:
+    if not readiness or task.replica is not None and task.rank != 0:
         return None
     return {**readiness, "port": readiness.get("port") or task.port}
 

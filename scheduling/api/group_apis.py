@@ -10,13 +10,14 @@ from heteroflow_site.pagination import PAGE_HEADERS, PAGE_PARAMETERS, LinkHeader
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.api.task_apis import SubmissionWarning
 from scheduling.diagnostics.submission_warnings import submission_warnings
-from scheduling.groups.budget import replica_ready
 from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
+from scheduling.groups.gang_bind import member_communication
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
+from scheduling.groups.replicas import member_ready, ready_replica_count
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
-from scheduling.models import TaskGroup
+from scheduling.models import Task, TaskGroup
 from scheduling.selectors import group_list_visible_to, group_members, groups_visible_to
 
 
@@ -32,23 +33,29 @@ class TaskGroupOutput(serializers.ModelSerializer):
                   "replicas", "ready_replicas", "window", "window_applied", "max_restarts", "restarts", "master_addr",
                   "backend", "tolerations", "node_selector", "labels", "image", "command", "env", "revision",
                   "max_surge", "max_unavailable", "ready_timeout_seconds", "readiness", "model", "min_available",
-                  "spread", "autoscale", "timeout_seconds", "termination_grace_seconds", "stopped_at", "created_at",
-                  "members", "diagnostics"]
+                  "spread", "autoscale", "nodes_per_replica", "timeout_seconds", "termination_grace_seconds",
+                  "stopped_at", "created_at", "members", "diagnostics"]
 
     def get_members(self, group: TaskGroup) -> list[dict]:
-        return [
-            {"task": task.id, "rank": task.rank, "status": task.status,
-             "node": task.node.name if task.node_id else None, "gpus": task.gpus,
-             "master_addr": group.master_addr or None, "backend": group.backend or None,
-             "revision": task.revision, "ready": replica_ready(group, task)}
-            for task in group_members(group)
-        ]
+        """Each member; one of a multi-node replica (design §17.1) with its `replica`, its rank inside it and the
+        master address and backend of that replica."""
+        return [_member(group, task) for task in group_members(group)]
 
     def get_ready_replicas(self, group: TaskGroup) -> int:
-        return sum(replica_ready(group, task) for task in group_members(group))
+        return ready_replica_count(group, group_members(group))
 
     def get_diagnostics(self, group: TaskGroup) -> dict | None:
         return group.diagnostics or None
+
+
+def _member(group: TaskGroup, task: Task) -> dict:
+    # A training gang has one master; each multi-node replica its own, in its members' environment.
+    master_addr, backend = (member_communication(task.env) if task.replica is not None
+                            else (group.master_addr, group.backend))
+    return {"task": task.id, "replica": task.replica, "rank": task.rank, "status": task.status,
+            "node": task.node.name if task.node_id else None, "gpus": task.gpus,
+            "master_addr": master_addr or None, "backend": backend or None,
+            "revision": task.revision, "ready": member_ready(group, task)}
 
 
 class TaskGroupCreatedOutput(TaskGroupOutput):

@@ -26,6 +26,9 @@ from scheduling.models import Parallelism, TaskType
 
 INFERENCE_ONLY = "applies to inference groups only"
 
+# A replica spread over more nodes than this (512 cards of 8-card nodes) is no service anyone runs; the bound keeps
+# one submission's members within reason.
+NODES_PER_REPLICA_MAX = 64
 READY_TIMEOUT_MAX_SECONDS = 86_400
 PROBE_PATH_MAX_LENGTH = 1024
 # What a model artifact is called (design §17.2, model distribution): `qwen2-7b-instruct`, `llama/3.1-8b:fp8`.
@@ -127,6 +130,11 @@ class TaskGroupInput(StrictSerializer):
     autoscale = AutoscaleInput(required=False, allow_null=True, default=None)
     model = serializers.RegexField(MODEL_NAME_PATTERN, required=False, allow_blank=True, default="",
                                    help_text="the model artifact the group serves; nodes holding it score higher")
+    # design §17.1: each replica that many members of `gpus_per_worker` cards, one per node, placed whole.
+    nodes_per_replica = serializers.IntegerField(
+        min_value=1, max_value=NODES_PER_REPLICA_MAX, required=False, default=1,
+        help_text="members per replica, one per node, placed whole (inference groups; above 1 needs "
+                  "gpus_per_worker of at least 1)")
     # Every member's (design §17.1).
     timeout_seconds = timeout_field()
     termination_grace_seconds = grace_field()
@@ -136,10 +144,16 @@ class TaskGroupInput(StrictSerializer):
 
     @classmethod
     def request_schema(cls, schema: dict) -> dict:
-        return only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"}, "window": {"type": "null"},
-                                                               "min_available": {"type": "null"},
-                                                               "spread": {"type": "null"},
-                                                               "autoscale": {"type": "null"}})
+        schema = only_for_types(schema, [TaskType.TRAINING], {"replicas": {"type": "null"},
+                                                              "window": {"type": "null"},
+                                                              "min_available": {"type": "null"},
+                                                              "spread": {"type": "null"},
+                                                              "autoscale": {"type": "null"},
+                                                              "nodes_per_replica": {"const": 1}})
+        # A replica over several nodes is of members with cards (design §17.1).
+        cardless = {"if": {"properties": {"gpus_per_worker": {"const": 0}}, "required": ["gpus_per_worker"]},
+                    "then": {"properties": {"nodes_per_replica": {"const": 1}}}}
+        return {**schema, "allOf": [*schema["allOf"], cardless]}
 
     def validate(self, data: dict) -> dict:
         # A training gang is `world_size` members, placed whole: no replica count, no window (a 400 the schema
@@ -148,8 +162,13 @@ class TaskGroupInput(StrictSerializer):
             errors = {name: [INFERENCE_ONLY] for name in ("replicas", "window", "min_available", "spread",
                                                                           "autoscale")
                       if data.get(name) is not None}
+            if data["nodes_per_replica"] != 1:
+                errors["nodes_per_replica"] = [f"{INFERENCE_ONLY}: a training gang is world_size members already"]
             if errors:
                 raise serializers.ValidationError(errors)
+        if data["nodes_per_replica"] > 1 and data["gpus_per_worker"] == 0:
+            raise serializers.ValidationError({"nodes_per_replica": [
+                "a replica over several nodes is of members with cards: give gpus_per_worker of at least 1"]})
         replicas = data.get("replicas") if data.get("replicas") is not None else data["world_size"]
         if data.get("min_available") is not None and data["min_available"] > replicas:
             raise serializers.ValidationError({"min_available": [

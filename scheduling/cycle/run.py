@@ -3,8 +3,9 @@ happened, park what failed.
 
 Per cycle: the plugin set is read from the database (so every instance applies a change at its next cycle), the
 cluster snapshot (nodes, share groups, tenant quotas and status, nominations) is built once, then the entries are
-placed in queue order (`scheduling.queue`): a gang is planned and bound whole, every other task goes through the
-framework's extension points (`Framework`, which runs each of them):
+placed in queue order (`scheduling.queue`): a gang (a training group, or one multi-node replica of a service) is
+planned and bound whole, every other task goes through the framework's extension points (`Framework`, which runs
+each of them):
 PreFilter → Filter → PostFilter when nothing fits (preemption) → Score → Reserve → Permit. A placement is applied
 to the snapshot at once, so the next task sees it, and joins the batch that Bind commits BIND_BATCH at a time
 (the bind pipeline, `scheduling.bind`, one transaction per batch). A placement the live re-check refuses is taken
@@ -37,7 +38,7 @@ from scheduling.framework.never_fits import never_fits
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
-from scheduling.groups.gang_bind import GangResult, schedule_groups
+from scheduling.groups.gang_bind import GangKey, GangResult, schedule_groups
 from scheduling.models import CycleRecord, Task
 from scheduling.plugins import build_plugin_set
 from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
@@ -135,8 +136,13 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                             bound += len(gang.bound_tasks)
                             bound_tasks.extend(gang.bound_tasks)
                             failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-                            if gang.code not in _NOT_PARKED:
+                            if gang.code in _NOT_PARKED:
+                                continue
+                            if gang.replica is None:
                                 unplaced_gangs.append(gang.group_id)
+                            else:
+                                # One replica of a service waits, not the others (design §17.1).
+                                unplaced_tasks.extend(gang.pending)
                         continue
                     tasks = _task_infos([entry.id for entry in run])
                     considered += len(tasks)
@@ -198,14 +204,17 @@ def _schedule_gangs(run: list[QueueEntry], snapshot: ClusterSnapshot, framework:
     """Each gang of the run, whole or not at all; an unexpected error is that gang's attempt and the run goes on."""
     for entry in run:
         try:
-            yield from schedule_groups([entry.id], snapshot, framework, rng, held)
+            yield from schedule_groups([GangKey(entry.id, entry.replica)], snapshot, framework, rng, held)
         except Exception as error:
-            logger.exception("scheduling gang %s failed unexpectedly", entry.id)
+            logger.exception("scheduling gang %s failed unexpectedly", entry.key)
             message = _internal_error_message(error)
-            for task_id in Task.objects.filter(group_id=entry.id, status=lifecycle.PENDING).values_list("id",
-                                                                                                      flat=True):
+            members = Task.objects.filter(group_id=entry.id, status=lifecycle.PENDING)
+            if entry.replica is not None:
+                members = members.filter(replica=entry.replica)
+            pending = tuple(members.values_list("id", flat=True))
+            for task_id in pending:
                 attempts.add(task_id, reasons.INTERNAL_ERROR, message)
-            yield GangResult(entry.id, reasons.INTERNAL_ERROR, message)
+            yield GangResult(entry.id, reasons.INTERNAL_ERROR, message, replica=entry.replica, pending=pending)
 
 
 def _internal_error_message(error: Exception) -> str:

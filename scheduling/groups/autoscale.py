@@ -15,8 +15,14 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.groups.autoscale_rule import TICK_SECONDS, Decision, decide
-from scheduling.groups.budget import replica_ready
-from scheduling.groups.replicas import create_member, group_priority, live_replicas, set_desired_replicas
+from scheduling.groups.replicas import (
+    Replica,
+    add_replicas,
+    group_priority,
+    live_replicas,
+    replica_ready,
+    set_desired_replicas,
+)
 from scheduling.groups.scale import locked_group
 from scheduling.groups.status import refresh_group_status
 from scheduling.groups.timeline import note
@@ -66,9 +72,8 @@ def _tick(group_id: int, now: datetime) -> bool:
             return False
         spec = group.autoscale
         fresh_after = now - timedelta(seconds=METRIC_FRESH_SECONDS)
-        ready = [task for task in live_replicas(group) if replica_ready(group, task)]
-        values = [task.metric_value for task in ready
-                  if task.metric_value is not None and task.metric_at is not None and task.metric_at >= fresh_after]
+        ready = [replica for replica in live_replicas(group) if replica_ready(group, replica)]
+        values = [value for value in (replica_metric(replica, fresh_after) for replica in ready) if value is not None]
         delay = timedelta(seconds=spec.get("scale_down_delay_seconds", 300))
         samples = GroupMetricSample.objects.filter(group=group)
         # One read: the delay's proposals and the first tick before them, if any (the group was watched long
@@ -100,9 +105,17 @@ def _tick(group_id: int, now: datetime) -> bool:
         return True
 
 
+def replica_metric(replica: Replica, fresh_after: datetime) -> float | None:
+    """The replica's value: its members' fresh reports averaged (a multi-node replica's master reports the requests
+    it serves, each member its cards' utilisation); None when none reported."""
+    values = [member.metric_value for member in replica.members
+              if member.metric_value is not None and member.metric_at is not None and member.metric_at >= fresh_after]
+    return sum(values) / len(values) if values else None
+
+
 def _admit_scale_up(group: TaskGroup, decision: Decision, figures: dict) -> bool:
     """The seed's rules for new replicas; a refusal goes on the timeline (once while it lasts)."""
-    adding = decision.desired - (group.replicas or 0)
+    adding = (decision.desired - (group.replicas or 0)) * group.nodes_per_replica
     try:
         if not group.tenant.is_active:
             raise DomainError(f"tenant {group.tenant.name!r} is inactive", field="tenant")
@@ -118,10 +131,7 @@ def _admit_scale_up(group: TaskGroup, decision: Decision, figures: dict) -> bool
 def _apply(group: TaskGroup, decision: Decision, current: int) -> None:
     if decision.desired > current:
         live = live_replicas(group)
-        priority = group_priority(group)
-        next_rank = max((task.rank or 0 for task in live), default=-1) + 1
-        for offset in range(decision.desired - len(live)):
-            create_member(group, rank=next_rank + offset, priority=priority)
+        add_replicas(group, decision.desired - len(live), live=live)
     else:
         set_desired_replicas(group, decision.desired,
                              reason=f"autoscaled down to {decision.desired} replica(s)")

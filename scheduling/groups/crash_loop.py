@@ -4,8 +4,9 @@ forever (10 s) but after a delay that doubles with each consecutive crash up to 
 A crash is a replica that failed less than `replica_stable_seconds` after it started (or before it started); the
 consecutive crashes are counted back from the group's newest ended replica, and any other ending (a replica that
 ran long enough, succeeded, or was stopped) ends the count. A replica that failed with its node or agent lost is
-passed over: that says nothing of the replica, and its successor comes at once. Derived from the members' own rows:
-nothing to keep in step, and the group page reads the same figure.
+passed over: that says nothing of the replica, and its successor comes at once. A multi-node replica (design §17.1)
+crashes once however many of its members failed, and the members stopped because another one was lost are passed
+over. Derived from the members' own rows: nothing to keep in step, and the group page reads the same figure.
 """
 
 from dataclasses import dataclass
@@ -52,13 +53,19 @@ def crash_loop(group: TaskGroup, *, revision: int | None = None) -> CrashLoop:
     if revision is not None:
         ended = ended.filter(revision=revision)
     ended = (ended.order_by("-finished_at", "-id")
-             .values_list("status", "started_at", "finished_at", "reason")[:_COUNTED])
-    crashes, last_crash_at = 0, None
-    for status, started_at, finished_at, reason in ended:
+             .values_list("status", "started_at", "finished_at", "reason", "replica")[:_COUNTED])
+    crashes, last_crash_at, crashed_replicas = 0, None, set()
+    for status, started_at, finished_at, reason, replica in ended:
         if status == lifecycle.FAILED and reason.startswith(_NOT_THE_REPLICAS_FAULT):
+            continue
+        if status == lifecycle.STOPPED and reason.startswith(lifecycle.REPLICA_MEMBER_LOST_REASON):
             continue
         if status != lifecycle.FAILED or (started_at is not None and finished_at - started_at >= stable):
             break
+        if replica is not None:
+            if replica in crashed_replicas:
+                continue
+            crashed_replicas.add(replica)
         crashes += 1
         last_crash_at = last_crash_at or finished_at
     return CrashLoop(crashes=crashes, last_crash_at=last_crash_at, delay=backoff_delay(crashes))

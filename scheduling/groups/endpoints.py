@@ -2,38 +2,37 @@
 revisions with what became of each; and what its page shows of it over time: its timeline and the autoscaler's
 last hour."""
 
+from collections import Counter
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
-
-from scheduling import lifecycle
-from scheduling.groups.budget import replica_ready
-from scheduling.models import GroupEvent, GroupRevision, Task, TaskGroup
+from scheduling.groups.replicas import LIVE_STATES, Replica, as_replicas, live_replicas, replica_ready
+from scheduling.models import GroupEvent, GroupRevision, TaskGroup
 from scheduling.selectors import host_address
 
 
-def ready_replicas(group: TaskGroup) -> list[Task]:
-    running = (group.members.filter(status=lifecycle.RUNNING).select_related("node").order_by("rank", "id"))
-    return [task for task in running if replica_ready(group, task)]
+def ready_replicas(group: TaskGroup) -> list[Replica]:
+    """The ready replicas, oldest first."""
+    live = as_replicas(group.members.filter(status__in=LIVE_STATES).select_related("node"))
+    return [replica for replica in reversed(live) if replica_ready(group, replica)]
 
 
 def group_endpoints(group: TaskGroup) -> list[dict]:
     """`[{task, replica, node, address, port}]` of the ready replicas: the node's internal address as the runtime
-    publishes the port on it."""
-    return [{"task": task.id, "replica": task.rank, "node": task.node.name,
-             "address": host_address(task.node.internal_ip) or None, "port": task.port}
-            for task in ready_replicas(group) if task.node_id is not None]
+    publishes the port on it; a multi-node replica serves from its master, rank 0 (design §17.1)."""
+    return [{"task": head.id, "replica": replica.index, "node": head.node.name,
+             "address": host_address(head.node.internal_ip) or None, "port": head.port}
+            for replica in ready_replicas(group) if (head := replica.head).node_id is not None]
 
 
 def group_revisions(group: TaskGroup) -> list[dict]:
     """Each revision, newest first, with how many of its replicas are live and ready now."""
-    counts = {row["revision"]: row for row in group.members.values("revision").annotate(
-        live=Count("id", filter=~Q(status__in=lifecycle.TERMINAL_STATES)),
-        ready=Count("id", filter=Q(status=lifecycle.RUNNING) & (Q(ready=True) if group.readiness else Q())))}
+    live, ready = Counter(), Counter()
+    for replica in live_replicas(group):
+        live[replica.revision] += 1
+        ready[replica.revision] += replica_ready(group, replica)
     return [{"number": revision.number, "image": revision.image, "command": revision.command, "env": revision.env,
              "state": revision.state, "reason": revision.reason, "current": revision.number == group.revision,
-             "replicas": counts.get(revision.number, {}).get("live", 0),
-             "ready": counts.get(revision.number, {}).get("ready", 0),
+             "replicas": live[revision.number], "ready": ready[revision.number],
              "created_at": revision.created_at, "finished_at": revision.finished_at}
             for revision in GroupRevision.objects.filter(group=group).order_by("-number")]
 

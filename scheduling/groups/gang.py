@@ -1,4 +1,5 @@
-"""Gang placement of a training group (design §10): every member gets a node and cards, or the gang gets nothing.
+"""Gang placement (design §10): every member gets a node and cards, or the gang gets nothing. A gang is a training
+group, or one multi-node replica of an inference group (design §17.1), whose members take one node each.
 
 Pure over the cycle's snapshot: members are placed in rank order on a copy-on-write scratch view of it, each through
 the framework's Filter, Score and Reserve (its PreFilters ran once for the gang's totals), so a node's capacity is
@@ -33,6 +34,13 @@ class GroupInfo:
     gpus_per_worker: int
     gpu_type: str = ""
     parallelism: str = "data"
+    # The multi-node replica this gang is (`world_size` then its members), None for a training gang.
+    replica: int | None = None
+
+    @property
+    def one_per_node(self) -> bool:
+        """A replica's members take a node each (design §17.1); a training gang's may share one."""
+        return self.replica is not None
 
 
 @dataclass(frozen=True)
@@ -131,19 +139,25 @@ def plan_gang(group: GroupInfo, members: list[TaskInfo], snapshot: ClusterSnapsh
     for rank, member in enumerate(members):
         result = framework.schedule(member, scratch.snapshot, rng, admitted=True)
         totals = result.totals
-        candidates = [node for node in map(scratch.node, totals) if node is not None
-                      and (not gpu_type or gpu_type in node.gpu_types)]
+        feasible = [node for node in map(scratch.node, totals) if node is not None
+                    and (not gpu_type or gpu_type in node.gpu_types)]
+        taken = {placement.node_id for placement in placements} if group.one_per_node else set()
+        candidates = [node for node in feasible if node.id not in taken]
         if not candidates and not placements and gpu_type:
             unavailable = gpu_type_unavailable(gpu_type, result, snapshot)
             if unavailable:
                 return GangFailure(group, reasons.GPU_TYPE_UNAVAILABLE, unavailable, reason=unavailable)
         if context is None:
             context = PlanContext.start(candidates, cards_per_member=member.gpu_required, members=len(members),
-                                        config=framework.config)
+                                        config=framework.config, one_per_node=group.one_per_node)
         candidates.sort(key=lambda node: (order(node, context), totals[node.id], -node.id), reverse=True)
         placed = _first_fitting(member, candidates, framework, scratch)
         if placed is None:
-            return _incomplete(group, members, rank, member, result.message, result.compact_diagnostics())
+            summary = result.message
+            if len(candidates) < len(feasible):
+                summary += (f" {len(feasible) - len(candidates)} feasible node(s) already hold a member of this "
+                            f"replica: its members take one node each.")
+            return _incomplete(group, members, rank, member, summary, result.compact_diagnostics())
         node, cards = placed
         context.record(node)
         placements.append(MemberPlacement(rank, member, node.id, node.name, tuple(cards),

@@ -7,15 +7,19 @@ compare-and-swap rolls the whole batch back: nothing of a gang that does not fit
 
 `schedule_groups` is the cycle's entry: it plans and binds the gangs the queue hands it, in queue order. A gang
 meets the framework's extension points like a task: its PreFilters once with its totals (`pre_filter_gang`), each
-member Filter, Score and Reserve (`plan_gang`), the gang Permit, then Bind with `all_or_nothing`.
+member Filter, Score and Reserve (`plan_gang`), the gang Permit, then Bind with `all_or_nothing`. A gang is a
+training group, or one multi-node replica of an inference group (design §17.1): its members get ranks and a master
+of their own, in their environment.
 """
 
 import logging
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from django.db import transaction
+from django.db.models import Q
 
 from scheduling import lifecycle
 from scheduling.bind import Placement, bind_placements
@@ -34,6 +38,8 @@ from scheduling.queue.nomination import HeldCards
 logger = logging.getLogger(__name__)
 
 MASTER_PORT = 29500
+MASTER_ADDR_VARIABLE = "MASTER_ADDR"
+BACKEND_VARIABLE = "HETEROFLOW_DIST_BACKEND"
 _GROUP_FIELDS = ("id", "tenant_id", "name", "world_size", "gpus_per_worker", "gpu_type", "parallelism")
 
 
@@ -52,14 +58,24 @@ class GangBindOutcome:
         return self.bound
 
 
+class GangKey(NamedTuple):
+    """A gang to place: a training group, or one multi-node replica of an inference group."""
+
+    group_id: int
+    replica: int | None = None
+
+
 @dataclass(frozen=True)
 class GangResult:
-    """One gang's attempt in a cycle; `bound_tasks` are the members now scheduled (empty unless bound)."""
+    """One gang's attempt in a cycle; `bound_tasks` are the members now scheduled (empty unless bound), `pending`
+    the ids of the members it tried to place."""
 
     group_id: int
     code: str
     message: str
     bound_tasks: tuple[TaskInfo, ...] = ()
+    replica: int | None = None
+    pending: tuple[int, ...] = ()
 
     @property
     def bound_task_ids(self) -> tuple[int, ...]:
@@ -95,9 +111,11 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None, framewor
 
     def after_claim(_live_nodes: Mapping[int, LiveNode]) -> None:
         message = bound["message"]
+        # A training gang's master is its group's; each replica's is in its members' environment only.
+        master = {} if group.replica is not None else {"master_addr": bound["master_addr"],
+                                                        "backend": bound["backend"]}
         TaskGroup.objects.filter(id=group.id).update(
-            master_addr=bound["master_addr"], backend=bound["backend"],
-            diagnostics={"code": reasons.SCHEDULED, "message": message, "member": None, "reason": ""},
+            **master, diagnostics={"code": reasons.SCHEDULED, "message": message, "member": None, "reason": ""},
         )
         attempts = AttemptBatch()
         for member in plan.placements:
@@ -120,12 +138,17 @@ def bind_gang(plan: GangPlan, *, config: SchedulerConfig | None = None, framewor
 
 def member_env(rank: int, world_size: int, master_addr: str, backend: str) -> dict[str, str]:
     return {
-        "MASTER_ADDR": master_addr,
+        MASTER_ADDR_VARIABLE: master_addr,
         "MASTER_PORT": str(MASTER_PORT),
         "RANK": str(rank),
         "WORLD_SIZE": str(world_size),
-        "HETEROFLOW_DIST_BACKEND": backend,
+        BACKEND_VARIABLE: backend,
     }
+
+
+def member_communication(env: dict[str, str]) -> tuple[str, str]:
+    """(master address, backend) a bound member was given (`member_env`); empty strings before its bind."""
+    return env.get(MASTER_ADDR_VARIABLE, ""), env.get(BACKEND_VARIABLE, "")
 
 
 def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None:
@@ -140,27 +163,43 @@ def record_gang_failure(failure: GangFailure, member_ids: Iterable[int]) -> None
         attempts.flush()
 
 
-def schedule_groups(group_ids: list[int], snapshot: ClusterSnapshot, framework: Framework,
+def schedule_groups(gangs: list[GangKey], snapshot: ClusterSnapshot, framework: Framework,
                     rng: random.Random, held: HeldCards | None = None) -> list[GangResult]:
     """Plan and bind these gangs in this order, each whole or not at all; a bound gang is applied to `snapshot`
     (its cards and its tenant's quota usage) so the rest of the cycle sees it. `held`: the cycle's held cards — a
     reserved gang's members see theirs during its attempt (design §16.3), held again if it does not bind."""
     held = held if held is not None else HeldCards()
-    return [_schedule_one(group, live, snapshot, framework, rng, held) for group, live in read_gangs(group_ids)]
+    return [_schedule_one(group, live, snapshot, framework, rng, held) for group, live in read_gangs(gangs)]
 
 
-def read_gangs(group_ids: list[int]) -> list[tuple[GroupInfo, list]]:
-    """The gangs of `group_ids` that exist, in that order, each with [(TaskInfo, status)] of its members not yet
-    finished, by rank."""
-    rows = TaskGroup.objects.filter(id__in=group_ids).values_list(*_GROUP_FIELDS)
-    groups = {row[0]: GroupInfo(**dict(zip(_GROUP_FIELDS, row))) for row in rows}
-    members_of = _live_members(set(groups))
-    return [(groups[group_id], members_of.get(group_id, [])) for group_id in group_ids if group_id in groups]
+def read_gangs(gangs: list[GangKey]) -> list[tuple[GroupInfo, list]]:
+    """The gangs that exist, in that order, each with [(TaskInfo, status)] of its members not yet finished, by
+    rank; a replica's `world_size` is its group's `nodes_per_replica`."""
+    rows = TaskGroup.objects.filter(id__in={gang.group_id for gang in gangs}).values_list(*_GROUP_FIELDS,
+                                                                                         "nodes_per_replica")
+    groups = {row[0]: row for row in rows}
+    members_of = _live_members(gangs)
+    return [(_group_info(groups[gang.group_id], gang.replica), members_of.get(gang, []))
+            for gang in gangs if gang.group_id in groups]
+
+
+def _group_info(row: tuple, replica: int | None) -> GroupInfo:
+    *fields, nodes_per_replica = row
+    info = GroupInfo(**dict(zip(_GROUP_FIELDS, fields)))
+    if replica is None:
+        return info
+    return replace(info, name=f"{info.name} replica {replica}", world_size=nodes_per_replica, replica=replica)
 
 
 def _schedule_one(group: GroupInfo, live: list, snapshot: ClusterSnapshot, framework: Framework,
                   rng: random.Random, held: HeldCards) -> GangResult:
     pending = [task for task, status in live if status == lifecycle.PENDING]
+    result = _attempt(group, live, pending, snapshot, framework, rng, held)
+    return replace(result, replica=group.replica, pending=tuple(task.id for task in pending))
+
+
+def _attempt(group: GroupInfo, live: list, pending: list[TaskInfo], snapshot: ClusterSnapshot,
+             framework: Framework, rng: random.Random, held: HeldCards) -> GangResult:
     incomplete = incomplete_gang(group, live)
     if incomplete is not None:
         return _failed(incomplete, pending)
@@ -196,16 +235,20 @@ def _failed(failure: GangFailure, members: list) -> GangResult:
     return GangResult(failure.group.id, failure.code, failure.message)
 
 
-def _live_members(group_ids: set[int]) -> dict[int, list]:
-    """group id → [(TaskInfo, status)] of its members not yet finished, by rank."""
-    if not group_ids:
+def _live_members(gangs: list[GangKey]) -> dict[GangKey, list]:
+    """Each gang's [(TaskInfo, status)] of its members not yet finished, by rank."""
+    if not gangs:
         return {}
-    rows = (Task.objects.filter(group_id__in=group_ids).exclude(status__in=lifecycle.TERMINAL_STATES)
-            .order_by("group_id", "rank", "id").values_list(*TASK_INFO_FIELDS, "status"))
-    members: dict[int, list] = {}
-    for *fields, status in rows:
+    of_gangs = Q()
+    for gang in gangs:
+        of_gangs |= Q(group_id=gang.group_id, replica=gang.replica) if gang.replica is not None else Q(
+            group_id=gang.group_id)
+    rows = (Task.objects.filter(of_gangs).exclude(status__in=lifecycle.TERMINAL_STATES)
+            .order_by("group_id", "replica", "rank", "id").values_list(*TASK_INFO_FIELDS, "replica", "status"))
+    members: dict[GangKey, list] = {}
+    for *fields, replica, status in rows:
         task = task_info_from_row(tuple(fields))
-        members.setdefault(task.group_id, []).append((task, status))
+        members.setdefault(GangKey(task.group_id, replica), []).append((task, status))
     return members
 
 

@@ -81,10 +81,13 @@ class PlanContext:
 
     @classmethod
     def start(cls, candidates: Iterable[NodeInfo], *, cards_per_member: int, members: int,
-              config: SchedulerConfig) -> "PlanContext":
+              config: SchedulerConfig, one_per_node: bool = False) -> "PlanContext":
+        """`one_per_node`: a node takes one member at most (a multi-node replica's, design §17.1)."""
         nodes = {node.id: node for node in candidates}
+        most = 1 if one_per_node else UNBOUNDED
         context = cls(config=config, cards_per_member=cards_per_member, remaining=members,
-                      capacity={node_id: member_slots(node, cards_per_member, config) for node_id, node in nodes.items()},
+                      capacity={node_id: min(member_slots(node, cards_per_member, config), most)
+                                for node_id, node in nodes.items()},
                       nodes=nodes)
         for name, key_of in _NEIGHBOURHOODS.items():
             keys = context._keys[name] = {node_id: key_of(node) for node_id, node in nodes.items()}

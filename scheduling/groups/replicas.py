@@ -1,7 +1,15 @@
-"""Replica counts of inference groups: the desired figure, and the rebuild loop that keeps it."""
+"""Replicas of inference groups: what one is, the desired count, and the rebuild loop that keeps it.
+
+A replica is one task, or with `nodes_per_replica` > 1 that many member tasks sharing a `replica` number, ranked
+0…n-1 inside it and placed whole as a gang, one per node (design §17.1). Everything that counts, creates, stops
+or judges replicas does it here, replica by replica: a multi-node replica is created whole, stopped whole and
+ready only when all its members run (its rank 0, the master that serves, ready by the probe).
+"""
 
 import logging
+from dataclasses import dataclass
 
+from django.db.models import Max
 from django.utils import timezone
 
 from heteroflow_site.errors import DomainError, TooManyPending
@@ -18,8 +26,73 @@ logger = logging.getLogger(__name__)
 LIVE_STATES = ACTIVE_STATES | {lifecycle.PENDING}
 
 
-def live_replicas(group: TaskGroup) -> list[Task]:
-    return list(group.members.filter(status__in=LIVE_STATES).order_by("-rank", "-id"))
+@dataclass(frozen=True)
+class Replica:
+    """One replica: its number and its live members by rank (one for a single-node replica)."""
+
+    index: int
+    members: tuple[Task, ...]
+
+    @property
+    def head(self) -> Task:
+        """The member that serves: rank 0 of a multi-node replica (its master), the task of a single-node one."""
+        return self.members[0]
+
+    @property
+    def revision(self) -> int:
+        return self.head.revision
+
+    @property
+    def stopping(self) -> bool:
+        """Every live member is stopping: it serves nothing and is on its way out."""
+        return all(member.status == lifecycle.STOPPING for member in self.members)
+
+    @property
+    def node_ids(self) -> set[int]:
+        return {member.node_id for member in self.members if member.node_id is not None}
+
+
+def member_ready(group: TaskGroup, task: Task) -> bool:
+    """Available (design §17.2): running, and ready by its probe when the group declares one."""
+    return task.status == lifecycle.RUNNING and (group.readiness is None or task.ready)
+
+
+def replica_ready(group: TaskGroup, replica: Replica) -> bool:
+    """Every member of the replica running, its head ready (the probe is of the address it serves on)."""
+    return (len(replica.members) == group.nodes_per_replica
+            and all(member.status == lifecycle.RUNNING for member in replica.members)
+            and member_ready(group, replica.head))
+
+
+def ready_replica_count(group: TaskGroup, members) -> int:
+    """How many replicas of these members of the group (any states, as its page and API read them) are ready."""
+    return sum(replica_ready(group, replica)
+               for replica in as_replicas(member for member in members if member.status in LIVE_STATES))
+
+
+def as_replicas(tasks) -> list[Replica]:
+    """Tasks grouped by replica, newest replica first, each replica's members by rank; a task without a `replica`
+    number is a replica of its own."""
+    by_key: dict[tuple[int, int], list[Task]] = {}
+    for task in tasks:
+        key = (task.replica, 0) if task.replica is not None else (task.rank or 0, task.id)
+        by_key.setdefault(key, []).append(task)
+    return [Replica(key[0], tuple(sorted(members, key=lambda task: (task.rank or 0, task.id))))
+            for key, members in sorted(by_key.items(), reverse=True)]
+
+
+def live_replicas(group: TaskGroup) -> list[Replica]:
+    """The replicas with a live member, newest first."""
+    return as_replicas(group.members.filter(status__in=LIVE_STATES))
+
+
+def stop_replica(replica: Replica, *, reason: str) -> None:
+    """Stop every live member: a replica leaves whole."""
+    for member in replica.members:
+        try:
+            task_stop(task=member, reason=reason)
+        except DomainError:
+            logger.info("member %s of replica %s already finished", member.id, replica.index)
 
 
 def set_desired_replicas(group: TaskGroup, desired: int, *, reason: str) -> None:
@@ -27,10 +100,7 @@ def set_desired_replicas(group: TaskGroup, desired: int, *, reason: str) -> None
     group.replicas = desired
     live = live_replicas(group)
     for replica in live[: max(len(live) - desired, 0)]:
-        try:
-            task_stop(task=replica, reason=reason)
-        except DomainError:
-            logger.info("replica %s of group %s already finished", replica.id, group.id)
+        stop_replica(replica, reason=reason)
 
 
 def rebuild_inference_groups() -> int:
@@ -58,20 +128,45 @@ def _rebuild_group(group_id: int) -> int:
                     loop.next_replica_at.isoformat(), loop.crashes)
         return 0
     try:
-        ensure_pending_capacity(tenant=locked.tenant, adding=missing)
+        ensure_pending_capacity(tenant=locked.tenant, adding=missing * locked.nodes_per_replica)
     except TooManyPending as refusal:
         logger.warning("group %s: %s missing replicas not rebuilt: %s", group_id, missing, refusal)
         return 0
-    next_rank = (max((task.rank or 0 for task in live), default=-1)) + 1
-    for offset in range(missing):
-        create_member(locked, rank=next_rank + offset)
+    add_replicas(locked, missing, live=live)
     return missing
 
 
-def create_member(group: TaskGroup, *, rank: int, priority: int | None = None) -> Task:
+def add_replicas(group: TaskGroup, count: int, *, live: list[Replica] | None = None,
+                 priority: int | None = None) -> None:
+    """`count` new replicas after the newest, each whole. Its caller admitted their members (the tenant's pending
+    cap, its priority ceiling)."""
+    first = next_replica_index(group, live_replicas(group) if live is None else live)
+    priority = group_priority(group) if priority is None else priority
+    for index in range(first, first + count):
+        create_replica(group, index=index, priority=priority)
+
+
+def next_replica_index(group: TaskGroup, live: list[Replica]) -> int:
+    """After the newest live replica; a multi-node replica's number is never reused, as its members are found by
+    it."""
+    if group.nodes_per_replica > 1:
+        newest = group.members.aggregate(newest=Max("replica"))["newest"]
+        return 0 if newest is None else newest + 1
+    return max((replica.index for replica in live), default=-1) + 1
+
+
+def create_replica(group: TaskGroup, *, index: int, priority: int) -> list[Task]:
+    """The replica's pending members: one task numbered `index`, or `nodes_per_replica` members ranked 0…n-1."""
+    if group.nodes_per_replica == 1:
+        return [create_member(group, rank=index, priority=priority)]
+    return [create_member(group, rank=rank, priority=priority, replica=index)
+            for rank in range(group.nodes_per_replica)]
+
+
+def create_member(group: TaskGroup, *, rank: int, priority: int | None = None, replica: int | None = None) -> Task:
     return task_create(
         tenant=group.tenant,
-        name=f"{group.name}-{rank}",
+        name=f"{group.name}-{rank}" if replica is None else f"{group.name}-{replica}-{rank}",
         type=group.type,
         image=group.image,
         command=group.command,
@@ -83,6 +178,7 @@ def create_member(group: TaskGroup, *, rank: int, priority: int | None = None) -
         priority=group_priority(group) if priority is None else priority,
         group=group,
         rank=rank,
+        replica=replica,
         tolerations=group.tolerations,
         node_selector=group.node_selector,
         labels=group.labels,

@@ -18,18 +18,16 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from heteroflow_site.errors import DomainError, TooManyPending
-from scheduling import lifecycle
-from scheduling.groups.budget import budget_held, replica_ready
+from heteroflow_site.errors import TooManyPending
+from scheduling.groups.budget import budget_held
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.refusals import NoChange, RolloutInProgress
-from scheduling.groups.replicas import create_member, live_replicas
+from scheduling.groups.replicas import add_replicas, live_replicas, replica_ready, stop_replica
 from scheduling.groups.scale import ensure_serving, locked_group
 from scheduling.groups.status import refresh_group_status
 from scheduling.housekeeping.isolation import isolated
-from scheduling.models import ROLLOUT_STATES, GroupRevision, Task, TaskGroup
+from scheduling.models import ROLLOUT_STATES, GroupRevision, TaskGroup
 from scheduling.services.task_create import ensure_pending_capacity
-from scheduling.services.task_stop import task_stop
 
 logger = logging.getLogger(__name__)
 
@@ -99,12 +97,12 @@ def _step(group_id: int, now: datetime) -> bool:
     everything = live_replicas(group)
     # A replica already stopping neither serves nor counts against the surge, but the rollout is complete only
     # once it is gone: a user then sees the new revision's replicas only.
-    live = [task for task in everything if task.status != lifecycle.STOPPING]
-    new = [task for task in live if task.revision == group.revision]
-    old = [task for task in live if task.revision != group.revision]
-    old_stopping = any(task.revision != group.revision for task in everything if task.status == lifecycle.STOPPING)
+    live = [replica for replica in everything if not replica.stopping]
+    new = [replica for replica in live if replica.revision == group.revision]
+    old = [replica for replica in live if replica.revision != group.revision]
+    old_stopping = any(replica.revision != group.revision for replica in everything if replica.stopping)
     desired = group.replicas or 0
-    new_ready = sum(replica_ready(group, task) for task in new)
+    new_ready = sum(replica_ready(group, replica) for replica in new)
     if revision.state == State.ROLLING_OUT:
         failure = _rollout_failure(group, revision, new_ready, now)
         if failure:
@@ -113,22 +111,22 @@ def _step(group_id: int, now: datetime) -> bool:
     if not old and not old_stopping and new_ready >= desired:
         _finish(group, revision, now)
         return True
-    ready_total = new_ready + sum(replica_ready(group, task) for task in old)
+    ready_total = new_ready + sum(replica_ready(group, replica) for replica in old)
     # Ready replicas that may stop now without the group falling below `replicas - max_unavailable`.
     spare = ready_total - (desired - group.max_unavailable)
     if group.min_available is not None and ready_total - group.min_available < spare:
         spare = ready_total - group.min_available
-        if any(replica_ready(group, task) for task in old) and spare <= 0:
+        if any(replica_ready(group, replica) for replica in old) and spare <= 0:
             budget_held(group, f"rolling update to revision {group.revision} waits: {ready_total} ready, "
                                f"min_available {group.min_available}",
                         figures={"ready": ready_total, "min_available": group.min_available})
     stopped = 0
     # Not-ready ones first (they serve nothing), then the newest.
-    for task in sorted(old, key=lambda task: (replica_ready(group, task), -(task.rank or 0), -task.id)):
-        ready = replica_ready(group, task)
+    for replica in sorted(old, key=lambda replica: (replica_ready(group, replica), -replica.index, -replica.head.id)):
+        ready = replica_ready(group, replica)
         if ready and spare <= 0:
             break
-        _stop(task, reason=f"rolling update to revision {group.revision}")
+        stop_replica(replica, reason=f"rolling update to revision {group.revision}")
         spare -= ready
         stopped += 1
     # The room the stops just made is used in the same step, not the next one (5 s later).
@@ -136,13 +134,11 @@ def _step(group_id: int, now: datetime) -> bool:
     missing = min(room, desired - len(new))
     if missing > 0 and not crash_loop(group).holds_at(now):
         try:
-            ensure_pending_capacity(tenant=group.tenant, adding=missing)
+            ensure_pending_capacity(tenant=group.tenant, adding=missing * group.nodes_per_replica)
         except TooManyPending as refusal:
             logger.warning("group %s: rollout waits, %s new replica(s) not created: %s", group.id, missing, refusal)
             return True
-        next_rank = max((task.rank or 0 for task in live_replicas(group)), default=-1) + 1
-        for offset in range(missing):
-            create_member(group, rank=next_rank + offset)
+        add_replicas(group, missing)
     return True
 
 
@@ -178,9 +174,3 @@ def _finish(group: TaskGroup, revision: GroupRevision, now: datetime) -> None:
     revision.save(update_fields=["state", "reason", "finished_at"])
     refresh_group_status(group.id)
 
-
-def _stop(task: Task, *, reason: str) -> None:
-    try:
-        task_stop(task=task, reason=reason)
-    except DomainError:
-        logger.info("replica %s already finished", task.id)

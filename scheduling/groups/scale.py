@@ -1,7 +1,7 @@
 """Scaling an inference group by hand (design §17.2): `PATCH /api/v1/task-groups/{id}` `{replicas}`.
 
-Up creates the missing replicas at once, each admitted as a submission is (the tenant's pending cap here, its
-priority ceiling, then its quota when the scheduler places it); down stops the newest replicas first. 0 is scaled
+Up creates the missing replicas at once (a multi-node replica whole, design §17.1), each admitted as a submission is (the tenant's pending cap here, its
+priority ceiling, then its quota when the scheduler places it); down stops the newest replicas first, each whole. 0 is scaled
 to zero, not stopped: a later scale brings it back. A window's action holds the replica count, so a scale then is a
 409 naming the window rather than a change the window would undo.
 """
@@ -12,7 +12,7 @@ from heteroflow_site.errors import DomainError
 from scheduling import lifecycle
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.groups.refusals import GroupStopped, NotAService, WindowActive
-from scheduling.groups.replicas import create_member, group_priority, live_replicas, set_desired_replicas
+from scheduling.groups.replicas import add_replicas, group_priority, live_replicas, set_desired_replicas
 from scheduling.groups.status import refresh_group_status
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.services.task_create import ensure_pending_capacity
@@ -57,10 +57,8 @@ def task_group_scale(*, group: TaskGroup, replicas: int) -> TaskGroup:
         adding = replicas - len(live)
         if adding > 0:
             priority = priority_within_ceiling(tenant=locked.tenant, priority=group_priority(locked))
-            ensure_pending_capacity(tenant=locked.tenant, adding=adding)
-            next_rank = max((task.rank or 0 for task in live), default=-1) + 1
-            for offset in range(adding):
-                create_member(locked, rank=next_rank + offset, priority=priority)
+            ensure_pending_capacity(tenant=locked.tenant, adding=adding * locked.nodes_per_replica)
+            add_replicas(locked, adding, live=live, priority=priority)
         else:
             set_desired_replicas(locked, replicas, reason=f"group scaled to {replicas} replica(s)")
         TaskGroup.objects.filter(id=locked.id).update(replicas=replicas)

@@ -3,9 +3,10 @@ from django.db import transaction
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.validation import REPLICAS_MAX
 from nodes.models import Node
+from scheduling.groups.replicas import create_member, create_replica
 from scheduling.groups.windows import validate_window
 from scheduling.models import DEFAULT_GRACE_SECONDS, GroupRevision, Parallelism, TaskGroup, TaskType
-from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, task_create, timeout_for
+from scheduling.services.task_create import BY_TYPE, TypeDefault, ensure_pending_capacity, timeout_for
 from tenants.models import Tenant
 
 
@@ -38,8 +39,10 @@ def task_group_create(
     min_available: int | None = None,
     spread: dict | None = None,
     autoscale: dict | None = None,
+    nodes_per_replica: int = 1,
 ) -> TaskGroup:
-    """Create a group and its member tasks, all pending, in one transaction."""
+    """Create a group and its member tasks, all pending, in one transaction: a training gang's `world_size` members,
+    or an inference group's replicas, each `nodes_per_replica` members (design §17.1)."""
     if not tenant.is_active:
         raise Conflict(f"tenant {tenant.name!r} is inactive and cannot submit tasks", field="tenant")
     if type == TaskType.TRAINING and (replicas is not None or window is not None):
@@ -52,9 +55,13 @@ def task_group_create(
     service_fields = {"max_surge": max_surge != 1, "max_unavailable": max_unavailable != 0,
                       "ready_timeout_seconds": ready_timeout_seconds != 600, "readiness": readiness is not None,
                       "model": bool(model), "min_available": min_available is not None,
-                      "spread": spread is not None, "autoscale": autoscale is not None}
+                      "spread": spread is not None, "autoscale": autoscale is not None,
+                      "nodes_per_replica": nodes_per_replica != 1}
     if type == TaskType.TRAINING and (named := next((name for name, given in service_fields.items() if given), None)):
         raise NotAllowed(f"{named} applies to inference groups only", field=named)
+    if nodes_per_replica < 1 or nodes_per_replica > 1 and gpus_per_worker == 0:
+        raise DomainError("nodes_per_replica is at least 1, and above 1 only for members with cards",
+                          field="nodes_per_replica")
     if max_surge == 0 and max_unavailable == 0:
         raise NotAllowed("max_surge and max_unavailable cannot both be 0: a rollout could replace nothing",
                          field="max_surge")
@@ -82,7 +89,7 @@ def task_group_create(
             termination_grace_seconds=termination_grace_seconds,
             env=dict(env or {}), max_surge=max_surge, max_unavailable=max_unavailable,
             ready_timeout_seconds=ready_timeout_seconds, readiness=readiness, model=model,
-            min_available=min_available, spread=spread, autoscale=autoscale,
+            min_available=min_available, spread=spread, autoscale=autoscale, nodes_per_replica=nodes_per_replica,
         )
         GroupRevision.objects.create(group=group, number=group.revision, image=image, command=command,
                                      env=group.env, state=GroupRevision.State.COMPLETE)
@@ -90,16 +97,15 @@ def task_group_create(
         if autoscale is not None:
             # It starts within its bounds; the autoscaler moves it from there.
             count = min(max(count, autoscale["min"]), autoscale["max"])
-        ensure_pending_capacity(tenant=tenant, adding=count)
-        if type == TaskType.INFERENCE and group.replicas != count:
+        if type == TaskType.TRAINING:
+            ensure_pending_capacity(tenant=tenant, adding=count)
+            for rank in range(count):
+                create_member(group, rank=rank, priority=priority)
+            return group
+        ensure_pending_capacity(tenant=tenant, adding=count * nodes_per_replica)
+        if group.replicas != count:
             group.replicas = count
             group.save(update_fields=["replicas"])
-        for rank in range(count):
-            task_create(
-                tenant=tenant, name=f"{name}-{rank}", type=type, image=image, command=command, gpu_type=gpu_type,
-                gpu_required=gpus_per_worker, priority=priority, group=group, rank=rank,
-                tolerations=group.tolerations, node_selector=group.node_selector, labels=group.labels,
-                timeout_seconds=group.timeout_seconds, termination_grace_seconds=group.termination_grace_seconds,
-                env=group.env, model=model,
-            )
+        for index in range(count):
+            create_replica(group, index=index, priority=priority)
     return group

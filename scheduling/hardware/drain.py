@@ -21,8 +21,7 @@ from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
 from scheduling import lifecycle
 from scheduling.groups.budget import budget_permits
-from scheduling.groups.replicas import create_member, live_replicas
-from scheduling.groups.rollout import replica_ready
+from scheduling.groups.replicas import add_replicas, live_replicas, replica_ready
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
 from scheduling.lifecycle import ACTIVE_STATES, NODE_DRAIN_REASON
 from scheduling.models import Task, TaskGroup, TaskType
@@ -130,7 +129,9 @@ def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, 
     off draining nodes, else make sure a replacement is on its way there and wait (0)."""
     group = TaskGroup.objects.select_for_update().select_related("tenant").get(id=group_id)
     draining = set(Node.objects.filter(drain_state=DrainState.DRAINING).values_list("id", flat=True))
-    elsewhere = [replica for replica in live_replicas(group) if replica.node_id not in draining]
+    live = live_replicas(group)
+    # A multi-node replica with a member on a draining node goes with it (design §17.1): it is not elsewhere.
+    elsewhere = [replica for replica in live if not replica.node_ids & draining]
     ready_elsewhere = sum(1 for replica in elsewhere if replica_ready(group, replica))
     waited_enough = node.drain_started_at is not None and timezone.now() - node.drain_started_at >= timedelta(
         seconds=group.ready_timeout_seconds)
@@ -140,13 +141,12 @@ def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, 
         return int(task_transition(task_id, status, lifecycle.STOPPING, reason=reason, **changes))
     if len(elsewhere) < (group.replicas or 0):
         try:
-            ensure_pending_capacity(tenant=group.tenant, adding=1)
+            ensure_pending_capacity(tenant=group.tenant, adding=group.nodes_per_replica)
         except TooManyPending as refusal:
             logger.warning("node %s: no replacement for replica %s of group %s yet: %s", node.name, task_id,
                            group_id, refusal)
             return 0
-        ranks = [replica.rank or 0 for replica in live_replicas(group)]
-        create_member(group, rank=max(ranks, default=-1) + 1)
+        add_replicas(group, 1, live=live)
         logger.info("node %s: a replacement for replica %s of group %s is on its way", node.name, task_id, group_id)
     return 0
 

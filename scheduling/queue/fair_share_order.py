@@ -17,7 +17,7 @@ def fair_share_order(entries: list[QueueEntry], shares: Mapping[int, DecayedShar
     def key(entry: QueueEntry):
         share = shares.get(entry.tenant_id)
         return (-entry.priority, share.order_key if share else _NO_SHARE, entry.created_at, entry.kind != TASK,
-                entry.id)
+                entry.id, entry.replica or 0)
 
     return sorted(entries, key=key)
 

@@ -3,7 +3,8 @@ in force, computed once per cycle and kept in Redis for the API, the task page a
 never orders the queue itself.
 
 Every pending entry counts, parked ones too (they wait like the rest); a gang is one entry, its pending members all
-at its place. A task or gang asking for no GPU type queues with the others that ask for none ("any").
+at its place (each multi-node replica of a service is a gang of its own, design §17.1). A task or gang asking for
+no GPU type queues with the others that ask for none ("any").
 """
 
 import logging
@@ -18,7 +19,7 @@ from scheduling.framework.snapshot import ClusterSnapshot
 from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.plugins.queue_sort import FAIR_SHARE, WEIGHTED
 from scheduling.queue import immediate_queue
-from scheduling.queue.entries import GANG, TASK, QueueEntry
+from scheduling.queue.entries import GANG, GANG_CREATED_AT, GANG_MEMBERS, SINGLE_TASK, TASK, QueueEntry
 from scheduling.queue.fair_share_order import fair_share_order
 from scheduling.queue.weighted import weighted_order
 
@@ -26,35 +27,29 @@ logger = logging.getLogger(__name__)
 
 POSITIONS_KEY = "heteroflow:queue-positions"
 ANY_TYPE = "any"
-_TASKS, _GROUPS = Task._meta.db_table, TaskGroup._meta.db_table
+_TASKS = Task._meta.db_table
 
 # Every pending entry in the default order (priority, creation, tasks before gangs, id), with its GPU type and,
 # for a gang, its pending members.
 _ALL_PENDING = f"""
-(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, t.gpu_type,
+(SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, NULL::integer AS replica, t.gpu_type,
         ARRAY[t.id] AS members
    FROM {_TASKS} t
-  WHERE t.status = %(pending)s
-    AND NOT EXISTS (SELECT 1 FROM {_GROUPS} g
-                     WHERE g.id = t.group_id AND g.type = %(training)s AND g.world_size > 1))
+  WHERE t.status = %(pending)s AND {SINGLE_TASK})
 UNION ALL
-(SELECT '{GANG}', g.id, max(t.priority), g.created_at, g.tenant_id, g.gpu_type, array_agg(t.id)
-   FROM {_GROUPS} g JOIN {_TASKS} t ON t.group_id = g.id AND t.status = %(pending)s
-  WHERE g.type = %(training)s AND g.world_size > 1 AND g.status <> %(stopped)s
-  GROUP BY g.id)
-ORDER BY priority DESC, created_at, kind DESC, id
+(SELECT '{GANG}', g.id, max(t.priority), {GANG_CREATED_AT}, g.tenant_id, t.replica, g.gpu_type, array_agg(t.id)
+   FROM {GANG_MEMBERS})
+ORDER BY priority DESC, created_at, kind DESC, id, replica
 """
 
 
-def _pending_entries() -> tuple[list[QueueEntry], dict[tuple[str, int], tuple[str, list[int]]]]:
+def _pending_entries() -> tuple[list[QueueEntry], dict[tuple, tuple[str, list[int]]]]:
     with connection.cursor() as cursor:
         cursor.execute(_ALL_PENDING, {"pending": lifecycle.PENDING, "training": TaskType.TRAINING,
                                       "stopped": TaskGroup.Status.STOPPED})
         rows = cursor.fetchall()
-    entries = [QueueEntry(kind, entry_id, priority, created_at, tenant_id)
-               for kind, entry_id, priority, created_at, tenant_id, _, _ in rows]
-    facts = {(kind, entry_id): (gpu_type or ANY_TYPE, members)
-             for kind, entry_id, _, _, _, gpu_type, members in rows}
+    entries = [QueueEntry(*row[:6]) for row in rows]
+    facts = {entry.key: (gpu_type or ANY_TYPE, members) for entry, (*_, gpu_type, members) in zip(entries, rows)}
     return entries, facts
 
 
@@ -77,11 +72,11 @@ def compute_queue_positions(*, order: str, snapshot: ClusterSnapshot | None = No
     entries, facts = _pending_entries()
     by_type: dict[str, list[QueueEntry]] = defaultdict(list)
     for entry in ordered(entries, order=order, snapshot=snapshot, shares=shares):
-        by_type[facts[(entry.kind, entry.id)][0]].append(entry)
+        by_type[facts[entry.key][0]].append(entry)
     positions = {}
     for queue in by_type.values():
         for place, entry in enumerate(queue, start=1):
-            for task_id in facts[(entry.kind, entry.id)][1]:
+            for task_id in facts[entry.key][1]:
                 positions[task_id] = (place, len(queue))
     return positions
 

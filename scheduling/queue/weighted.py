@@ -20,7 +20,7 @@ def weighted_order(entries: list[QueueEntry], snapshot: ClusterSnapshot, *,
     now = now or timezone.now()
     cards = cards_by_type(snapshot)
     facts = entry_facts(entries)
-    return sorted(entries, key=lambda entry: -weighted_score(facts[(entry.kind, entry.id)], now=now, cards=cards))
+    return sorted(entries, key=lambda entry: -weighted_score(facts[entry.key], now=now, cards=cards))
 
 
 def cards_by_type(snapshot: ClusterSnapshot) -> dict[str, Cards]:
@@ -35,20 +35,24 @@ def cards_by_type(snapshot: ClusterSnapshot) -> dict[str, Cards]:
     return {kind: Cards(allocated[kind], total[kind]) for kind in total}
 
 
-def entry_facts(entries: list[QueueEntry]) -> dict[tuple[str, int], EntryFacts]:
+def entry_facts(entries: list[QueueEntry]) -> dict[tuple, EntryFacts]:
+    """Each entry's facts by its `key`; a gang's cards are all its members' (a multi-node replica's, its own)."""
     task_ids = [entry.id for entry in entries if entry.kind == TASK]
     group_ids = [entry.id for entry in entries if entry.kind == GANG]
+    tasks = {task_id: rest for task_id, *rest in Task.objects.filter(id__in=task_ids).values_list(
+        "id", "deadline", "gpu_type", "gpu_required")}
+    groups = {group_id: rest for group_id, *rest in (
+        TaskGroup.objects.filter(id__in=group_ids)
+        .annotate(deadline=Min("members__deadline", filter=Q(members__status=lifecycle.PENDING)))
+        .values_list("id", "deadline", "gpu_type", "world_size", "nodes_per_replica", "gpus_per_worker"))}
     facts = {}
-    by_id = {(entry.kind, entry.id): entry for entry in entries}
-    for task_id, deadline, gpu_type, gpu_required in Task.objects.filter(id__in=task_ids).values_list(
-            "id", "deadline", "gpu_type", "gpu_required"):
-        entry = by_id[(TASK, task_id)]
-        facts[(TASK, task_id)] = EntryFacts(entry.priority, entry.created_at, deadline, gpu_type, gpu_required)
-    groups = (TaskGroup.objects.filter(id__in=group_ids)
-              .annotate(deadline=Min("members__deadline", filter=Q(members__status=lifecycle.PENDING)))
-              .values_list("id", "deadline", "gpu_type", "world_size", "gpus_per_worker"))
-    for group_id, deadline, gpu_type, world_size, per_worker in groups:
-        entry = by_id[(GANG, group_id)]
-        facts[(GANG, group_id)] = EntryFacts(entry.priority, entry.created_at, deadline, gpu_type,
-                                             world_size * per_worker)
+    for entry in entries:
+        if entry.kind == TASK and entry.id in tasks:
+            deadline, gpu_type, cards = tasks[entry.id]
+        elif entry.kind == GANG and entry.id in groups:
+            deadline, gpu_type, world_size, nodes_per_replica, per_worker = groups[entry.id]
+            cards = (world_size if entry.replica is None else nodes_per_replica) * per_worker
+        else:
+            continue
+        facts[entry.key] = EntryFacts(entry.priority, entry.created_at, deadline, gpu_type, cards)
     return facts

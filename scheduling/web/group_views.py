@@ -11,10 +11,10 @@ from heteroflow_site.serializers import FORM_TEXT
 from heteroflow_site.web import render_page
 from nodes.models import GPU_TYPES
 from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
-from scheduling.groups.budget import replica_ready
 from scheduling.groups.change import task_group_change
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.endpoints import autoscale_samples, group_endpoints, group_revisions, group_timeline
+from scheduling.groups.replicas import member_ready, ready_replica_count
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import Parallelism, TaskGroup, TaskType
@@ -25,7 +25,8 @@ from scheduling.web.pool_form import POOL_FORM_FIELDS, pool_payload
 from tenants.models import Tenant
 
 GROUP_FORM_FIELDS = ("tenant", "name", "type", "world_size", "gpus_per_worker", "gpu_type", "parallelism",
-                     "replicas", "priority", "max_restarts", "image", "command", *POOL_FORM_FIELDS, *STOP_FORM_FIELDS)
+                     "replicas", "nodes_per_replica", "priority", "max_restarts", "image", "command",
+                     *POOL_FORM_FIELDS, *STOP_FORM_FIELDS)
 # The group's final states: its page stops polling.
 _SETTLED = {TaskGroup.Status.SUCCEEDED, TaskGroup.Status.FAILED, TaskGroup.Status.STOPPED}
 
@@ -125,8 +126,9 @@ def group_detail(request, group_id: int):
         "group": group, "members": members,
         "settled": group.status in _SETTLED and (not service or group.stopped_at is not None),
         "crash_loop": loop, "backing_off": loop is not None and loop.holds_at(timezone.now()),
-        "service": service, "ready_count": sum(replica_ready(group, task) for task in members),
-        "ready_ids": {task.id for task in members if replica_ready(group, task)},
+        "service": service, "ready_count": ready_replica_count(group, members),
+        "ready_ids": {task.id for task in members if member_ready(group, task)},
+        "multi_node": group.nodes_per_replica > 1,
         "endpoints": group_endpoints(group) if service else [],
         "revisions": group_revisions(group) if service else [],
         "timeline": group_timeline(group) if service else [],

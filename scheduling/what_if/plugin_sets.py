@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Max, Min
 
 from scheduling import lifecycle
 from scheduling.cache.snapshot_builder import build_snapshot, prepare_admission
@@ -11,8 +11,8 @@ from scheduling.cycle.run import CYCLE_LIMIT
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import SchedulerConfig
-from scheduling.groups.gang_bind import read_gangs
-from scheduling.models import TaskGroup, TaskType
+from scheduling.groups.gang_bind import GangKey, read_gangs
+from scheduling.models import Task, TaskGroup, TaskType
 from scheduling.plugins import build_plugin_set
 from scheduling.selectors import current_plugin_settings, plugin_specs, queue_head
 from scheduling.what_if.low_priority import at_low_priority
@@ -49,15 +49,24 @@ def plugin_set_preview(*, change: SettingsChange, limit: int = CYCLE_LIMIT) -> d
 
 def queue_items(*, limit: int) -> list[QueueItem]:
     """The first `limit` entries of the pending queue in queue order (priority descending, then creation time): single
-    tasks, and training gangs ranked by their highest member priority and their own creation time, as the cycle
-    walks it. Parked work is included: a change of the plugin set is what may make it fit."""
+    tasks, training gangs ranked by their highest member priority and their own creation time, and multi-node
+    replicas of services (design §17.1) by their members', as the cycle walks it. Parked work is included: a change
+    of the plugin set is what may make it fit."""
     tasks = queue_head(limit=limit)
     gang_rows = (TaskGroup.objects.filter(type=TaskType.TRAINING, world_size__gt=1,
                                           members__status=lifecycle.PENDING)
                  .exclude(status=TaskGroup.Status.STOPPED).annotate(top=Max("members__priority"))
                  .order_by("-top", "created_at", "id").values_list("id", "top", "created_at")[:limit])
-    gang_order = {group_id: (-top, created_at, 1, group_id) for group_id, top, created_at in gang_rows}
-    gangs = {group.id: GangToPlace(group, live) for group, live in read_gangs(list(gang_order))}
-    entries = [((-task.priority, task.created_at, 0, task.id), task) for task in tasks]
-    entries += [(gang_order[group_id], gang) for group_id, gang in gangs.items()]
+    gang_order = {GangKey(group_id): (-top, created_at, 1, group_id, -1) for group_id, top, created_at in gang_rows}
+    replica_rows = (Task.objects.filter(status=lifecycle.PENDING, replica__isnull=False)
+                    .exclude(group__status=TaskGroup.Status.STOPPED).values("group_id", "replica")
+                    .annotate(top=Max("priority"), created_at=Min("created_at"))
+                    .order_by("-top", "created_at", "group_id", "replica")
+                    .values_list("group_id", "replica", "top", "created_at")[:limit])
+    gang_order.update({GangKey(group_id, replica): (-top, created_at, 1, group_id, replica)
+                       for group_id, replica, top, created_at in replica_rows})
+    gangs = {GangKey(group.id, group.replica): GangToPlace(group, live)
+             for group, live in read_gangs(list(gang_order))}
+    entries = [((-task.priority, task.created_at, 0, task.id, 0), task) for task in tasks]
+    entries += [(gang_order[key], gang) for key, gang in gangs.items()]
     return [item for _, item in sorted(entries, key=lambda entry: entry[0])[:limit]]

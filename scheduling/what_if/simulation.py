@@ -27,7 +27,8 @@ TIE_SEED = 0
 
 @dataclass(frozen=True)
 class GangToPlace:
-    """A training gang at its place in the queue; `live`: its unfinished members with their status, by rank."""
+    """A gang (a training group, or one multi-node replica of a service) at its place in the queue; `live`: its
+    unfinished members with their status, by rank."""
 
     group: GroupInfo
     live: list[tuple[TaskInfo, str]]

@@ -407,8 +407,11 @@ def group_submit(args) -> None:
 
 
 def _group_size(group: dict) -> str:
-    """Replicas of a service, workers of a gang."""
-    return str(group["replicas"] if group.get("replicas") is not None else group["world_size"])
+    """Replicas of a service (× the nodes of each when it has several), workers of a gang."""
+    if group.get("replicas") is None:
+        return str(group["world_size"])
+    nodes = group.get("nodes_per_replica") or 1
+    return f"{group['replicas']} × {nodes} nodes" if nodes > 1 else str(group["replicas"])
 
 
 def group_ls(args) -> None:
@@ -435,9 +438,11 @@ def group_describe(args) -> None:
              ("Why", f"{diagnostics['code']}: {diagnostics.get('message') or ''}" if diagnostics.get("code")
               else "-")])
     console.print()
-    _table("Members", ["REPLICA", "TASK", "STATUS", "NODE", "GPUS"],
-           [[_replica(member), member["task"], member["status"], member["node"] or "-",
-             ",".join(map(str, member["gpus"])) or "-"] for member in group["members"]])
+    # A multi-node replica's members (design §17.1) with their rank inside it.
+    ranked = (group.get("nodes_per_replica") or 1) > 1
+    _table("Members", ["REPLICA", *(["RANK"] if ranked else []), "TASK", "STATUS", "NODE", "GPUS"],
+           [[_replica(member), *([member["rank"]] if ranked else []), member["task"], member["status"],
+             member["node"] or "-", ",".join(map(str, member["gpus"])) or "-"] for member in group["members"]])
 
 
 def _replica(member: dict) -> int:
@@ -480,8 +485,9 @@ def group_logs(args) -> None:
     if not chosen:
         raise ApiError("not_found", f"group {args.id} has no replica {args.replica} "
                                     f"(it has {', '.join(str(_replica(member)) for member in members) or 'none'})")
-    # The newest member of that number: a rebuilt replica or a restarted gang keeps its number.
-    task_id = max(member["task"] for member in chosen)
+    # The newest member of that number: a rebuilt replica or a restarted gang keeps its number. A multi-node
+    # replica's output is its master's (rank 0), which serves.
+    task_id = max(member["task"] for member in chosen if member.get("replica") is None or member["rank"] == 0)
     _task_logs(api, task_id, follow=args.follow, tail=args.tail, raw=args.raw)
 
 

@@ -1,10 +1,15 @@
+import json
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scheduling.cycle.run import run_cycle
 from scheduling.groups.replicas import create_member, rebuild_inference_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import Task, TaskGroup
+from scheduling.services.agent_reports import agent_report_status
+from tests.factories import make_node
 
 
 @pytest.mark.django_db
@@ -32,6 +37,11 @@ def test_training_group_creates_ranked_pending_members(tenant_client):
     ({"max_restarts": -1}, "max_restarts", 400),
     ({"max_restarts": "often"}, "max_restarts", 400),
     ({"type": "inference", "window": {"start": "09:00", "end": "18:00", "action": "scale"}}, "window", 403),
+    # design §17.1: replicas over several nodes are of inference groups, with cards, within reason.
+    ({"nodes_per_replica": 2}, "nodes_per_replica", 400),
+    ({"type": "inference", "nodes_per_replica": 0}, "nodes_per_replica", 400),
+    ({"type": "inference", "nodes_per_replica": 65}, "nodes_per_replica", 400),
+    ({"type": "inference", "nodes_per_replica": 2, "gpus_per_worker": 0}, "nodes_per_replica", 400),
 ])
 def test_bad_group_input_names_the_field_and_creates_nothing(tenant_client, body, field, status):
     base = {"name": "g", "type": "training", "world_size": 2, "gpus_per_worker": 1}
@@ -121,3 +131,41 @@ def test_a_group_passes_its_timeout_and_grace_to_every_member(tenant_client, set
     members = {group: set(Task.objects.filter(group_id=body.data["id"]).values_list(
         "timeout_seconds", "termination_grace_seconds")) for group, body in (("gang", gang), ("svc", service))}
     assert members == {"gang": {(7200, 10)}, "svc": {(86400, 120)}}
+
+
+@pytest.mark.django_db
+def test_a_service_of_multi_node_replicas_shows_each_members_replica_rank_and_master(tenant_client):
+    for index in range(2):
+        make_node(name=f"n{index}", cards=1, internal_ip=f"10.0.0.{index + 1}/24")
+    created = tenant_client.post("/api/v1/task-groups", {
+        "name": "llm", "type": "inference", "world_size": 1, "gpus_per_worker": 1, "replicas": 2,
+        "nodes_per_replica": 2}, format="json")
+    assert created.status_code == 201, created.data
+    assert created.data["nodes_per_replica"] == 2
+    assert [(member["replica"], member["rank"]) for member in created.data["members"]] == [(0, 0), (0, 1), (1, 0),
+                                                                                         (1, 1)]
+    run_cycle()
+    group = TaskGroup.objects.get(id=created.data["id"])
+    for task in group.members.filter(status="scheduled"):
+        agent_report_status(node=task.node, task_id=task.id, from_status="scheduled", to_status="running")
+
+    shown = tenant_client.get(f"/api/v1/task-groups/{group.id}").data
+
+    placed = [member for member in shown["members"] if member["replica"] == 0]
+    head = next(member for member in placed if member["rank"] == 0)
+    assert {member["master_addr"] for member in placed} == {f"10.0.0.{int(head['node'][1:]) + 1}"}
+    assert {member["backend"] for member in placed} == {"nccl"} and shown["master_addr"] == ""
+    assert shown["ready_replicas"] == 1  # two members running: one replica
+
+
+@pytest.mark.django_db
+def test_the_published_schema_states_where_nodes_per_replica_may_be_above_one(admin_client):
+    group = admin_client.get("/api/schema/?format=json").json()["components"]["schemas"]["TaskGroupInput"]
+
+    assert group["properties"]["nodes_per_replica"]["minimum"] == 1
+    rules = {json.dumps(rule["if"], sort_keys=True): rule["then"]["properties"] for rule in group["allOf"]}
+    training = rules[json.dumps({"properties": {"type": {"enum": ["training"]}}, "required": ["type"]},
+                                sort_keys=True)]
+    cardless = rules[json.dumps({"properties": {"gpus_per_worker": {"const": 0}}, "required": ["gpus_per_worker"]},
+                                sort_keys=True)]
+    assert training["nodes_per_replica"] == cardless["nodes_per_replica"] == {"const": 1}

@@ -14,7 +14,7 @@ from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.snapshot import SchedulerConfig
-from scheduling.groups.gang_bind import schedule_groups
+from scheduling.groups.gang_bind import GangKey, schedule_groups
 from scheduling.groups.services import task_group_create
 from scheduling.models import SchedulingAttempt, Task, TaskEvent, TaskGroup
 from scheduling.plugins import build_plugin_set, gpu_filter
@@ -32,10 +32,10 @@ def run_gangs(seed: int = 1):
     return schedule_groups(_waiting_group_ids(), snapshot, framework, random.Random(seed)), snapshot
 
 
-def _waiting_group_ids() -> list[int]:
+def _waiting_group_ids() -> list[GangKey]:
     """The groups with a pending member, oldest first (the queue's order for gangs of one priority)."""
-    return list(TaskGroup.objects.filter(members__status=lifecycle.PENDING).distinct().order_by("created_at", "id")
-                .values_list("id", flat=True))
+    return [GangKey(group_id) for group_id in TaskGroup.objects.filter(members__status=lifecycle.PENDING)
+            .distinct().order_by("created_at", "id").values_list("id", flat=True)]
 
 
 def training_group(tenant, *, world_size: int, gpus_per_worker: int = 1, parallelism: str = "data",

@@ -86,3 +86,22 @@ def test_an_inference_groups_page_shows_its_crash_loop_and_the_backoff(tenant, a
     assert "the last 1 replica failed soon after starting" in page
     assert "backoff 10 s" in page
 
+
+
+def test_the_form_creates_a_service_of_multi_node_replicas_and_its_page_shows_them_by_replica(tenant_web):
+    response = tenant_web.post("/groups/new/", {**GANG, "type": "inference", "world_size": "1", "replicas": "2",
+                                                "nodes_per_replica": "2"})
+
+    group = TaskGroup.objects.get()
+    assert response.status_code == 302 and group.nodes_per_replica == 2 and group.members.count() == 4
+    page = tenant_web.get(response["Location"]).content.decode()
+    assert 'id="group-replica-shape"' in page and "2 nodes × 1 GPU" in page
+    assert "<th>Replica</th><th>Rank</th>" in page and "llm-1-1" in page
+
+
+def test_nodes_per_replica_on_a_training_group_is_refused_beside_the_field(tenant_web):
+    response = tenant_web.post("/groups/new/", {**GANG, "nodes_per_replica": "2"})
+
+    assert response.status_code == 400
+    assert 'data-field="nodes_per_replica"' in response.content.decode()
+    assert not TaskGroup.objects.exists()

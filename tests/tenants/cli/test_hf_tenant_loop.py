@@ -196,6 +196,26 @@ def test_group_submit_ls_describe_and_one_replicas_logs(signed_in, tenant, tmp_p
     assert signed_in("group", "describe", str(group_id))[2].startswith("hf: not_found: ")
 
 
+def test_a_service_of_multi_node_replicas_from_yaml_described_by_replica_and_rank(signed_in, tmp_path):
+    spec = tmp_path / "group.yaml"
+    spec.write_text("name: llm\ntype: inference\nworld_size: 1\nreplicas: 1\nnodes_per_replica: 2\n"
+                    "gpus_per_worker: 1\n")
+    status, out, _ = signed_in("group", "submit", str(spec))
+    assert status == 0
+    group_id = int(out.split()[2])
+    head, worker = Task.objects.filter(group_id=group_id).order_by("rank")
+
+    described = signed_in("group", "describe", str(group_id))[1]
+    assert "1 × 2 nodes × 1 GPU" in described and "RANK" in described
+
+    node = make_node(cards=2)
+    for task, card in ((head, 0), (worker, 1)):
+        _running_on(task, node, [card])
+    task_log_append(node=node, task_id=head.id, data=b"serving\n")
+    # A multi-node replica's output is its master's.
+    assert signed_in("group", "logs", str(group_id), "--replica", "0") == (0, "serving\n", "")
+
+
 # --- templates and resubmission ----------------------------------------------------------------------------------
 
 
