@@ -200,6 +200,8 @@ def test_quota_shows_every_types_used_nominal_and_borrowed(cli, alice, tenant, m
 
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="ascend", nominal=2)
+    # A type the cluster has and the tenant has no row for: listed, its nominal "-" (it may only borrow there).
+    make_node(gpu_type="metax", cards=8)
     monkeypatch.setenv("HF_SERVER", cli.server)
     monkeypatch.setenv("HF_TOKEN", alice[1])
 
@@ -208,6 +210,7 @@ def test_quota_shows_every_types_used_nominal_and_borrowed(cli, alice, tenant, m
     lines = [[cell for cell in line.split() if cell not in "│┃"] for line in out.splitlines()]
     assert status == 0 and ["GPU", "TYPE", "USED", "NOMINAL", "BORROWED"] in lines
     assert ["nvidia", "0", "4", "0"] in lines and ["ascend", "0", "2", "0"] in lines
+    assert ["metax", "0", "-", "0"] in lines
     types = json.loads(cli("quota", "--json")[1])["types"]
     assert [(line["gpu_type"], line["nominal"], line["borrowed"]) for line in types] == [
-        ("ascend", 2, 0), ("nvidia", 4, 0)]
+        ("ascend", 2, 0), ("metax", None, 0), ("nvidia", 4, 0)]
