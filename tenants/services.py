@@ -174,6 +174,22 @@ def user_staff_set(*, user_id: int, is_staff: bool, actor) -> bool:
     return bool(changed)
 
 
+def user_active_set(*, user_id: int, is_active: bool, actor) -> bool:
+    """Deactivate or reactivate a user: an inactive one cannot sign in, their session ends at their next request
+    and their API tokens are refused (knox checks `is_active`) until reactivated; nothing is deleted. An admin
+    cannot deactivate themselves. False when nothing changed."""
+    if user_id == actor.id and not is_active:
+        raise NotAllowed("you cannot deactivate yourself: ask another administrator", field="is_active")
+    User = get_user_model()
+    with transaction.atomic():
+        changed = User.objects.filter(id=user_id, is_active=not is_active).update(is_active=is_active)
+        if changed:
+            username = User.objects.values_list("username", flat=True).get(id=user_id)
+            TenancyAuditEntry.objects.create(actor=actor, action="user.active", target=username,
+                                             details={"is_active": is_active})
+    return bool(changed)
+
+
 def user_password_reset_path(*, user, actor) -> str:
     """A one-time link (path) with which `user` sets a new password; it stops working once used, once the password
     changed otherwise, or after PASSWORD_RESET_TIMEOUT. Audited (the link itself is not kept)."""
