@@ -122,8 +122,8 @@ def _active(request, user) -> dict:
     if errors:
         return {"active_errors": {user.id: errors}}
     if activate:
-        return {"notice": f"{user.username} is active again: they sign in and their API tokens work."}
-    return {"notice": f"{user.username} is deactivated: they cannot sign in and their API tokens are refused."}
+        return {"notice": f"{user.username} is active again: they sign in and issue new API tokens."}
+    return {"notice": f"{user.username} is deactivated: they cannot sign in and their API tokens are revoked."}
 
 
 def _reset_link(request, user) -> dict:

@@ -2,14 +2,16 @@
 
 import io
 import json
+import socket
 import stat
 import threading
 
 import pytest
+from knox.settings import CONSTANTS
 
 from scheduling.cycle.run import run_cycle
 from tenants.cli import main as hf
-from tenants.models import Tenant
+from tenants.models import ApiTokenName, Tenant
 from tenants.services import tenant_user_create
 from tests.factories import make_node
 from tests.nodes.test_agent_end_to_end import fleet  # noqa: F401  (a fixture)
@@ -50,6 +52,10 @@ def test_login_with_a_password_stores_a_private_config_and_ls_uses_it(cli, alice
     stored = json.loads(cli.config.read_text())
     assert stored["server"] == cli.server and stored["token"].startswith("hfu_")
     assert cli("ls")[0] == 0
+    # Named after the machine, on the API tokens page.
+    assert ApiTokenName.objects.filter(
+        token__token_key=stored["token"][:CONSTANTS.TOKEN_KEY_LENGTH], name=f"hf on {socket.gethostname()}"[:64]
+    ).exists()
 
 
 def test_refusals_are_one_line_with_the_apis_code_and_a_non_zero_status(cli, alice, monkeypatch):
