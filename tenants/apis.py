@@ -157,10 +157,17 @@ class TokenOutput(serializers.Serializer):
     expiry = serializers.DateTimeField(allow_null=True)
 
 
-def token_name_field(default: str) -> serializers.CharField:
+# The rule of `tenants.services.token_name_checked` as the schema publishes it: something besides blanks, and no
+# control characters.
+TOKEN_NAME_PATTERN = r"^(?=.*\S)[^\u0000-\u001f\u007f]*$"
+
+
+def token_name_field(default: str) -> serializers.RegexField:
     """A token's name as an API input: optional, `default` saying how it was issued when the client names none."""
-    return serializers.CharField(max_length=TOKEN_NAME_MAX_LENGTH, required=False, default=default,
-                                 help_text=f"which client or script it is for (default: {default!r})")
+    return serializers.RegexField(TOKEN_NAME_PATTERN, max_length=TOKEN_NAME_MAX_LENGTH, required=False,
+                                  default=default, help_text=f"which client or script it is for (default: {default!r})",
+                                  error_messages={"invalid": "a name needs a printable character besides blanks, and "
+                                                             "no control characters"})
 
 
 class TokenListCreateApi(APIView):

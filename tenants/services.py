@@ -8,7 +8,7 @@ from knox.models import AuthToken
 
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
-from heteroflow_site.validation import GPU_QUOTA_MAX
+from heteroflow_site.validation import GPU_QUOTA_MAX, has_control_characters
 from tenants.models import (
     MAX_PRIORITY,
     TOKEN_NAME_MAX_LENGTH,
@@ -73,7 +73,7 @@ def token_name_checked(name: str) -> str:
     name = name.strip()
     if not name:
         raise DomainError("give the token a name: which client or script it is for", field="name")
-    if len(name) > TOKEN_NAME_MAX_LENGTH or not name.isprintable():
+    if len(name) > TOKEN_NAME_MAX_LENGTH or has_control_characters(name):
         raise DomainError(f"a name is at most {TOKEN_NAME_MAX_LENGTH} printable characters", field="name")
     return name
 
