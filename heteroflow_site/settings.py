@@ -248,6 +248,8 @@ REST_FRAMEWORK = {
 HETEROFLOW_TOKENS_PER_USER = env.int("HETEROFLOW_TOKENS_PER_USER", default=20)
 # API tokens of users (django-rest-knox): only a SHA-512 digest is stored, a user may hold several (one per client)
 # and revoke each; an unused token expires after HETEROFLOW_TOKEN_TTL_DAYS, one in use is refreshed as it is used.
+# Knox's own table (its swappable default, named because tenants.ApiTokenName refers to it).
+KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("HETEROFLOW_TOKEN_TTL_DAYS", default=90)),
     "AUTO_REFRESH": True,

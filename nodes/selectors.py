@@ -255,6 +255,14 @@ def capacity_by_architecture() -> list[dict]:
     return result
 
 
+def cluster_gpu_types() -> set[str]:
+    """Every GPU type the cluster has: each registered node's type and its cards' (a mixed node's minority types
+    too), in one query."""
+    node_types = Node.objects.exclude(gpu_type="").order_by().values_list("gpu_type", flat=True)
+    card_types = GPU.objects.exclude(type="").order_by().values_list("type", flat=True)
+    return set(node_types.union(card_types))
+
+
 def nodes_by_status() -> list[dict]:
     counts = dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by())
     return [{"status": value, "count": counts.get(value, 0)} for value, _ in Node.Status.choices]

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from heteroflow_site.errors import NotAllowed
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
 from nodes.agent.detectors import GPU_TYPES as DETECTION_ORDER
 from nodes.card_health import cards_health_record, quarantined_cards_kept
@@ -255,6 +255,28 @@ def node_update(
     if not isinstance(dedicated_tenant, Keep):
         changes["dedicated_tenant_id"] = dedicated_tenant.id if dedicated_tenant is not None else None
     return _node_admin_change(node=node, action="node.update", changes=changes, labels=labels, actor=actor)
+
+
+def tenant_dedicated_nodes_set(*, tenant: Tenant, node_names: list[str], actor=None) -> list[Node]:
+    """The nodes named become the ones dedicated to `tenant` and those left out are shared again, each change
+    audited as the node page's (design §16.3). A node dedicated to another tenant is refused, not taken: its tenant
+    would lose it unawares. Refusals name the field `dedicated_nodes`."""
+    names = set(node_names)
+    with transaction.atomic():
+        # Locked in one order, so that two edits touching the same nodes wait for each other instead of deadlocking.
+        nodes = list(Node.objects.select_for_update(of=("self",)).select_related("dedicated_tenant")
+                     .filter(Q(name__in=names) | Q(dedicated_tenant=tenant)).order_by("id"))
+        missing = sorted(names - {node.name for node in nodes})
+        if missing:
+            raise DomainError(f"no node named {', '.join(missing)}", field="dedicated_nodes")
+        taken = [node for node in nodes if node.name in names and node.dedicated_tenant_id not in (None, tenant.id)]
+        if taken:
+            raise Conflict("; ".join(f"{node.name} is dedicated to {node.dedicated_tenant.name}" for node in taken)
+                           + ": make it shared again on its node page first", field="dedicated_nodes")
+        for node in nodes:
+            if (node.name in names) != (node.dedicated_tenant_id == tenant.id):
+                node_update(node=node, dedicated_tenant=tenant if node.name in names else None, actor=actor)
+    return [node for node in nodes if node.name in names]
 
 
 NODE_APPROVED_ACTION = "node.approve"

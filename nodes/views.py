@@ -1,7 +1,7 @@
 """Node pages (staff): the filterable list and one node's cards, topology and admin settings."""
 
 from collections import defaultdict
-
+from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -141,6 +141,14 @@ def topology_drawings(detail: dict) -> dict:
     }
 
 
+def _cards_held(node: Node, detail: dict) -> Decimal:
+    """The cards the node's tasks hold: the ledger's whole cards (design §7), and each fractional task's share of
+    its card (the card holders' `cards`), which the ledger leaves out: 3 tasks of a quarter card hold 0.75."""
+    shares = {task["id"]: task.get("cards", 0) for card in detail["cards"] for task in card["active_tasks"]
+              if task["fractional"]}
+    return node.gpu_used + sum(shares.values(), Decimal(0))
+
+
 def _card_rows(detail: dict) -> list[dict]:
     hot = settings.SCHEDULER["load_thresholds"]["gpu_temperature_threshold"]
     return [{**card, "memory_percent": _percent(card["memory_used_mb"], card["memory_total_mb"]),
@@ -275,12 +283,15 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
     detail = node_detail(node, card_holders=card_holders,
                          **({"drain_reader": maintenance.progress} if maintenance else {}))
     admin_labels, agent_labels = _split_labels(node.labels)
+    held = _cards_held(node, detail)
     context = {
         "node": node,
         "detail": detail,
         "cards": _card_rows(detail),
         "drawings": topology_drawings(detail),
         "usage": {key: (round(100 * value) if value is not None else None) for key, value in detail["usage"].items()},
+        "cards_held": held,
+        "cards_held_percent": _percent(held, node.gpu_total),
         "label_rows": admin_labels or [("", "")],
         "label_row_errors": [],
         "agent_labels": agent_labels,

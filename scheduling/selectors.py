@@ -3,12 +3,15 @@ the plugin set the scheduler runs with."""
 
 import ipaddress
 from dataclasses import replace
+from decimal import Decimal
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
 from scheduling import lifecycle
+from scheduling.fair_share.book import CARD
+from scheduling.fair_share.usage import share_expression
 from scheduling.framework.occupancy import cards_held
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set, outranked
 from scheduling.framework.snapshot import TaskInfo
@@ -106,14 +109,16 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
     """{(card type, index): the active tasks holding it}, for the node page and API; with `tenant_id` only that
     tenant's. Each vendor numbers its cards from 0: a task's indexes name cards of the type bind chose for it
     (`card_type`), else of its own `gpu_type`, else of the node's majority type (docs/scheduling.md)."""
-    active = Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant").order_by("id")
+    active = (Task.objects.filter(node=node, status__in=lifecycle.ACTIVE_STATES).select_related("tenant")
+              .annotate(share=share_expression()).order_by("id"))
     if tenant_id is not None:
         active = active.filter(tenant_id=tenant_id)
     tasks_by_card: dict[tuple[str, int], list[dict]] = {}
     for task in active:
+        # `cards`: what the task holds, a fractional one its share of its card — as quotas count it (design §16.2).
         entry = {"id": task.id, "name": task.name, "tenant": task.tenant.name, "status": task.status,
                  "gpu_required": task.gpu_required, "gpu_memory_mb": task.gpu_memory_mb,
-                 "fractional": task.is_fractional}
+                 "fractional": task.is_fractional, "cards": Decimal(task.share) / CARD}
         for index in cards_held(task.gpus, task.shard):
             tasks_by_card.setdefault((task.card_type or task.gpu_type or node.gpu_type, index), []).append(entry)
     return tasks_by_card

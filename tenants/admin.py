@@ -2,7 +2,15 @@ from django import forms
 from django.contrib import admin
 
 from heteroflow_site.validation import normalised_gpu_type
-from tenants.models import Cohort, ShareGroup, TenancyAuditEntry, Tenant, TenantGpuQuota, TenantMembership
+from tenants.models import (
+    ApiTokenName,
+    Cohort,
+    ShareGroup,
+    TenancyAuditEntry,
+    Tenant,
+    TenantGpuQuota,
+    TenantMembership,
+)
 
 
 @admin.register(Tenant)
@@ -54,3 +62,15 @@ class TenancyAuditEntryAdmin(admin.ModelAdmin):
     list_display = ["at", "actor", "action", "target"]
     list_filter = ["action"]
     readonly_fields = ["at", "actor", "action", "target", "details"]
+
+
+@admin.register(ApiTokenName)
+class ApiTokenNameAdmin(admin.ModelAdmin):
+    """Named when issued (the API tokens page, the API): read here, renamed nowhere."""
+
+    list_display = ["name", "token"]
+    search_fields = ["name", "token__user__username"]
+    readonly_fields = ["token", "name"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -10,10 +10,10 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
-from heteroflow_site.serializers import StrictSerializer
+from heteroflow_site.serializers import StrictSerializer, validated
 from heteroflow_site.validation import GPU_QUOTA_MAX, NameField
 from tenants.authentication import UserTokenAuthentication
-from tenants.models import MAX_PRIORITY, ShareGroup, Tenant
+from tenants.models import MAX_PRIORITY, TOKEN_NAME_MAX_LENGTH, ShareGroup, Tenant
 from tenants.services import (
     share_group_create,
     share_group_delete,
@@ -151,8 +151,23 @@ class ShareGroupDetailApi(APIView):
 
 class TokenOutput(serializers.Serializer):
     token_key = serializers.CharField(help_text="the token's first characters, which name it for revoking")
+    name = serializers.CharField(source="token_name.name", allow_null=True,
+                                 help_text="which client it is for; null for a token issued before tokens had names")
     created = serializers.DateTimeField()
     expiry = serializers.DateTimeField(allow_null=True)
+
+
+# The rule of `tenants.services.token_name_checked` as the schema publishes it: something besides blanks, and no
+# control characters.
+TOKEN_NAME_PATTERN = r"^(?=.*\S)[^\u0000-\u001f\u007f]*$"
+
+
+def token_name_field(default: str) -> serializers.RegexField:
+    """A token's name as an API input: optional, `default` saying how it was issued when the client names none."""
+    return serializers.RegexField(TOKEN_NAME_PATTERN, max_length=TOKEN_NAME_MAX_LENGTH, required=False,
+                                  default=default, help_text=f"which client or script it is for (default: {default!r})",
+                                  error_messages={"invalid": "a name needs a printable character besides blanks, and "
+                                                             "no control characters"})
 
 
 class TokenListCreateApi(APIView):
@@ -160,24 +175,27 @@ class TokenListCreateApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
+    class InputSerializer(StrictSerializer):
+        name = token_name_field("issued with another token")
+
     class CreatedOutput(TokenOutput):
         token = serializers.CharField()
 
     @extend_schema(responses=TokenOutput(many=True))
     def get(self, request):
-        tokens = AuthToken.objects.filter(user=request.user).order_by("-created")
+        tokens = AuthToken.objects.filter(user=request.user).select_related("token_name").order_by("-created")
         return Response(TokenOutput(tokens, many=True).data)
 
-    @extend_schema(request=None, responses={201: CreatedOutput})
+    @extend_schema(request=InputSerializer, responses={201: CreatedOutput})
     def post(self, request):
         if not isinstance(request.successful_authenticator, UserTokenAuthentication):
             # A browser's session mints on the tokens page, which asks for the password again: a session left open
             # (or stolen) does not turn into tokens that outlive it.
             raise PermissionDenied("issue tokens with an API token, with POST /api/v1/auth/token, or on the tokens "
                                    "page (it asks for your password)")
-        instance, token = user_token_issue(user=request.user)
+        instance, token = user_token_issue(user=request.user, **validated(self.InputSerializer, request.data))
         body = {"token": token, "token_key": instance.token_key, "created": instance.created,
-                "expiry": instance.expiry}
+                "expiry": instance.expiry, "token_name": instance.token_name}
         return Response(self.CreatedOutput(body).data, status=status.HTTP_201_CREATED)
 
 

@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 MAX_PRIORITY = 100
+TOKEN_NAME_MAX_LENGTH = 64
 
 
 class Tenant(models.Model):
@@ -97,6 +98,18 @@ class TenantMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant}"
+
+
+class ApiTokenName(models.Model):
+    """The name a user gave one of their API tokens (knox's table has none): which client holds it, so that the
+    right one is revoked (issue 45 item 7). Tokens issued before names have no row."""
+
+    token = models.OneToOneField("knox.AuthToken", on_delete=models.CASCADE, primary_key=True,
+                                 related_name="token_name")
+    name = models.CharField(max_length=TOKEN_NAME_MAX_LENGTH)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class TenancyAuditEntry(models.Model):

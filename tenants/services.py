@@ -8,8 +8,16 @@ from knox.models import AuthToken
 
 from heteroflow_site.errors import Conflict, DomainError, NotAllowed
 from heteroflow_site.sentinels import KEEP, Keep
-from heteroflow_site.validation import GPU_QUOTA_MAX
-from tenants.models import MAX_PRIORITY, ShareGroup, TenancyAuditEntry, Tenant, TenantMembership
+from heteroflow_site.validation import GPU_QUOTA_MAX, has_control_characters
+from tenants.models import (
+    MAX_PRIORITY,
+    TOKEN_NAME_MAX_LENGTH,
+    ApiTokenName,
+    ShareGroup,
+    TenancyAuditEntry,
+    Tenant,
+    TenantMembership,
+)
 from tenants.signals import tenancy_changed
 
 
@@ -36,7 +44,7 @@ def tenant_user_create(*, tenant: Tenant, username: str, password: str, actor=No
             raise Conflict(f"the username {username!r} is taken", field="username")
         user = User.objects.create_user(username=username, password=password)
         TenantMembership.objects.create(user=user, tenant=tenant)
-        _, token = AuthToken.objects.create(user=user)
+        _, token = _named_token(user, FIRST_TOKEN_NAME)
         TenancyAuditEntry.objects.create(
             actor=actor, action="membership.add", target=tenant.name, details={"username": username}
         )
@@ -50,9 +58,31 @@ class TooManyTokens(DomainError):
     code = "too_many_tokens"
 
 
-def user_token_issue(*, user) -> tuple[AuthToken, str]:
-    """A new API token for `user` (another client of theirs); shown once. At most `HETEROFLOW_TOKENS_PER_USER`
-    unexpired ones: a stolen session cannot mint tokens without end, and every token stays one to revoke."""
+# The name of the token a new user's account comes with (`tenant_user_create`).
+FIRST_TOKEN_NAME = "issued with the account"
+
+
+def _named_token(user, name: str) -> tuple[AuthToken, str]:
+    instance, token = AuthToken.objects.create(user=user)
+    ApiTokenName.objects.create(token=instance, name=name)
+    return instance, token
+
+
+def token_name_checked(name: str) -> str:
+    """A token's name as kept: without surrounding blanks, not empty, at most TOKEN_NAME_MAX_LENGTH characters."""
+    name = name.strip()
+    if not name:
+        raise DomainError("give the token a name: which client or script it is for", field="name")
+    if len(name) > TOKEN_NAME_MAX_LENGTH or has_control_characters(name):
+        raise DomainError(f"a name is at most {TOKEN_NAME_MAX_LENGTH} printable characters", field="name")
+    return name
+
+
+def user_token_issue(*, user, name: str) -> tuple[AuthToken, str]:
+    """A new API token for `user` (another client of theirs, `name` says which); shown once. At most
+    `HETEROFLOW_TOKENS_PER_USER` unexpired ones: a stolen session cannot mint tokens without end, and every token
+    stays one to revoke."""
+    name = token_name_checked(name)
     limit = settings.HETEROFLOW_TOKENS_PER_USER
     with transaction.atomic():
         # The user's row lock makes two concurrent issues count one after the other.
@@ -61,9 +91,9 @@ def user_token_issue(*, user) -> tuple[AuthToken, str]:
         AuthToken.objects.filter(user=user, expiry__lte=timezone.now()).delete()
         if AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
             raise TooManyTokens(f"you hold {limit} API tokens, the most allowed; revoke one first")
-        instance, token = AuthToken.objects.create(user=user)
+        instance, token = _named_token(user, name)
         TenancyAuditEntry.objects.create(actor=user, action="token.issue", target=user.username,
-                                         details={"token_key": instance.token_key})
+                                         details={"token_key": instance.token_key, "name": name})
     return instance, token
 
 
@@ -74,7 +104,8 @@ def user_tokens_revoke(*, user, actor, token_key: str | None = None, reason: str
         tokens = AuthToken.objects.filter(user=user)
         if token_key is not None:
             tokens = tokens.filter(token_key=token_key)
-        revoked, _ = tokens.delete()
+        # What the delete counts includes the tokens' names: only the tokens are told.
+        revoked = tokens.delete()[1].get(AuthToken._meta.label, 0)
         if revoked:
             details = {"token_key": token_key, "revoked": revoked, **({"reason": reason} if reason else {})}
             TenancyAuditEntry.objects.create(actor=actor, action="token.revoke", target=user.username,
@@ -172,6 +203,24 @@ def user_staff_set(*, user_id: int, is_staff: bool, actor) -> bool:
             TenancyAuditEntry.objects.create(actor=actor, action="user.staff", target=username,
                                              details={"is_staff": is_staff})
     return bool(changed)
+
+
+def user_active_set(*, user_id: int, is_active: bool, actor) -> bool:
+    """Deactivate or reactivate a user. An inactive one cannot sign in nor use a session already open, and
+    deactivating revokes their API tokens (`tenants.credential_changes`): reactivated, they issue new ones.
+    An admin cannot deactivate themselves. False when nothing changed."""
+    if user_id == actor.id and not is_active:
+        raise NotAllowed("you cannot deactivate yourself: ask another administrator", field="is_active")
+    with transaction.atomic():
+        user = get_user_model().objects.select_for_update().get(id=user_id)
+        if user.is_active == is_active:
+            return False
+        user.is_active = is_active
+        # Saved, not updated: the save's signal revokes the tokens of a deactivated user.
+        user.save(update_fields=["is_active"])
+        TenancyAuditEntry.objects.create(actor=actor, action="user.active", target=user.username,
+                                         details={"is_active": is_active})
+    return True
 
 
 def user_password_reset_path(*, user, actor) -> str:

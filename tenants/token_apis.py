@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from heteroflow_site.api_errors import error_body
 from heteroflow_site.client_ip import ClientAddressIdent
 from heteroflow_site.serializers import StrictSerializer, validated
+from tenants.apis import token_name_field
 from tenants.services import user_token_issue
 
 INVALID_CREDENTIALS = "invalid username or password"
@@ -32,6 +33,7 @@ class AuthTokenApi(APIView):
     class InputSerializer(StrictSerializer):
         username = serializers.CharField(max_length=150)
         password = serializers.CharField(max_length=128, write_only=True, trim_whitespace=False)
+        name = token_name_field("signed in with a password")
 
     @extend_schema(
         request=InputSerializer,
@@ -55,5 +57,5 @@ class AuthTokenApi(APIView):
             return Response(body, status=status.HTTP_429_TOO_MANY_REQUESTS)
         if user is None:
             return Response(error_body("invalid_credentials", INVALID_CREDENTIALS), status=status.HTTP_401_UNAUTHORIZED)
-        instance, token = user_token_issue(user=user)
+        instance, token = user_token_issue(user=user, name=credentials["name"])
         return Response({"token": token, "expiry": instance.expiry}, status=status.HTTP_201_CREATED)

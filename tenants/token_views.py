@@ -13,7 +13,8 @@ from knox.models import AuthToken
 from heteroflow_site.errors import DomainError
 from heteroflow_site.web import throttled_for
 from tenants.apis import TokenRevokeThrottle
-from tenants.services import user_token_issue, user_tokens_revoke
+from tenants.models import TOKEN_NAME_MAX_LENGTH
+from tenants.services import token_name_checked, user_token_issue, user_tokens_revoke
 
 TEMPLATE = "tenants/tokens.html"
 WRONG_PASSWORD = "That is not your password."
@@ -24,23 +25,35 @@ def tokens_page(request):
     if request.method == "POST" and request.POST.get("action") == "revoke":
         return _revoke(request)
     issued, errors, status = None, {}, 200
+    name = request.POST.get("name", "") if request.method == "POST" else ""
     if request.method == "POST" and request.POST.get("action") == "issue":
-        password = request.POST.get("password", "")
-        if not password:
-            errors, status = {"password": "Enter your password to issue a token."}, 400
-        elif authenticate(request, username=request.user.get_username(), password=password) is None:
-            errors, status = {"password": WRONG_PASSWORD}, 400
-        else:
-            try:
-                _, issued = user_token_issue(user=request.user)
-            except DomainError as refused:
-                errors, status = {"issue": refused.message}, refused.status
-    tokens = AuthToken.objects.filter(user=request.user).order_by("-created")
+        issued, errors, status = _issue(request, name)
+    tokens = AuthToken.objects.filter(user=request.user).select_related("token_name").order_by("-created")
+    context = {"tokens": tokens, "issued": issued, "errors": errors, "name": "" if issued else name,
+               "name_max_length": TOKEN_NAME_MAX_LENGTH}
     # The new token is in this answer only: never cached, never shown again.
-    response = TemplateResponse(request, TEMPLATE, {"tokens": tokens, "issued": issued, "errors": errors},
-                                status=status)
+    response = TemplateResponse(request, TEMPLATE, context, status=status)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _issue(request, name: str) -> tuple[str | None, dict, int]:
+    """(the new token, {}, 200), or (None, the error by field, the status)."""
+    try:
+        # The name first: a refused name costs no password check, nor a count toward the lockout.
+        token_name_checked(name)
+    except DomainError as refused:
+        return None, {"name": refused.message}, 400
+    password = request.POST.get("password", "")
+    if not password:
+        return None, {"password": "Enter your password to issue a token."}, 400
+    if authenticate(request, username=request.user.get_username(), password=password) is None:
+        return None, {"password": WRONG_PASSWORD}, 400
+    try:
+        _, issued = user_token_issue(user=request.user, name=name)
+    except DomainError as refused:
+        return None, {"issue": refused.message}, refused.status
+    return issued, {}, 200
 
 
 def _revoke(request):

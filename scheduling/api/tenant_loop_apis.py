@@ -10,7 +10,7 @@ from heteroflow_site.errors import NotAllowed
 from heteroflow_site.permissions import is_admin
 from scheduling.models import Task, TaskEvent, TaskStatus
 from scheduling.fair_share.quotas import tenant_gpu_usage
-from scheduling.fair_share.selectors import tenant_sharing
+from scheduling.fair_share.selectors import tenant_overview
 from scheduling.selectors import tasks_visible_to
 from tenants.models import Tenant
 from tenants.selectors import tenant_of
@@ -55,7 +55,8 @@ class QuotaOutput(serializers.Serializer):
         max_digits=9, decimal_places=2, coerce_to_string=False,
         help_text="GPUs the tenant's active tasks hold, a fractional task as its share of its card (design §16.2)")
     tasks = serializers.DictField(child=serializers.IntegerField(), help_text="the tenant's tasks by status")
-    types = QuotaTypeOutput(many=True, help_text="per GPU type the tenant has a quota row for or uses (design §16.2)")
+    types = QuotaTypeOutput(many=True, help_text="per GPU type the cluster has, or the tenant has a quota row for or "
+                                                 "uses (design §16.2)")
 
 
 class QuotaApi(APIView):
@@ -70,7 +71,7 @@ class QuotaApi(APIView):
         body = {"tenant": tenant.name, "gpu_quota": tenant.gpu_quota,
                 "gpu_used": tenant_gpu_usage([tenant.id]).get(tenant.id, 0),
                 "tasks": {status: by_status.get(status, 0) for status in TaskStatus.values},
-                "types": tenant_sharing(tenant.id)}
+                "types": tenant_overview(tenant.id)}
         return Response(QuotaOutput(body).data)
 
 

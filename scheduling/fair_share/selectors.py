@@ -1,11 +1,13 @@
 """Reads of quota sharing (design §16.2) for the API, the pages and the metrics: all from the quota book the
 scheduler admits by (`scheduling.fair_share.quotas.load_quota_book`, THE usage reader), so they show what it sees."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import QuerySet
 
+from nodes.selectors import cluster_gpu_types
 from scheduling.fair_share.book import CARD, QuotaBook
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task
@@ -45,12 +47,14 @@ def _lent(book: QuotaBook, tenant_id: int, gpu_type: str) -> int:
     return round(borrowed * lendable[tenant_id] / total) if total else 0
 
 
-def tenant_sharing(tenant_id: int, book: QuotaBook | None = None) -> list[TypeSharing]:
-    """Per GPU type the tenant has a quota row for or uses: nominal, limits, used, borrowed, lent."""
+def tenant_sharing(tenant_id: int, book: QuotaBook | None = None, *,
+                   also_types: Iterable[str] = ()) -> list[TypeSharing]:
+    """Per GPU type the tenant has a quota row for or uses, and each of `also_types`: nominal, limits, used,
+    borrowed, lent."""
     book = book if book is not None else load_quota_book()
     rows = book.nominal.get(tenant_id, {})
-    types = sorted(set(rows) | {gpu_type for (tenant, gpu_type), used in book.used.items()
-                                if tenant == tenant_id and used})
+    types = sorted(set(rows) | set(also_types) | {gpu_type for (tenant, gpu_type), used in book.used.items()
+                                                  if tenant == tenant_id and used})
     return [TypeSharing(
         gpu_type=gpu_type,
         nominal=_cards(rows[gpu_type].nominal) if gpu_type in rows else None,
@@ -70,15 +74,22 @@ class TenantShare:
     types: list[TypeSharing]
 
 
+def tenant_overview(tenant_id: int) -> list[TypeSharing]:
+    """Every GPU type the cluster has (and any other the tenant has a row for or uses), a type without a row shown
+    as such: a tenant sees where it has no guarantee, not only where it has one. What its dashboard,
+    `GET /api/v1/quota` and `hf quota` show (issue 45 item 2)."""
+    return tenant_sharing(tenant_id, also_types=cluster_gpu_types())
+
+
 def tenant_share(tenant: Tenant) -> TenantShare:
-    """The tenant's overview: its cohort and used / nominal / borrowed per type."""
-    return TenantShare(tenant, tenant_sharing(tenant.id))
+    """The tenant's overview: its cohort and used / nominal / borrowed per type of the cluster."""
+    return TenantShare(tenant, tenant_overview(tenant.id))
 
 
 def tenants_sharing() -> list[TenantShare]:
-    """Every tenant with its cohort and figures per type, from one quota book (the sharing page)."""
-    book = load_quota_book()
-    return [TenantShare(tenant, tenant_sharing(tenant.id, book))
+    """Every tenant with its cohort and figures per type of the cluster, from one quota book (the sharing page)."""
+    book, cluster_types = load_quota_book(), cluster_gpu_types()
+    return [TenantShare(tenant, tenant_sharing(tenant.id, book, also_types=cluster_types))
             for tenant in Tenant.objects.select_related("cohort").order_by("name")]
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from heteroflow_site.errors import Conflict, DomainError, NotAllowed
+from heteroflow_site.errors import Conflict, DomainError, NotAllowed, NotFoundReference
 from nodes.models import GPU_TYPES
 from tenants.models import Cohort, TenancyAuditEntry, Tenant, TenantGpuQuota
 from tenants.signals import tenancy_changed
@@ -114,6 +114,26 @@ def cohort_update(*, cohort_id: int, name: str | None = None, tenants: Sequence[
         TenancyAuditEntry.objects.create(actor=actor, action="cohort.update", target=cohort.name,
                                          details={"before": before, "after": after})
     return cohort
+
+
+def tenant_cohort_set(*, tenant_id: int, cohort_id: int | None, actor=None) -> Tenant:
+    """Move the tenant into the cohort (None: out of any): it lends and borrows with that cohort's tenants from the
+    next attempt on; what it borrows now runs on until reclaimed or done."""
+    with transaction.atomic():
+        # The cohort before the tenant, as cohort_delete locks them: a deletion at the same time waits, not deadlocks.
+        cohort = Cohort.objects.select_for_update().filter(id=cohort_id).first() if cohort_id is not None else None
+        if cohort_id is not None and cohort is None:
+            raise NotFoundReference("that cohort no longer exists: reload the page", field="cohort")
+        tenant = Tenant.objects.select_for_update().get(id=tenant_id)
+        if tenant.cohort_id == cohort_id:
+            return tenant
+        before = Cohort.objects.filter(id=tenant.cohort_id).values_list("name", flat=True).first()
+        tenant.cohort = cohort
+        tenant.save(update_fields=["cohort"])
+        tenancy_changed.send(sender=Tenant, tenant_id=tenant.id, reason=f"tenant {tenant.name} cohort changed")
+        TenancyAuditEntry.objects.create(actor=actor, action="tenant.cohort", target=tenant.name,
+                                         details={"before": before, "after": cohort.name if cohort else None})
+    return tenant
 
 
 def cohort_delete(*, cohort_id: int, actor=None) -> None:

@@ -1,5 +1,5 @@
-"""The console's words for what the code calls by its own names: relative times an admin reads at a glance, and
-the scheduling stages a plugin acts in."""
+"""The console's words for what the code calls by its own names: relative times an admin reads at a glance, memory
+in GB, and the scheduling stages a plugin acts in."""
 
 from datetime import datetime
 
@@ -51,3 +51,13 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
                     words += f" {seconds % size // smaller} {smaller_unit}"
             return f"{words} ago"
     return f"{seconds} s ago"
+
+
+@register.filter
+def gb(megabytes: int | None) -> str:
+    """Memory the agents report in MiB as GB (binary, as a node's `memory_gb`), short enough for a narrow cell: "80",
+    "19.5", "0.5", "121" (no decimal from 100 up)."""
+    if megabytes is None:
+        return "—"
+    value = megabytes / 1024
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}".removesuffix(".0")

@@ -16,7 +16,7 @@ from rest_framework.exceptions import ValidationError
 from heteroflow_site.errors import DomainError
 from heteroflow_site.serializers import FORM_TEXT, flat_errors
 from heteroflow_site.web import render_page, staff_required
-from nodes.models import GPU_TYPES, Node
+from nodes.models import GPU_TYPES
 from scheduling.fair_share.apis import CohortDetailApi, CohortListCreateApi, QuotaLineInput
 from scheduling.fair_share.selectors import cohorts_with_members, tenant_share, tenants_sharing
 from scheduling.fair_share.services import (
@@ -54,10 +54,8 @@ def _render(request: HttpRequest, overrides: dict, *, status: int = 200, fragmen
     """The page (or its body): `overrides` maps a tenant id to its quota form's submitted rows and errors, and
     "cohort:<id or new>" to a cohort form's."""
     tenants = tenants_sharing()
-    cluster_types = _cluster_gpu_types()
     context = {
-        "shares": [{"share": share, "form": overrides.get(share.tenant.id) or _quota_form(share,
-                                                                                        cluster_types=cluster_types)}
+        "shares": [{"share": share, "form": overrides.get(share.tenant.id) or _quota_form(share)}
                    for share in tenants],
         "tenants": [share.tenant for share in tenants],
         "cohorts": [{"cohort": cohort, "form": overrides.get(f"cohort:{cohort.id}") or _cohort_form(cohort)}
@@ -71,14 +69,10 @@ def _render(request: HttpRequest, overrides: dict, *, status: int = 200, fragmen
 # --- a tenant's quotas --------------------------------------------------------------------------------------------
 
 
-def _cluster_gpu_types() -> set[str]:
-    return set(Node.objects.exclude(gpu_type="").values_list("gpu_type", flat=True).distinct())
-
-
-def _form_types(share, cluster_types: set[str]) -> list[str]:
-    """The types a tenant's form offers: the cluster's, and any the tenant has figures for (a row of a type no node
-    has any more stays visible, so that saving does not drop it unseen)."""
-    shown = cluster_types | {line.gpu_type for line in share.types}
+def _form_types(share) -> list[str]:
+    """The types a tenant's form offers: those of its figures, the cluster's and any it has a row for or uses (a row
+    of a type no node has any more stays visible, so that saving does not drop it unseen)."""
+    shown = {line.gpu_type for line in share.types}
     return [gpu_type for gpu_type in GPU_TYPES if gpu_type in shown]
 
 
@@ -88,9 +82,9 @@ def _recently_used_types(tenant: Tenant) -> set[str]:
                .exclude(gpu_type="").values_list("gpu_type", flat=True).distinct())
 
 
-def _quota_form(share, *, saved: bool = False, cluster_types: set[str] | None = None) -> dict:
+def _quota_form(share, *, saved: bool = False) -> dict:
     rows = {line.gpu_type: line for line in share.types if line.nominal is not None}
-    types = _form_types(share, _cluster_gpu_types() if cluster_types is None else cluster_types)
+    types = _form_types(share)
     return _form_of([{"gpu_type": gpu_type, "values": {name: _text(getattr(rows[gpu_type], name)) if gpu_type in rows
                                                        else "" for name in QUOTA_FIELDS}, "errors": {}}
                      for gpu_type in types], saved=saved)
@@ -116,7 +110,7 @@ def _quotas(request: HttpRequest) -> HttpResponse:
                                               for name in QUOTA_FIELDS}, "errors": {}} for gpu_type in GPU_TYPES]
     # A type whose inputs are all blank has no row: no guarantee there, it may only borrow (design §16.2).
     filled = [row for row in rows if any(row["values"].values())]
-    shown = set(_form_types(tenant_share(tenant), _cluster_gpu_types())) | {row["gpu_type"] for row in filled}
+    shown = set(_form_types(tenant_share(tenant))) | {row["gpu_type"] for row in filled}
     rows = [row for row in rows if row["gpu_type"] in shown]
     uncovered = sorted(_recently_used_types(tenant) - {row["gpu_type"] for row in filled})
     # Saving without a row for a type the tenant works on leaves its tasks there waiting on borrowed cards: the

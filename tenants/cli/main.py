@@ -10,6 +10,7 @@ the API answered instead. What the server sends is printed as text, never as ric
 import argparse
 import getpass
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,8 @@ FOLLOW_INTERVAL_SECONDS = 1.0
 # `hf nodes` reads the node list a page of this many at a time (the API's largest page).
 NODES_PAGE = 500
 EXIT_ERROR = 1
+# The API's longest token name (tenants.models.TOKEN_NAME_MAX_LENGTH): `hf login` names its token after the host.
+TOKEN_NAME_MAX = 64
 # Piped output is read by programs and pagers: a table is not wrapped at 80 columns there.
 PIPED_WIDTH = 250
 
@@ -109,7 +112,9 @@ def login(args) -> None:
     if not token:
         username = args.username or input("Username: ")
         password = _secret("Password: ", from_stdin=args.password_stdin)
-        token = Api(server).post("auth/token", {"username": username, "password": password}).json()["token"]
+        # Named after this machine, so that the API tokens page tells which client a token is.
+        body = {"username": username, "password": password, "name": f"hf on {socket.gethostname()}"[:TOKEN_NAME_MAX]}
+        token = Api(server).post("auth/token", body).json()["token"]
     Api(server, token).get("tasks", limit=1, diagnostics="summary")  # refused unless the token works
     path = config.save(config.Config(server=server, token=token))
     _line(f"logged in to {server}; token stored in {path}")

@@ -42,6 +42,34 @@ def test_node_page_shows_cards_tasks_and_topology(admin_web, tenant):
 
 
 @pytest.mark.django_db
+def test_node_page_counts_fractional_tasks_as_their_share_and_shows_memory_in_gb(admin_web, tenant):
+    node = make_node(cards=8, memory_mb=81920, gpu_used=1, memory_used_mb=123456)
+    make_task(tenant=tenant, status="running", node=node, gpus=[1], gpu_required=1, card_type="nvidia")
+    for _ in range(3):
+        make_task(tenant=tenant, status="running", node=node, gpus=[0], gpu_memory_mb=20480, card_type="nvidia",
+                  shard={"card": 0, "memory_limit_mb": 20480, "compute_percent": 25})
+    GPU.objects.filter(node=node, index=0).update(memory_used_mb=61440)
+
+    page = admin_web.get(f"/nodes/{node.id}/").content.decode()
+
+    # The ledger's whole card and three quarter-card shares, two decimals at most.
+    assert '<div class="value" id="cards-held">1.75<span' in page
+    assert page.count('<span class="card-share">0.25 card</span>') == 3
+    assert '<small class="card-memory">60/80 GB</small>' in page and "MB</small>" not in page
+    assert '<small id="node-memory">121 of 512 GB</small>' in page
+
+
+@pytest.mark.django_db
+def test_the_drain_button_asks_first(admin_web):
+    node = make_node(cards=2)
+
+    page = admin_web.get(f"/nodes/{node.id}/").content.decode()
+
+    drain_form = page[page.index('<div id="drain-panel">'):page.index("Drain node</button>")]
+    assert f'hx-confirm="Drain {node.name}? It is cordoned and every task on it is stopped' in drain_form
+
+
+@pytest.mark.django_db
 def test_node_page_without_topology_label_says_so(admin_web):
     node = make_node(cards=2)
     assert "No NVLink topology reported" in admin_web.get(f"/nodes/{node.id}/").content.decode()

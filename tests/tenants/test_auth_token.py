@@ -2,6 +2,7 @@
 out like the login page; the API tokens page; `manage.py issue_token`."""
 
 import io
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -11,6 +12,8 @@ from knox.models import AuthToken
 from rest_framework.settings import api_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
+
+from tenants.models import ApiTokenName
 
 URL = "/api/v1/auth/token"
 
@@ -91,7 +94,7 @@ def test_requests_are_throttled_per_address(tenant_client, low_auth_rate):
 def test_the_tokens_page_issues_once_lists_and_revokes(tenant_web, other_tenant_web):
     page = tenant_web.get("/tokens/")
     assert page.status_code == 200 and 'id="issue-token"' in page.content.decode()
-    issued = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"})
+    issued = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "tenant-password"})
     assert issued["Cache-Control"] == "no-store"
     token = issued.context["issued"]
     assert token in issued.content.decode()
@@ -109,6 +112,38 @@ def test_the_tokens_page_issues_once_lists_and_revokes(tenant_web, other_tenant_
 
 
 @pytest.mark.django_db
+def test_the_tokens_page_asks_for_a_name_and_lists_each_token_by_it(tenant_web, settings):
+    settings.AXES_FAILURE_LIMIT = 1
+    before = AuthToken.objects.filter(user=tenant_web.user).count()
+
+    for name, error in (("  ", "give the token a name"), ("x" * 65, "at most 64 printable characters")):
+        refused = tenant_web.post("/tokens/", {"action": "issue", "name": name, "password": "not-it"})
+        assert refused.status_code == 400
+        assert re.search(rf'<div class="field-error" data-field="name">[^<]*{error}', refused.content.decode())
+    assert AuthToken.objects.filter(user=tenant_web.user).count() == before
+    # The name was refused before the password was tried: no failure counted toward the lockout.
+    issued = tenant_web.post("/tokens/", {"action": "issue", "name": " laptop ", "password": "tenant-password"})
+
+    assert issued.status_code == 200 and issued.context["issued"]
+    token = AuthToken.objects.filter(user=tenant_web.user).latest("created")
+    assert token.token_name.name == "laptop"
+    row = re.search(rf'<tr id="token-{token.token_key}">(.*?)</tr>', tenant_web.get("/tokens/").content.decode(), re.S)
+    assert '<td class="token-name">laptop</td>' in row.group(1)
+    assert f'data-confirm="Revoke the token laptop ({token.token_key}…)?' in row.group(1)
+
+
+@pytest.mark.django_db
+def test_username_and_password_give_a_token_named_as_asked(tenant_client):
+    named = APIClient().post(URL, {"username": "alice", "password": "tenant-password", "name": "ci runner"},
+                             format="json")
+    unnamed = APIClient().post(URL, {"username": "alice", "password": "tenant-password"}, format="json")
+
+    assert named.status_code == unnamed.status_code == 201
+    names = set(ApiTokenName.objects.filter(token__user=tenant_client.user).values_list("name", flat=True))
+    assert {"ci runner", "signed in with a password"} <= names
+
+
+@pytest.mark.django_db
 def test_the_tokens_page_needs_a_login(client):
     response = client.get("/tokens/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
@@ -117,14 +152,17 @@ def test_the_tokens_page_needs_a_login(client):
 @pytest.mark.django_db
 def test_issue_token_prints_a_working_token_and_refuses_unknown_users(tenant_client):
     out = io.StringIO()
-    call_command("issue_token", "alice", stdout=out, stderr=io.StringIO())
+    call_command("issue_token", "alice", "--name", "backup script", stdout=out, stderr=io.StringIO())
     assert _with_token(out.getvalue().strip()).get("/api/v1/tasks").status_code == 200
+    assert ApiTokenName.objects.filter(token__user__username="alice", name="backup script").exists()
+    with pytest.raises(CommandError, match="give the token a name"):
+        call_command("issue_token", "alice", "--name", " ", stdout=io.StringIO())
     with pytest.raises(CommandError, match="no user 'nobody'"):
         call_command("issue_token", "nobody", stdout=io.StringIO())
 
 
 @pytest.mark.django_db
 def test_the_tokens_page_suggests_storing_a_token_from_stdin_never_on_the_command_line(tenant_web):
-    page = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"}).content.decode()
+    page = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "tenant-password"}).content.decode()
     assert "id=\"issued-token-value\"" in page and "--token-stdin" in page
     assert "--token &lt;token&gt;" not in page and "--token <" not in page

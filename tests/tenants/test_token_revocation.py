@@ -75,14 +75,14 @@ def test_logging_in_and_other_saves_revoke_nothing(tenant_client, settings):
 
 def test_the_page_mints_a_token_only_with_the_password(tenant_web):
     before = AuthToken.objects.filter(user=tenant_web.user).count()
-    missing = tenant_web.post("/tokens/", {"action": "issue"})
-    wrong = tenant_web.post("/tokens/", {"action": "issue", "password": "not-it"})
+    missing = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop"})
+    wrong = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "not-it"})
     assert missing.status_code == wrong.status_code == 400
     assert 'data-field="password"' in missing.content.decode() and "not your password" in wrong.content.decode()
     assert AuthToken.objects.filter(user=tenant_web.user).count() == before
     assert missing.context["issued"] is None and wrong.context["issued"] is None
 
-    right = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"})
+    right = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "tenant-password"})
     assert right.status_code == 200 and right.context["issued"]
     assert AuthToken.objects.filter(user=tenant_web.user).count() == before + 1
 
@@ -90,8 +90,8 @@ def test_the_page_mints_a_token_only_with_the_password(tenant_web):
 def test_wrong_passwords_on_the_page_count_toward_the_lockout(tenant_web, settings):
     settings.AXES_FAILURE_LIMIT = 2
     for _ in range(2):
-        tenant_web.post("/tokens/", {"action": "issue", "password": "not-it"})
-    locked = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"})
+        tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "not-it"})
+    locked = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "tenant-password"})
     assert locked.status_code == 429
     assert AuthToken.objects.filter(user=tenant_web.user).count() == 1
 
@@ -105,7 +105,7 @@ def test_a_signed_in_browser_cannot_mint_through_the_api_without_the_password(te
 
 def test_at_the_token_limit_the_page_says_so_instead_of_failing(tenant_web, settings):
     settings.HETEROFLOW_TOKENS_PER_USER = 1  # the fixture's user holds one already
-    response = tenant_web.post("/tokens/", {"action": "issue", "password": "tenant-password"})
+    response = tenant_web.post("/tokens/", {"action": "issue", "name": "laptop", "password": "tenant-password"})
     assert response.status_code == 409
     assert 'data-field="issue"' in response.content.decode() and "revoke one first" in response.content.decode()
     assert AuthToken.objects.filter(user=tenant_web.user).count() == 1

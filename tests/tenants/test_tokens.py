@@ -126,3 +126,37 @@ def test_an_expired_token_is_refused_and_deleted_and_issuing_sweeps_the_others(t
     assert not AuthToken.objects.filter(digest=expired.digest).exists()
     assert tenant_client.post("/api/v1/tokens").status_code == 201
     assert not AuthToken.objects.filter(digest=other.digest).exists()
+
+
+@pytest.mark.django_db
+def test_tokens_carry_the_name_they_were_issued_with(tenant_client):
+    issued = tenant_client.post("/api/v1/tokens", {"name": "nightly job"}, format="json")
+    unnamed = tenant_client.post("/api/v1/tokens")
+
+    assert issued.status_code == unnamed.status_code == 201
+    assert issued.json()["name"] == "nightly job" and unnamed.json()["name"] == "issued with another token"
+    listed = {row["token_key"]: row["name"] for row in tenant_client.get("/api/v1/tokens").json()}
+    assert listed[issued.json()["token_key"]] == "nightly job"
+    # The fixture's token came with the account.
+    assert "issued with the account" in listed.values()
+    assert TenancyAuditEntry.objects.filter(action="token.issue", details__name="nightly job").exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["", "   ", "lap\ttop", "x" * 65])
+def test_a_blank_or_overlong_token_name_is_a_400_naming_the_field(tenant_client, name):
+    before = AuthToken.objects.count()
+
+    refused = tenant_client.post("/api/v1/tokens", {"name": name}, format="json")
+
+    assert (refused.status_code, refused.json()["field"]) == (400, "name")
+    assert AuthToken.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_a_token_issued_before_names_is_listed_unnamed(tenant_client, tenant_web):
+    AuthToken.objects.create(user=tenant_client.user)
+
+    assert None in [row["name"] for row in tenant_client.get("/api/v1/tokens").json()]
+    assert '<span class="muted" title="issued before tokens had names">unnamed</span>' in tenant_web.get(
+        "/tokens/").content.decode()

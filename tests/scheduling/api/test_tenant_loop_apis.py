@@ -53,3 +53,19 @@ def test_an_admin_names_the_tenant(admin_client, tenant):
     assert (bad.status_code, bad.json()["field"]) == (400, "tenant")
     assert admin_client.get("/api/v1/quota", {"tenant": 999999}).status_code == 404
     assert admin_client.get("/api/v1/quota", {"tenant": tenant.id}).json()["tenant"] == "acme"
+
+
+@pytest.mark.django_db
+def test_quota_lists_every_gpu_type_the_cluster_has(tenant, tenant_client):
+    from tenants.models import TenantGpuQuota
+
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
+    make_node(gpu_type="ascend", cards=8)
+    mixed = make_node(gpu_type="nvidia", cards=4)
+    # A mixed node's minority type is a type of the cluster too.
+    mixed.gpus.create(index=0, type="metax", memory_total_mb=65536)
+
+    types = tenant_client.get("/api/v1/quota").json()["types"]
+
+    assert [(line["gpu_type"], line["used"], line["nominal"], line["borrowed"]) for line in types] == [
+        ("ascend", 0, None, 0), ("metax", 0, None, 0), ("nvidia", 0, 4, 0)]

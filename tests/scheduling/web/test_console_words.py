@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduling.templatetags.console_words import ago, stage_words
+from scheduling.templatetags.console_words import ago, gb, stage_words
 
 
 @pytest.mark.parametrize(("seconds", "words"), [
@@ -19,3 +19,10 @@ def test_relative_times_say_what_an_admin_expects(seconds, words):
 def test_no_moment_is_never_and_stages_are_words():
     assert ago(None) == "never"
     assert stage_words("post_filter") == "acts when nothing fits"
+
+
+@pytest.mark.parametrize(("megabytes", "shown"), [
+    (81920, "80"), (20480, "20"), (19968, "19.5"), (512, "0.5"), (0, "0"), (123456, "121"), (None, "—"),
+])
+def test_memory_is_shown_in_gb_short_enough_for_a_cell(megabytes, shown):
+    assert gb(megabytes) == shown

@@ -42,6 +42,20 @@ def test_a_tenants_overview_shows_used_nominal_and_borrowed_per_type_and_its_coh
     assert _figures(page, "nvidia") == ("3", "2", "1")
 
 
+def test_a_tenants_overview_lists_every_gpu_type_of_the_cluster(tenant_web, tenant):
+    TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=2)
+    make_node(gpu_type="nvidia", cards=8)
+    _running(tenant, make_node(gpu_type="nvidia", cards=8), [0])
+    make_node(gpu_type="ascend", cards=8)
+
+    page = tenant_web.get("/").content.decode()
+
+    # ascend: no row and nothing in use, yet shown — where the tenant has no guarantee it may only borrow.
+    assert _figures(page, "nvidia") == ("1", "2", "0")
+    assert _figures(page, "ascend") == (
+        "0", '<span class="muted" title="no guarantee: it may only borrow">—</span>', "0")
+
+
 def test_only_staff_see_or_change_the_sharing_page(tenant_web, tenant):
     assert Client().get("/sharing/").status_code == 302
     assert tenant_web.get("/sharing/").status_code == 403

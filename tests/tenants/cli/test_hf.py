@@ -2,14 +2,16 @@
 
 import io
 import json
+import socket
 import stat
 import threading
 
 import pytest
+from knox.settings import CONSTANTS
 
 from scheduling.cycle.run import run_cycle
 from tenants.cli import main as hf
-from tenants.models import Tenant
+from tenants.models import ApiTokenName, Tenant
 from tenants.services import tenant_user_create
 from tests.factories import make_node
 from tests.nodes.test_agent_end_to_end import fleet  # noqa: F401  (a fixture)
@@ -50,6 +52,10 @@ def test_login_with_a_password_stores_a_private_config_and_ls_uses_it(cli, alice
     stored = json.loads(cli.config.read_text())
     assert stored["server"] == cli.server and stored["token"].startswith("hfu_")
     assert cli("ls")[0] == 0
+    # Named after the machine, on the API tokens page.
+    assert ApiTokenName.objects.filter(
+        token__token_key=stored["token"][:CONSTANTS.TOKEN_KEY_LENGTH], name=f"hf on {socket.gethostname()}"[:64]
+    ).exists()
 
 
 def test_refusals_are_one_line_with_the_apis_code_and_a_non_zero_status(cli, alice, monkeypatch):
@@ -200,6 +206,8 @@ def test_quota_shows_every_types_used_nominal_and_borrowed(cli, alice, tenant, m
 
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="nvidia", nominal=4)
     TenantGpuQuota.objects.create(tenant=tenant, gpu_type="ascend", nominal=2)
+    # A type the cluster has and the tenant has no row for: listed, its nominal "-" (it may only borrow there).
+    make_node(gpu_type="metax", cards=8)
     monkeypatch.setenv("HF_SERVER", cli.server)
     monkeypatch.setenv("HF_TOKEN", alice[1])
 
@@ -208,6 +216,7 @@ def test_quota_shows_every_types_used_nominal_and_borrowed(cli, alice, tenant, m
     lines = [[cell for cell in line.split() if cell not in "│┃"] for line in out.splitlines()]
     assert status == 0 and ["GPU", "TYPE", "USED", "NOMINAL", "BORROWED"] in lines
     assert ["nvidia", "0", "4", "0"] in lines and ["ascend", "0", "2", "0"] in lines
+    assert ["metax", "0", "-", "0"] in lines
     types = json.loads(cli("quota", "--json")[1])["types"]
     assert [(line["gpu_type"], line["nominal"], line["borrowed"]) for line in types] == [
-        ("ascend", 2, 0), ("nvidia", 4, 0)]
+        ("ascend", 2, 0), ("metax", None, 0), ("nvidia", 4, 0)]
