@@ -164,18 +164,24 @@ class LiveCluster:
     # The involved tenants' and their cohorts' quotas and usage now.
     quotas: QuotaBook
     _table: NodeTable | None = field(default=None, init=False, repr=False)
+    # Nodes that took a placement since their row of the table was read.
+    _held_since_read: set[int] = field(default_factory=set, init=False, repr=False)
 
-    def table(self, config: SchedulerConfig) -> NodeTable:
-        """The live nodes as the framework's table, for the re-checks (built at the first; `held` keeps it
-        current)."""
+    def table(self, config: SchedulerConfig, node_id: int) -> NodeTable:
+        """The live nodes as the framework's table, for the re-check of `node_id` (built at the first; that node's
+        row read again when it took a placement since: most nodes take one placement of a batch, and the re-check
+        reads only the row of the node it checks)."""
         if self._table is None:
             self._table = NodeTable([node.node_info() for node in self.nodes.values()], config)
+            self._held_since_read.clear()
+        elif node_id in self._held_since_read:
+            self._held_since_read.discard(node_id)
+            self._table.refresh_rows([self._table.row_of[node_id]])
         return self._table
 
     def held(self, node: LiveNode) -> None:
-        """The node took a placement of the batch (`LiveNode.hold`): its row of the table is read again."""
-        if self._table is not None:
-            self._table.refresh_rows([self._table.row_of[node.id]])
+        """The node took a placement of the batch (`LiveNode.hold`): its row is stale until `table` reads it."""
+        self._held_since_read.add(node.id)
 
 
 def lock_and_read(node_ids: list[int], tenant_ids: list[int]) -> LiveCluster:

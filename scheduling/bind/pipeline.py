@@ -195,7 +195,7 @@ def _recheck(batch: _Batch, live: LiveCluster, position: int, placement: Placeme
     node = live.nodes.get(placement.node.id)
     if node is None:
         raise BindRefused(reasons.NO_SCHEDULABLE_NODES, f"node {placement.node.name} no longer exists")
-    check_node(task, node, config, live.table(config))
+    check_node(task, node, config, live.table(config, node.id))
     cards = choose_cards(task, node.node_info(), placement.cards, config, batch.tenancy, batch.reserve)
     port = choose_port(task, node, config)
     shard = make_shard(task, node, cards, config, batch.tenancy)

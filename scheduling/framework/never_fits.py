@@ -104,7 +104,10 @@ def never_fits_message(*, tenant_id: int, gpu_type: str, gpu_required: int, gpu_
 
 
 def _verdict(shape: _Shape, tenant_id: int, nodes: Iterable[NodeInfo]) -> str | None:
-    candidates = _candidates(shape, tenant_id, nodes)
+    return _verdict_among(shape, _candidates(shape, tenant_id, nodes))
+
+
+def _verdict_among(shape: _Shape, candidates: list[NodeInfo]) -> str | None:
     if not candidates or any(_holds(shape, node) for node in candidates):
         return None
     return _message(shape, candidates)
@@ -112,11 +115,17 @@ def _verdict(shape: _Shape, tenant_id: int, nodes: Iterable[NodeInfo]) -> str | 
 
 def never_fits(task: TaskInfo, snapshot: ClusterSnapshot) -> str | None:
     """`never_fits_message` for a task of the cycle, once per task shape and snapshot (node sizes do not change
-    within a cycle; in-memory binds change only usage)."""
+    within a cycle; in-memory binds change only usage). The candidate nodes are found once per GPU type and tenant
+    dedication: tasks of a cycle have many shapes but few types."""
     shape = _Shape.of(gpu_type=task.gpu_type, gpu_required=task.gpu_required, gpu_memory_mb=task.gpu_memory_mb,
                       cpu_cores=task.cpu_cores, memory_mb=task.memory_mb)
-    key = (shape, task.tenant_id if task.tenant_id in snapshot.tenancy.dedicated_tenant_ids else None)
+    tenant_key = task.tenant_id if task.tenant_id in snapshot.tenancy.dedicated_tenant_ids else None
     verdicts = snapshot.never_fits
-    if key not in verdicts:
-        verdicts[key] = _verdict(shape, task.tenant_id, snapshot.nodes)
-    return verdicts[key]
+    if (shape, tenant_key) not in verdicts:
+        candidates_key = (shape.gpu_type, shape.needs_cards, tenant_key)
+        candidates = snapshot.never_fits_candidates.get(candidates_key)
+        if candidates is None:
+            candidates = snapshot.never_fits_candidates[candidates_key] = _candidates(
+                shape, task.tenant_id, snapshot.nodes)
+        verdicts[(shape, tenant_key)] = _verdict_among(shape, candidates)
+    return verdicts[(shape, tenant_key)]

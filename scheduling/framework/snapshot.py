@@ -136,6 +136,8 @@ class ClusterSnapshot:
     _by_id: dict[int, NodeInfo] | None = field(default=None, repr=False, compare=False)
     # Task shape → why no node could ever hold it, or None (`scheduling.framework.never_fits`).
     never_fits: dict[Any, str | None] = field(default_factory=dict, repr=False, compare=False)
+    # (GPU type, needs cards, dedicated tenant) → the registered nodes such a task could ever be held by.
+    never_fits_candidates: dict[Any, list] = field(default_factory=dict, repr=False, compare=False)
 
     def node(self, node_id: int) -> NodeInfo | None:
         if self._by_id is None or len(self._by_id) != len(self.nodes):
