@@ -47,7 +47,7 @@ from scheduling.preemption.candidates import CandidatePool
 from scheduling.queue import immediate_queue, nomination, reservation
 from scheduling.queue.entries import GANG, QueueEntry, take_active
 from scheduling.queue.fair_share_order import fair_share_order, pending_tenant_shares
-from scheduling.queue.positions import compute_queue_positions, publish_queue_positions
+from scheduling.queue.positions import PublicationPace, compute_queue_positions, publish_queue_positions
 from scheduling.queue.services import activation_mark, queue_park
 from scheduling.queue.weighted import weighted_order
 from scheduling.selectors import current_plugin_set
@@ -64,6 +64,8 @@ BIND_BATCH = 200
 TURN_WAIT_SECONDS = 5.0
 # Attempts that end with these leave the task where it is; any other parks it (design §15.1).
 _NOT_PARKED = frozenset({reasons.SCHEDULED, reasons.BIND_CONFLICT})
+# The process's pace of queue-position publications.
+_positions_pace = PublicationPace()
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,19 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
 
 
 def _publish_positions(order: str, snapshot: ClusterSnapshot, shares: dict | None) -> None:
-    """What is left pending, in the order in force, for the pages and the API (`scheduling.queue.positions`)."""
+    """What is left pending, in the order in force, for the pages and the API (`scheduling.queue.positions`),
+    when it is due."""
+    if not _positions_pace.due():
+        return
+    started = time.perf_counter()
     try:
-        publish_queue_positions(compute_queue_positions(order=order, snapshot=snapshot, shares=shares))
+        positions = compute_queue_positions(order=order, snapshot=snapshot, shares=shares)
+        publish_queue_positions(positions)
     except Exception:
         # Positions are a view of the queue: the placements of this cycle stand without them.
         logger.warning("queue positions not published", exc_info=True)
+        return
+    _positions_pace.published(tasks=len(positions), seconds=time.perf_counter() - started)
 
 
 def _runs(entries: list[QueueEntry]):

@@ -5,9 +5,15 @@ never orders the queue itself.
 Every pending entry counts, parked ones too (they wait like the rest); a gang is one entry, its pending members all
 at its place (each multi-node replica of a service is a gang of its own, design §17.1). A task or gang asking for
 no GPU type queues with the others that ask for none ("any").
+
+Reading and publishing every pending task costs in proportion to the queue: a few milliseconds a cycle for a few
+thousand, a large part of a cycle for tens of thousands. Up to `EVERY_CYCLE_UP_TO` pending tasks they are published
+every cycle; beyond, a cycle publishes them once the last publication is `PACING` times its own cost old, so they
+take at most a tenth of the scheduler's time (`PublicationPace`).
 """
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
@@ -27,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 POSITIONS_KEY = "heteroflow:queue-positions"
 ANY_TYPE = "any"
+EVERY_CYCLE_UP_TO = 5_000    # pending tasks
+PACING = 9
 _TASKS = Task._meta.db_table
 
 # Every pending entry in the default order (priority, creation, tasks before gangs, id), with its GPU type and,
@@ -79,6 +87,21 @@ def compute_queue_positions(*, order: str, snapshot: ClusterSnapshot | None = No
             for task_id in facts[entry.key][1]:
                 positions[task_id] = (place, len(queue))
     return positions
+
+
+class PublicationPace:
+    """When a cycle publishes the positions: every cycle while the last publication counted few pending tasks,
+    else once it is PACING times its cost old."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._next_at = 0.0
+
+    def due(self) -> bool:
+        return self._clock() >= self._next_at
+
+    def published(self, *, tasks: int, seconds: float) -> None:
+        self._next_at = self._clock() + PACING * seconds if tasks > EVERY_CYCLE_UP_TO else 0.0
 
 
 def publish_queue_positions(positions: dict[int, tuple[int, int]]) -> None:

@@ -88,3 +88,49 @@ def test_a_request_does_not_order_the_queue(tenant, tenant_client, monkeypatch):
 
     assert tenant_client.get(f"/api/v1/tasks/{task.id}").json()["queue_position"] is None
     assert queue_positions([task.id]) == {}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_short_queue_is_published_every_cycle():
+    clock = _Clock()
+    pace = positions.PublicationPace(clock)
+    pace.published(tasks=positions.EVERY_CYCLE_UP_TO, seconds=2.0)
+    assert pace.due()
+
+
+def test_a_long_queue_is_published_once_its_last_publication_is_pacing_times_its_cost_old():
+    clock = _Clock()
+    pace = positions.PublicationPace(clock)
+    assert pace.due()
+    pace.published(tasks=positions.EVERY_CYCLE_UP_TO + 1, seconds=0.5)
+    clock.now += positions.PACING * 0.5 - 0.01
+    assert not pace.due()
+    clock.now += 0.02
+    assert pace.due()
+
+
+def test_the_cycle_skips_publishing_until_the_pace_says_so(tenant, monkeypatch):
+    from scheduling.cycle import run
+
+    make_node(gpu_type="nvidia", cards=8)
+    clock = _Clock()
+    monkeypatch.setattr(run, "_positions_pace", positions.PublicationPace(clock))
+    run._positions_pace.published(tasks=positions.EVERY_CYCLE_UP_TO + 1, seconds=1.0)
+    waiting = [_pending(tenant, minutes_ago=minutes) for minutes in (3, 2, 1)]
+
+    run_cycle(instance="test", rng=random.Random(0))
+    assert queue_positions([task.id for task in waiting]) == {}
+
+    # The oldest took the node; the two left wait parked, and a new task gives the next cycle work.
+    waiting.append(_pending(tenant))
+    clock.now += positions.PACING
+    run_cycle(instance="test", rng=random.Random(0))
+    assert queue_positions([task.id for task in waiting]) == {waiting[1].id: (1, 3), waiting[2].id: (2, 3),
+                                                              waiting[3].id: (3, 3)}
