@@ -7,9 +7,10 @@ at its place (each multi-node replica of a service is a gang of its own, design 
 no GPU type queues with the others that ask for none ("any").
 
 Reading and publishing every pending task costs in proportion to the queue: a few milliseconds a cycle for a few
-thousand, a large part of a cycle for tens of thousands. Up to `EVERY_CYCLE_UP_TO` pending tasks they are published
-every cycle; beyond, a cycle publishes them once the last publication is `PACING` times its own cost old, so they
-take at most a tenth of the scheduler's time (`PublicationPace`).
+hundred, 5-8 % of a cycle's time for a few thousand, a large part of it for tens of thousands. Up to
+`EVERY_CYCLE_UP_TO` pending tasks they are published every cycle; beyond, a cycle publishes them once the last
+publication is `PACING` times its own cost old, so they take at most a twentieth of the scheduler's time
+(`PublicationPace`).
 """
 
 import logging
@@ -33,8 +34,8 @@ logger = logging.getLogger(__name__)
 
 POSITIONS_KEY = "heteroflow:queue-positions"
 ANY_TYPE = "any"
-EVERY_CYCLE_UP_TO = 5_000    # pending tasks
-PACING = 9
+EVERY_CYCLE_UP_TO = 1_000    # pending tasks
+PACING = 19
 _TASKS = Task._meta.db_table
 
 # Every pending entry in the default order (priority, creation, tasks before gangs, id), with its GPU type and,
