@@ -22,9 +22,14 @@ class ReservationFilter(RowPlugin):
         codes = np.zeros(len(rows), np.int8)
         if task.gpu_required <= 0:
             return codes
-        held = np.fromiter((table.nodes[row].reserved_cards for row in rows.tolist()), np.int64, len(rows))
         free = table.gpu_total[rows] - table.gpu_used[rows]
-        codes[(held > 0) & (free < task.gpu_required) & (free + held >= task.gpu_required)] = 1
+        # Only a node whose free cards are too few can be one whose held cards make the difference: the held
+        # counts are read (node by node) for those alone.
+        short = np.flatnonzero(free < task.gpu_required)
+        if not len(short):
+            return codes
+        held = np.fromiter((table.nodes[row].reserved_cards for row in rows[short].tolist()), np.int64, len(short))
+        codes[short[(held > 0) & (free[short] + held >= task.gpu_required)]] = 1
         return codes
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
