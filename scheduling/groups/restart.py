@@ -203,13 +203,11 @@ def _decide_replica(members: list[_Member]) -> tuple[str, str] | None:
     if ended is not None:
         cause = f"rank {ended.rank} (task {ended.id}) {ended.status}: {ended.reason or 'no reason given'}"
         return (REBUILT, cause) if any(member.status in _STOP_ARC for member in live) else None
-    back = next((member for member in live if member.status == lifecycle.PENDING), None)
-    if back is None or all(member.status == lifecycle.PENDING for member in live):
+    back = _back_in_queue(live)
+    if back is None:
         return None
-    cause = f"rank {back.rank} (task {back.id}) went back to the queue: {back.reason or 'no reason given'}"
-    if all(member.status in (lifecycle.PENDING, lifecycle.SCHEDULED) for member in live):
-        return REQUEUED, cause
-    return REBUILT, cause
+    cause, requeue = back
+    return (REQUEUED, cause) if requeue else (REBUILT, cause)
 
 
 def _decide(group: TaskGroup, members: list[_Member]) -> tuple[str, str] | None:
@@ -223,13 +221,23 @@ def _decide(group: TaskGroup, members: list[_Member]) -> tuple[str, str] | None:
     stopped = next((member for member in members if member.status == lifecycle.STOPPED), None)
     if stopped is not None:
         return (STOPPED, f"rank {stopped.rank} (task {stopped.id}) was stopped") if stoppable else None
+    back = _back_in_queue(live)
+    if back is None:
+        return None
+    cause, requeue = back
+    if requeue:
+        return REQUEUED, cause
+    return _restart_or_fail(group, cause, timed_out=False, stoppable=stoppable)
+
+
+def _back_in_queue(live: list[_Member]) -> tuple[str, bool] | None:
+    """When some live members went back to the queue and others did not: why, and whether none has started yet
+    (then the whole run simply goes back to the queue)."""
     back = next((member for member in live if member.status == lifecycle.PENDING), None)
     if back is None or all(member.status == lifecycle.PENDING for member in live):
         return None
     cause = f"rank {back.rank} (task {back.id}) went back to the queue: {back.reason or 'no reason given'}"
-    if all(member.status in (lifecycle.PENDING, lifecycle.SCHEDULED) for member in live):
-        return REQUEUED, cause
-    return _restart_or_fail(group, cause, timed_out=False, stoppable=stoppable)
+    return cause, all(member.status in (lifecycle.PENDING, lifecycle.SCHEDULED) for member in live)
 
 
 def _restart_or_fail(group: TaskGroup, cause: str, *, timed_out: bool, stoppable: bool) -> tuple[str, str] | None:
