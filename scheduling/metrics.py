@@ -27,9 +27,10 @@ from heteroflow_site.health import ProbeFailure
 from nodes.models import Node
 from nodes.selectors import capacity_by_architecture, card_health_counts
 from scheduling.fair_share.book import CARD
-from scheduling.framework import reasons
-from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskGroup, TaskStatus
 from scheduling.fair_share.quotas import load_quota_book
+from scheduling.framework import reasons
+from scheduling.groups.replica_state import LIVE_STATES, ready_replica_count
+from scheduling.models import AttemptCodeCount, CycleRecord, Task, TaskGroup, TaskStatus
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -202,9 +203,6 @@ def priority_band() -> Case:
 
 def _ready_multi_node_replicas(group: TaskGroup) -> int:
     """A multi-node replica is ready only with every member running (design §17.1): counted from its members."""
-    # Imported here: the replicas module stops tasks through the transition service, which records these metrics.
-    from scheduling.groups.replicas import LIVE_STATES, ready_replica_count
-
     return ready_replica_count(group, group.members.filter(status__in=LIVE_STATES))
 
 

@@ -14,7 +14,7 @@ from scheduling.groups.change import task_group_change
 from scheduling.groups.endpoints import group_endpoints, group_revisions
 from scheduling.groups.gang_bind import member_communication
 from scheduling.groups.refusals import GroupStopped, NoChange, NotAService, RolloutInProgress, WindowActive
-from scheduling.groups.replicas import member_ready, ready_replica_count
+from scheduling.groups.replica_state import member_ready, ready_replica_count
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import Task, TaskGroup

@@ -15,14 +15,8 @@ from django.utils import timezone
 from heteroflow_site.errors import DomainError
 from scheduling.fair_share.priority import priority_within_ceiling
 from scheduling.groups.autoscale_rule import TICK_SECONDS, Decision, decide
-from scheduling.groups.replicas import (
-    Replica,
-    add_replicas,
-    group_priority,
-    live_replicas,
-    replica_ready,
-    set_desired_replicas,
-)
+from scheduling.groups.replica_state import Replica, replica_ready
+from scheduling.groups.replicas import add_replicas, group_priority, live_replicas, set_desired_replicas
 from scheduling.groups.scale import locked_group
 from scheduling.groups.status import refresh_group_status
 from scheduling.groups.timeline import note

@@ -4,7 +4,8 @@ the transaction that stops it, with the group's members and row locked (the orde
 them in), so two drains of two nodes cannot each take the last spare replica. A refusal waits: the caller tries
 again on its next tick, and the group's timeline says `BudgetHeld` with the figures, once per distinct hold."""
 
-from scheduling.groups.replicas import live_replicas, replica_ready
+from scheduling.groups.replica_state import replica_ready
+from scheduling.groups.replicas import live_replicas
 from scheduling.groups.scale import locked_group
 from scheduling.groups.timeline import note
 from scheduling.models import GroupEvent, Task, TaskGroup, TaskType

@@ -5,7 +5,8 @@ last hour."""
 from collections import Counter
 from datetime import datetime, timedelta
 
-from scheduling.groups.replicas import LIVE_STATES, Replica, as_replicas, live_replicas, replica_ready
+from scheduling.groups.replica_state import LIVE_STATES, Replica, as_replicas, replica_ready
+from scheduling.groups.replicas import live_replicas
 from scheduling.models import GroupEvent, GroupRevision, TaskGroup
 from scheduling.selectors import host_address
 

@@ -22,7 +22,8 @@ from heteroflow_site.errors import TooManyPending
 from scheduling.groups.budget import budget_held
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.refusals import NoChange, RolloutInProgress
-from scheduling.groups.replicas import add_replicas, live_replicas, replica_ready, stop_replica
+from scheduling.groups.replica_state import replica_ready
+from scheduling.groups.replicas import add_replicas, live_replicas, stop_replica
 from scheduling.groups.scale import ensure_serving, locked_group
 from scheduling.groups.status import refresh_group_status
 from scheduling.housekeeping.isolation import isolated

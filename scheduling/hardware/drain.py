@@ -21,7 +21,8 @@ from nodes.selectors import NodeMaintenance
 from nodes.signals import node_changed, node_drained
 from scheduling import lifecycle
 from scheduling.groups.budget import budget_permits
-from scheduling.groups.replicas import add_replicas, live_replicas, replica_ready
+from scheduling.groups.replica_state import replica_ready
+from scheduling.groups.replicas import add_replicas, live_replicas
 from scheduling.hardware.evict import EVICTABLE_STATES, evict_task
 from scheduling.lifecycle import ACTIVE_STATES, NODE_DRAIN_REASON
 from scheduling.models import Task, TaskGroup, TaskType

@@ -14,7 +14,7 @@ from scheduling.api.group_input import TaskGroupChangeInput, TaskGroupInput
 from scheduling.groups.change import task_group_change
 from scheduling.groups.crash_loop import crash_loop
 from scheduling.groups.endpoints import autoscale_samples, group_endpoints, group_revisions, group_timeline
-from scheduling.groups.replicas import member_ready, ready_replica_count
+from scheduling.groups.replica_state import member_ready, ready_replica_count
 from scheduling.groups.stop import task_group_stop
 from scheduling.groups.submit import task_group_submit
 from scheduling.models import Parallelism, TaskGroup, TaskType
