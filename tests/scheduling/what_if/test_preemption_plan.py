@@ -1,8 +1,9 @@
 """The preemption plan (issue 17): what the preempt PostFilter would do now, evicting nobody."""
 
+import uuid
+
 import pytest
 
-from scheduling import metrics
 from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task
 from scheduling.cache.snapshot_builder import build_snapshot
@@ -132,20 +133,28 @@ def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(ten
     assert "secret-dedicated-node" not in str(plan)
 
 
+def _generations(monkeypatch) -> list[str]:
+    """The cycle generation under the test's own control (the last one appended), not Redis's stamp: test workers
+    share one Redis, and another worker's cycle would start a new generation in the middle of the test."""
+    generations = [f"cycle-{uuid.uuid4()}"]
+    monkeypatch.setattr(plan_module, "_cycle_generation", lambda: generations[-1])
+    return generations
+
+
 def test_a_plan_is_computed_once_per_cycle_for_each_viewer(tenant, other_tenant, monkeypatch):
     """issue 27 item 4: every call built a snapshot of the whole cluster (~1 s at 5,000 nodes)."""
     _full_nodes(tenant, other_tenant)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
     builds = []
     monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
-    metrics.record_cycle(duration_seconds=None)
+    generation = _generations(monkeypatch)
 
     first = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)["victims"][1]["task"] is None
     assert len(builds) == 1, "the viewers' plans share the generation's snapshot"
 
-    metrics.record_cycle(duration_seconds=None)
+    generation.append(f"cycle-{uuid.uuid4()}")
     assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
     assert len(builds) == 2
 
@@ -164,7 +173,7 @@ def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_o
         for task in [*urgent, fits]]
     builds = []
     monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
-    metrics.record_cycle(duration_seconds=None)
+    _generations(monkeypatch)
 
     shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in [*urgent, fits]]
 
