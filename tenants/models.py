@@ -102,7 +102,7 @@ class TenantMembership(models.Model):
 
 class ApiTokenName(models.Model):
     """The name a user gave one of their API tokens (knox's table has none): which client holds it, so that the
-    right one is revoked (issue 45 item 7). Tokens issued before names have no row."""
+    right one is revoked. Tokens issued before names have no row."""
 
     token = models.OneToOneField("knox.AuthToken", on_delete=models.CASCADE, primary_key=True,
                                  related_name="token_name")

@@ -77,7 +77,7 @@ class TenantShare:
 def tenant_overview(tenant_id: int) -> list[TypeSharing]:
     """Every GPU type the cluster has (and any other the tenant has a row for or uses), a type without a row shown
     as such: a tenant sees where it has no guarantee, not only where it has one. What its dashboard,
-    `GET /api/v1/quota` and `hf quota` show (issue 45 item 2)."""
+    `GET /api/v1/quota` and `hf quota` show."""
     return tenant_sharing(tenant_id, also_types=cluster_gpu_types())
 
 

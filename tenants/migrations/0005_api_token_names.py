@@ -1,4 +1,4 @@
-"""API tokens carry the name their user gave them (issue 45 item 7), in a table beside knox's, which has no column
+"""API tokens carry the name their user gave them, in a table beside knox's, which has no column
 for it. Tokens issued before have no name."""
 
 import django.db.models.deletion
