@@ -111,6 +111,17 @@ def test_later_placements_are_checked_against_the_earlier_ones_of_the_same_batch
     assert _ledger_matches_active_tasks(node) and node.gpu_used == 2
 
 
+def test_the_chains_recheck_of_a_node_sees_what_the_batch_placed_there_before(tenant):
+    node = make_node(cards=2, cpu_cores=16)
+    tasks = [make_task(tenant=tenant, gpu_required=1, cpu_cores=10) for _ in range(2)]
+    # The cards are distinct, but the node's cores book only one of the two.
+    outcomes = bind_batch([_placement(tasks[0], node, [0]), _placement(tasks[1], node, [1])],
+                          config=SchedulerConfig())
+
+    assert [outcome.code for outcome in outcomes] == [reasons.SCHEDULED, reasons.INSUFFICIENT_HOST_RESOURCES]
+    assert _ledger_matches_active_tasks(node) and node.gpu_used == 1
+
+
 def test_a_tenant_quota_counts_the_batch_placements_before_it(tenant):
     Tenant.objects.filter(id=tenant.id).update(gpu_quota=3)
     node = make_node(cards=8)
