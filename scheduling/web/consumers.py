@@ -5,7 +5,13 @@ from channels.db import database_sync_to_async
 
 from heteroflow_site.permissions import is_admin
 from heteroflow_site.websockets import GuardedConsumer
-from scheduling.web.live import ALL_TASKS_GROUP, DIAGNOSTICS_GROUP, task_rows_html, tenant_group
+from scheduling.web.live import (
+    ALL_TASKS_GROUP,
+    DIAGNOSTICS_GROUP,
+    recent_cycles_html,
+    task_rows_html,
+    tenant_group,
+)
 from tenants.selectors import tenant_of
 
 
@@ -23,7 +29,7 @@ class _FragmentConsumer(GuardedConsumer):
 
 
 class DiagnosticsConsumer(_FragmentConsumer):
-    """Each cycle's summary, staff only."""
+    """The recent cycles, rendered here when a cycle ends, staff only."""
 
     def allowed(self, user) -> bool:
         return is_admin(user)
@@ -32,7 +38,7 @@ class DiagnosticsConsumer(_FragmentConsumer):
         await self._join(DIAGNOSTICS_GROUP)
 
     async def cycle_summary(self, event):
-        await self.send(text_data=event["html"])
+        await self.send(text_data=await database_sync_to_async(recent_cycles_html)())
 
 
 class TaskStatusConsumer(_FragmentConsumer):

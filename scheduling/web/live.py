@@ -140,7 +140,6 @@ def broadcast_task_status(sender, *, task_id: int, tenant_id: int, **kwargs) -> 
 
 @receiver(cycle_completed, dispatch_uid="scheduling.web.live.cycle")
 def broadcast_cycle(sender, **kwargs) -> None:
-    try:
-        publish(DIAGNOSTICS_GROUP, {"type": "cycle.summary", "html": recent_cycles_html()})
-    except Exception:
-        logger.warning("cycle summary not broadcast", exc_info=True)
+    """A cycle ended: the diagnostics sockets read and render the recent cycles themselves, so the scheduler spends
+    no query and no template render on pages nobody may be watching."""
+    publish(DIAGNOSTICS_GROUP, {"type": "cycle.summary"})

@@ -177,3 +177,13 @@ def test_an_idle_socket_outlasts_the_layers_blocking_pop():
     layer = get_channel_layer()
     pool = create_pool(layer.hosts[0])
     assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout + 5
+
+
+@pytest.mark.django_db
+def test_the_scheduler_announces_a_cycle_without_reading_or_rendering(django_assert_num_queries, monkeypatch):
+    sent = []
+    monkeypatch.setattr(live.publisher, "publish", lambda group, message: sent.append((group, message)))
+    with django_assert_num_queries(0):
+        live.broadcast_cycle(sender=CycleRecord, cycle_id=1)
+
+    assert sent == [("diagnostics", {"type": "cycle.summary"})]
