@@ -81,12 +81,27 @@ def largest_cards(nodes: Iterable[NodeInfo] | None = None) -> dict[str, int]:
         rows = GPU.objects.values("type").annotate(largest=Max("memory_total_mb")).order_by().values_list(
             "type", "largest")
     else:
-        rows = ((card.type, card.memory_total_mb) for node in nodes for card in node.cards)
+        rows = (item for node in nodes for item in _largest_on(node).items())
     largest: dict[str, int] = {}
     for gpu_type, memory in rows:
         if memory > largest.get(gpu_type, -1):
             largest[gpu_type] = memory
     return {**largest, "": max(largest.values(), default=0)}
+
+
+_LARGEST_CARDS = "largest-cards"
+
+
+def _largest_on(node: NodeInfo) -> dict[str, int]:
+    """The node's largest card of each type, kept in the node's cache: a cycle reads again only the nodes that changed
+    since the last (a bind or a re-read clears the cache), not every card of the cluster."""
+    largest = node.cache.get(_LARGEST_CARDS)
+    if largest is None:
+        largest = node.cache[_LARGEST_CARDS] = {}
+        for card in node.cards:
+            if card.memory_total_mb > largest.get(card.type, -1):
+                largest[card.type] = card.memory_total_mb
+    return largest
 
 
 # Tenants a quota book limits: a total cap, a cohort or per-type quota rows. Admission weighs no one else's usage

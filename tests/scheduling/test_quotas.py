@@ -161,3 +161,36 @@ def test_the_largest_cards_of_a_snapshot_are_those_of_the_card_rows():
 
     assert largest_cards(build_snapshot().nodes) == largest_cards() == {"nvidia": 81920, "ascend": 65536, "": 81920}
     assert load_quota_book(nodes=build_snapshot().nodes).largest_card_mb == load_quota_book().largest_card_mb
+
+
+class _CardsReadOnce(list):
+    """A node's cards that count how often they are walked."""
+
+    walks = 0
+
+    def __iter__(self):
+        _CardsReadOnce.walks += 1
+        return super().__iter__()
+
+
+def test_a_cycle_reads_again_only_the_cards_of_nodes_that_changed():
+    from scheduling.cache.snapshot_builder import update_in_place
+    from scheduling.framework.occupancy import Occupant, assume
+
+    make_node(gpu_type="nvidia", memory_mb=40960, cards=2)
+    make_node(gpu_type="ascend", memory_mb=65536, cards=4)
+    nodes = build_snapshot().nodes
+    for node in nodes:
+        node.cards = _CardsReadOnce(node.cards)
+    assert largest_cards(nodes) == {"nvidia": 40960, "ascend": 65536, "": 65536}
+    walks = _CardsReadOnce.walks
+
+    assert largest_cards(nodes) == {"nvidia": 40960, "ascend": 65536, "": 65536}
+    assert _CardsReadOnce.walks == walks
+
+    # The node read again with bigger cards, and a placement on the other: both are walked again.
+    bigger = build_snapshot().nodes[0]
+    bigger.cards[0].memory_total_mb = 81920
+    update_in_place(nodes[0], bigger)
+    assume(nodes[1], Occupant.of_row(tenant_id=1, task_type="batch", gpus=[0], shard=None, gpu_memory_mb=0))
+    assert largest_cards(nodes) == {"nvidia": 81920, "ascend": 65536, "": 81920}
