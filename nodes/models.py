@@ -5,6 +5,8 @@ from django.db.models.functions import Now
 
 GPU_TYPES = ("nvidia", "ascend", "musa", "hygon", "metax", "enflame", "iluvatar", "biren", "cambricon", "kunlun")
 GPU_TYPE_CHOICES = [(gpu_type, gpu_type) for gpu_type in GPU_TYPES]
+# The longest grace a drain may give each task (design §17.3): a day; longer stops are no drain but an outage.
+DRAIN_GRACE_MAX_SECONDS = 86400
 
 
 class CardHealth(models.TextChoices):

@@ -15,7 +15,7 @@ from heteroflow_site.serializers import flat_errors
 from heteroflow_site.validation import LabelsField, normalised_gpu_type, positive_int_or_none
 from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
-from nodes.models import GPU, GPU_TYPES, Node
+from nodes.models import DRAIN_GRACE_MAX_SECONDS, GPU, GPU_TYPES, Node
 from nodes.selectors import (
     CardHolders, NodeMaintenance, card_type_counts, no_card_holders, node_detail, node_places, nodes_list,
     unhealthy_card_counts, with_approval_state,
@@ -246,8 +246,8 @@ def _drain(request, node: Node, maintenance: NodeMaintenance) -> dict:
     grace = None
     if text:
         grace = positive_int_or_none(text)
-        if grace is None or grace > GRACE_SECONDS_MAX:
-            return {"drain_errors": {"grace_seconds": f"a whole number of seconds from 0 to {GRACE_SECONDS_MAX}"},
+        if grace is None or grace > DRAIN_GRACE_MAX_SECONDS:
+            return {"drain_errors": {"grace_seconds": f"a whole number of seconds from 0 to {DRAIN_GRACE_MAX_SECONDS}"},
                     "grace_value": text}
     maintenance.drain(node=node, grace_seconds=grace, actor=request.user)
     return {"saved": "drain"}
@@ -262,8 +262,6 @@ def _uncordon(request, node: Node, maintenance: NodeMaintenance) -> dict:
 
 
 MAINTENANCE_FORMS = {"drain": _drain, "uncordon": _uncordon}
-# As the API's limit (scheduling.api.node_maintenance_apis): a day.
-GRACE_SECONDS_MAX = 86400
 
 
 @staff_required

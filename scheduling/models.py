@@ -1,7 +1,7 @@
 from django.db import models
 from django.db.models import Q
 
-from nodes.models import GPU_TYPE_CHOICES
+from nodes.models import DRAIN_GRACE_MAX_SECONDS, GPU_TYPE_CHOICES
 from scheduling.framework.snapshot import is_fractional
 
 # A task's reason and its timeline rows' (lifecycle.fitting_reason shortens longer ones in one place).
@@ -204,6 +204,9 @@ class Task(models.Model):
     # (the user's, a preemption, the timeout, a drain) gives the container this long between signal and kill.
     timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     termination_grace_seconds = models.PositiveIntegerField(default=DEFAULT_GRACE_SECONDS)
+    # The grace of the stop under way when it is not the task's own (a drain that set one, design §17.3): the task's
+    # `termination_grace_seconds` stays its own for its next placement. Cleared when the task is pending again.
+    stop_grace_seconds = models.PositiveIntegerField(null=True, blank=True)
     reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     status_changed_at = models.DateTimeField(auto_now_add=True)
@@ -246,7 +249,14 @@ class Task(models.Model):
             ),
             models.CheckConstraint(condition=Q(termination_grace_seconds__lte=GRACE_MAX_SECONDS),
                                    name="task_grace_at_most_600s"),
+            models.CheckConstraint(condition=Q(stop_grace_seconds__lte=DRAIN_GRACE_MAX_SECONDS),
+                                   name="task_stop_grace_at_most_a_day"),
         ]
+
+    @property
+    def grace_of_stop(self) -> int:
+        """The grace the container gets when stopped now: the stop's own (a drain's), else the task's."""
+        return self.termination_grace_seconds if self.stop_grace_seconds is None else self.stop_grace_seconds
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"

@@ -159,8 +159,8 @@ def agent_work(node: Node, *, probes: bool = False) -> dict:
         ],
         # One stop path for a user's stop, a preemption and a timeout: each gives the container its grace
         # (design §17.1).
-        "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.termination_grace_seconds}
-                 for task in to_stop.only("id", "status", "termination_grace_seconds")],
+        "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.grace_of_stop}
+                 for task in to_stop.only("id", "status", "termination_grace_seconds", "stop_grace_seconds")],
         "probe": _probes(node) if probes else [],
     }
 

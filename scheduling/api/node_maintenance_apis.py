@@ -10,20 +10,17 @@ from rest_framework.views import APIView
 
 from heteroflow_site.permissions import IsAdmin
 from heteroflow_site.serializers import StrictSerializer, validated
-from nodes.models import Node
+from nodes.models import DRAIN_GRACE_MAX_SECONDS, Node
 from nodes.selectors import node_detail
 from scheduling.hardware.drain import drain_progress, node_drain, node_uncordon
 from scheduling.selectors import node_card_holders
-
-# A day: longer stops are no drain but an outage.
-GRACE_SECONDS_MAX = 86400
 
 
 class NodeDrainApi(APIView):
     permission_classes = [IsAdmin]
 
     class InputSerializer(StrictSerializer):
-        grace_seconds = serializers.IntegerField(min_value=0, max_value=GRACE_SECONDS_MAX, required=False,
+        grace_seconds = serializers.IntegerField(min_value=0, max_value=DRAIN_GRACE_MAX_SECONDS, required=False,
                                                  allow_null=True, default=None)
 
     @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)

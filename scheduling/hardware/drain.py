@@ -138,7 +138,7 @@ def _replace_then_stop(node: Node, *, task_id: int, status: str, group_id: int, 
         seconds=group.ready_timeout_seconds)
     replaced = group.stopped_at is not None or ready_elsewhere >= (group.replicas or 0)
     if replaced or (waited_enough and budget_permits(task_id=task_id, action=f"drain of node {node.name}")):
-        changes = {} if node.drain_grace_seconds is None else {"termination_grace_seconds": node.drain_grace_seconds}
+        changes = {} if node.drain_grace_seconds is None else {"stop_grace_seconds": node.drain_grace_seconds}
         return int(task_transition(task_id, status, lifecycle.STOPPING, reason=reason, **changes))
     if len(elsewhere) < (group.replicas or 0):
         try:

@@ -21,8 +21,8 @@ EVICTABLE_STATES = (lifecycle.SCHEDULED, lifecycle.RUNNING)
 
 def evict_task(*, task_id: int, status: str, reason: str, grace_seconds: int | None = None) -> bool:
     """CAS one task into `preempting` for a hardware reason; True if this call moved it. The task's own stop
-    grace applies; `grace_seconds` (a drain's) replaces it."""
-    changes = {} if grace_seconds is None else {"termination_grace_seconds": grace_seconds}
+    grace applies; `grace_seconds` (a drain's) replaces it for this stop only."""
+    changes = {} if grace_seconds is None else {"stop_grace_seconds": grace_seconds}
     with transaction.atomic():
         return task_transition(task_id, status, lifecycle.PREEMPTING, reason=reason, **changes)
 

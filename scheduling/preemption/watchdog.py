@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db.models import DurationField, ExpressionWrapper, F, Value
-from django.db.models.functions import Greatest
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from scheduling import lifecycle
@@ -27,7 +27,8 @@ def preemption_watchdog(now: datetime | None = None) -> int:
     Each settlement is the same CAS the agent's report makes, so a report racing the watchdog settles nothing twice.
     """
     allowed = ExpressionWrapper(
-        Greatest(Value(CONFIRMATION_TIMEOUT), F("termination_grace_seconds") * Value(timedelta(seconds=1))
+        Greatest(Value(CONFIRMATION_TIMEOUT),
+                 Coalesce(F("stop_grace_seconds"), F("termination_grace_seconds")) * Value(timedelta(seconds=1))
                  + Value(REPORT_MARGIN)),
         output_field=DurationField(),
     )

@@ -19,7 +19,7 @@ from scheduling.usage.records import record_placement_end
 # The environment goes back to the submitter's: the control plane's variables belonged to the placement.
 _PLACEMENT_CLEARED = {"node": None, "gpus": [], "card_type": "", "port": None, "shard": None,
                       "env": F("submitted_env"), "borrowed": False, "queue_backoff": 0, "parked_until": None,
-                      "ready": False, "ready_at": None}
+                      "ready": False, "ready_at": None, "stop_grace_seconds": None}
 
 
 def task_transition(task_id: int, from_status: str, to_status: str, *, reason: str = "",

@@ -153,7 +153,7 @@ def test_a_services_replicas_are_replaced_elsewhere_before_they_stop(admin_clien
     drain_nodes()
     stopped = Task.objects.filter(id__in=old)
     assert set(stopped.values_list("status", flat=True)) == {lifecycle.STOPPING}
-    assert set(stopped.values_list("termination_grace_seconds", flat=True)) == {20}
+    assert set(stopped.values_list("stop_grace_seconds", "termination_grace_seconds")) == {(20, 10)}
     assert all(task.reason.startswith(lifecycle.NODE_DRAIN_REASON) for task in stopped)
     assert _ready(group) == 2
 
@@ -175,3 +175,40 @@ def test_a_replacement_that_never_becomes_ready_holds_the_drain_only_for_the_gro
         drain_started_at=timezone.now() - timedelta(seconds=group.ready_timeout_seconds + 1))
     drain_nodes()
     assert Task.objects.get(id=replica.id).status == lifecycle.STOPPING
+
+
+def test_a_drains_grace_is_that_stops_own_and_the_task_keeps_its_grace_for_its_next_placement(admin_client, tenant):
+    from datetime import timedelta
+
+    from scheduling.preemption.watchdog import preemption_watchdog
+    from scheduling.selectors import agent_work
+
+    node = make_node(cards=4)
+    task = running_on(node, tenant, 0, termination_grace_seconds=300)
+    assert drain(admin_client, node.id, {"grace_seconds": 0}).status_code == 200
+
+    stopping = Task.objects.get(id=task.id)
+    assert (stopping.status, stopping.stop_grace_seconds, stopping.termination_grace_seconds) == (
+        lifecycle.PREEMPTING, 0, 300)
+    assert agent_work(node)["stop"] == [{"id": task.id, "status": lifecycle.PREEMPTING, "grace_seconds": 0}]
+    # The watchdog waits for the drain's grace, not the task's 300 s: 60 s, the floor.
+    assert preemption_watchdog(now=stopping.status_changed_at + timedelta(seconds=61)) == 1
+
+    requeued = Task.objects.get(id=task.id)
+    assert (requeued.status, requeued.stop_grace_seconds, requeued.termination_grace_seconds) == (
+        lifecycle.PENDING, None, 300)
+    elsewhere = make_node(cards=4)
+    assert task_transition(task.id, lifecycle.PENDING, lifecycle.SCHEDULED, node=elsewhere, gpus=[0])
+    assert task_transition(task.id, lifecycle.SCHEDULED, lifecycle.STOPPING, reason="stopped by its user")
+    assert agent_work(elsewhere)["stop"] == [{"id": task.id, "status": lifecycle.STOPPING, "grace_seconds": 300}]
+
+
+def test_a_drain_may_give_its_tasks_more_than_a_tasks_own_longest_grace(admin_client, tenant):
+    # A task's own grace is at most 600 s; a drain's up to a day (it once overwrote the task's and failed).
+    node = make_node(cards=4)
+    task = running_on(node, tenant, 0)
+    response = drain(admin_client, node.id, {"grace_seconds": 3600})
+
+    assert response.status_code == 200, response.content
+    assert Task.objects.filter(id=task.id).values_list("status", "stop_grace_seconds").get() == (
+        lifecycle.PREEMPTING, 3600)
