@@ -1,6 +1,6 @@
 """Reads on nodes for the API and the pages."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import django_filters
@@ -282,10 +282,11 @@ class NodeChanges:
 _CHANGED_SINCE = f"""
 SELECT pg_current_snapshot()::text,
        ARRAY(SELECT DISTINCT node_id FROM {NodeChange._meta.db_table}
-              WHERE %(since)s::pg_snapshot IS NULL
-                 OR (xid >= pg_snapshot_xmin(%(since)s::pg_snapshot)::text::bigint
-                     AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot))
-                 OR xid = pg_current_xact_id_if_assigned()::text::bigint)
+              WHERE (%(since)s::pg_snapshot IS NULL
+                     OR (xid >= pg_snapshot_xmin(%(since)s::pg_snapshot)::text::bigint
+                         AND NOT pg_visible_in_snapshot(xid::text::xid8, %(since)s::pg_snapshot))
+                     OR xid = pg_current_xact_id_if_assigned()::text::bigint)
+                AND xid <> ALL(%(own)s::bigint[]))
 """
 
 
@@ -296,14 +297,15 @@ def change_watermark() -> str:
         return cursor.fetchone()[0]
 
 
-def nodes_changed_since(*, since: str | None) -> NodeChanges:
+def nodes_changed_since(*, since: str | None, own_transactions: Iterable[int] = ()) -> NodeChanges:
     """The nodes whose row, cards, placements or labels changed in transactions that the look which returned
-    `since` as its watermark did not see (None: every change still in the log).
+    `since` as its watermark did not see (None: every change still in the log), other than `own_transactions`
+    (the reader's own, whose changes it already holds).
 
     The watermark is the look's snapshot, not a counter: transactions commit out of order, and a change whose
     transaction began before the look but committed after it is exactly one the snapshot did not see.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_CHANGED_SINCE, {"since": since})
+        cursor.execute(_CHANGED_SINCE, {"since": since, "own": sorted(own_transactions)})
         watermark, node_ids = cursor.fetchone()
     return NodeChanges(node_ids=frozenset(node_ids), watermark=watermark)

@@ -50,7 +50,7 @@ WITH batch AS (
     INSERT INTO {TaskEvent._meta.db_table} (task_id, from_status, to_status, reason, at)
     SELECT id, %(from_status)s, %(to_status)s, reason, %(now)s FROM claimed
 )
-SELECT id, tenant_id, group_id, reason FROM claimed
+SELECT id, tenant_id, group_id, reason, pg_current_xact_id()::text::bigint FROM claimed
 """
 
 
@@ -71,15 +71,25 @@ class Claim:
     borrowed: bool = False
 
 
-def claim(claims: list[Claim]) -> set[int]:
-    """Claim every placement in one statement; the ids of the tasks won (the others were no longer pending)."""
+@dataclass(frozen=True)
+class Claimed:
+    """The tasks a claim won (the others were no longer pending), and its transaction (the id the node change log
+    records it by), None when it won none."""
+
+    task_ids: frozenset[int]
+    transaction: int | None
+
+
+def claim(claims: list[Claim]) -> Claimed:
+    """Claim every placement in one statement."""
     if not claims:
-        return set()
+        return Claimed(frozenset(), None)
     with connection.cursor() as cursor:
         cursor.execute(CLAIM, claim_params(claims))
-        won = [WonArc(*row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    won = [WonArc(*row[:4]) for row in rows]
     after_arcs_won(won, from_status=lifecycle.PENDING, to_status=lifecycle.SCHEDULED)
-    return {arc.task_id for arc in won}
+    return Claimed(frozenset(arc.task_id for arc in won), rows[0][4] if rows else None)
 
 
 def claim_params(claims: list[Claim]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from scheduling.bind.claim import Claim, claim
 from scheduling.bind.live import LiveCluster, LiveNode, LivePlacement, lock_and_read
@@ -69,6 +69,8 @@ class BindOutcome:
     node_overloaded: bool = False
     # In a refused all-or-nothing batch: this placement is the one that failed (the others share its outcome).
     culprit: bool = False
+    # The bind transaction that committed it (the node change log's id for it); None when not bound by the pipeline.
+    transaction: int | None = None
 
     @property
     def bound(self) -> bool:
@@ -124,6 +126,9 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
         return []
     reserve = reserve if reserve is not None else Framework(PluginSet(), config).reserve
     batch = _Batch(placements, config, tenancy, reserve, all_or_nothing)
+    # Inside a caller's transaction the bind's transaction id is the caller's too, and names the caller's other
+    # changes in the node change log as well: only a bind that is a transaction of its own reports it.
+    alone = not connection.in_atomic_block
     try:
         with transaction.atomic():
             live = lock_and_read(sorted({placement.node.id for placement in placements}),
@@ -132,10 +137,10 @@ def bind_batch(placements: Sequence[Placement], *, config: SchedulerConfig, tena
             if all_or_nothing and env_for is not None:
                 for accepted, env in zip(batch.accepted, env_for(live.nodes)):
                     accepted.claim.env = env
-            won = claim([accepted.claim for accepted in batch.accepted])
+            claimed = claim([accepted.claim for accepted in batch.accepted])
             for accepted in batch.accepted:
-                if accepted.claim.task.id in won:
-                    outcomes[accepted.position] = _bound(accepted)
+                if accepted.claim.task.id in claimed.task_ids:
+                    outcomes[accepted.position] = _bound(accepted, claimed.transaction if alone else None)
                 else:
                     outcomes[accepted.position] = BindOutcome(code=reasons.BIND_CONFLICT, message=LOST_CLAIM)
                     if all_or_nothing:
@@ -239,7 +244,7 @@ def _check_batch_quota(batch: _Batch, live: LiveCluster) -> None:
             raise _AllOrNothingRefused(0, BindRefused(reasons.QUOTA_EXCEEDED, admission.refusal))
 
 
-def _bound(accepted: _Accepted) -> BindOutcome:
+def _bound(accepted: _Accepted, transaction: int | None) -> BindOutcome:
     item = accepted.claim
     message = f"bound to {accepted.live.name}"
     if item.cards:
@@ -247,4 +252,4 @@ def _bound(accepted: _Accepted) -> BindOutcome:
     if item.port is not None:
         message += f", port {item.port}"
     return BindOutcome(code=reasons.SCHEDULED, message=message, cards=tuple(item.cards), port=item.port,
-                       shard=item.shard, card_type=item.card_type)
+                       shard=item.shard, card_type=item.card_type, transaction=transaction)

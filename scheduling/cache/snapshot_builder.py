@@ -16,6 +16,7 @@ from scheduling.fair_share.quotas import inactive_tenant_ids, load_quota_book
 from scheduling.framework.group_spread import GroupSpread
 from scheduling.framework.occupancy import Occupant
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo, TenancyView
+from scheduling.framework.table import READ
 from scheduling.lifecycle import ACTIVE_STATES
 from scheduling.models import Task, TaskGroup
 from tenants.models import ShareGroup
@@ -111,7 +112,7 @@ def refresh_nodes(snapshot: ClusterSnapshot, node_ids: Iterable[int]) -> None:
         if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
             rows.append(table.row_of[node.id])
     if table is not None:
-        table.refresh_rows(rows)
+        table.refresh_rows(rows, cause=READ)
 
 
 def update_in_place(node: NodeInfo, fresh: NodeInfo) -> None:

@@ -3,8 +3,10 @@ their NumPy table between cycles and re-reads only the nodes that changed.
 
 Each cycle asks the node change log (`nodes.selectors.nodes_changed_since`, written by triggers in the same
 transaction as every change to a node, its cards, its placements or its labels) which nodes changed since the last
-look, and re-reads those — with the nodes the previous cycle changed in memory (its placements, committed or taken
-back) — in three queries, updating their NodeInfo and their table row in place. The whole cluster is read afresh
+look, and re-reads those — with the nodes the previous cycle changed in memory otherwise than by placements its
+binds committed exactly as placed (`NodeTable.stale_ids`) — in three queries, updating their NodeInfo and their table
+row in place. The log's entries of those binds' own transactions are left out: the table already holds them, and
+re-reading every node the last cycle bound to was most of a cycle's setup. The whole cluster is read afresh
 on the first cycle, every FULL_REBUILD_SECONDS (a safety net, which also prunes the log), whenever the set of
 node ids is not the one the cache holds (the database was switched, emptied or rolled back under it) and after a
 cycle that failed half way. Binds still re-check every placement against the live rows they lock, so a stale
@@ -27,7 +29,7 @@ from nodes.selectors import change_watermark, nodes_changed_since
 from nodes.services import node_changes_prune
 from scheduling.cache.snapshot_builder import build_snapshot, build_tenancy, read_nodes, update_in_place
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
-from scheduling.framework.table import NodeTable
+from scheduling.framework.table import READ, NodeTable
 
 FULL_REBUILD_SECONDS = 60.0
 # Far longer than FULL_REBUILD_SECONDS: a cache asks what changed only within that time of its last look, so the
@@ -78,9 +80,9 @@ class SnapshotCache:
                 or self._clock() - self._built_at >= FULL_REBUILD_SECONDS:
             self._build(config, database)
         else:
-            changes = nodes_changed_since(since=self._watermark)
+            changes = nodes_changed_since(since=self._watermark, own_transactions=self._table.own_transactions)
             self._watermark = changes.watermark
-            self._apply(changes.node_ids | self._table.touched_ids, config)
+            self._apply(changes.node_ids | self._table.stale_ids(), config)
             if self._node_ids_changed():
                 self._build(config, database)
         snapshot = ClusterSnapshot(nodes=self._nodes, tenancy=build_tenancy(self._nodes))
@@ -115,11 +117,8 @@ class SnapshotCache:
                 or any(len(node.cards) > self._table.width for node in fresh.values()):
             self._index_and_tabulate(config)
             return
-        self._table.refresh_rows([self._row_of[node_id] for node_id in fresh])
-        self._table.touched_ids.clear()
-        # No equivalence cache of the last cycle is used again.
-        self._table.changed_rows.clear()
-        self._table.reshaped_rows.clear()
+        self._table.refresh_rows([self._row_of[node_id] for node_id in fresh], cause=READ)
+        self._table.forget_changes()
 
     def _index_and_tabulate(self, config: SchedulerConfig) -> None:
         self._row_of = {node.id: row for row, node in enumerate(self._nodes)}

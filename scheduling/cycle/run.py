@@ -35,6 +35,7 @@ from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
 from scheduling.framework.framework import Framework
 from scheduling.framework.never_fits import never_fits
+from scheduling.framework.occupancy import Occupant
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.result import ScheduleResult
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig, TaskInfo
@@ -351,6 +352,9 @@ class _Placer:
                                       card_type=bind.card_type)
                 if list(bind.cards) != sorted(entry.placement.cards):
                     stale.add(node.id)
+                if bind.transaction is not None and self.snapshot.table is not None:
+                    self.snapshot.table.bound(node.id, transaction=bind.transaction,
+                                              as_placed=_as_placed(entry.placement, bind))
                 self.attempts.add(task.id, reasons.SCHEDULED, entry.message, entry.nodes,
                                   {**entry.extra, "bound": bind.message})
                 codes[task.id] = reasons.SCHEDULED
@@ -409,6 +413,15 @@ class _Placer:
         self.attempts.add(in_flight.task.id, code, f"{result.message} Every feasible node is over a load threshold.",
                           nodes, extra)
         return code
+
+
+def _as_placed(placement: Placement, bind: BindOutcome) -> bool:
+    """Whether the database holds the placement as the snapshot applied it (`apply_bind`'s occupant)."""
+    task = placement.task
+    return Occupant.of_task(task, placement.cards) == Occupant.of_row(
+        tenant_id=task.tenant_id, task_type=task.type, gpus=list(bind.cards), shard=bind.shard,
+        gpu_memory_mb=task.gpu_memory_mb, card_type=bind.card_type, gpu_required=task.gpu_required,
+        cpu_cores=task.cpu_cores, memory_mb=task.memory_mb)
 
 
 def _bind_candidates(result: ScheduleResult, snapshot: ClusterSnapshot, skipped: set[int]):

@@ -20,6 +20,7 @@ from typing import Any
 from scheduling.fair_share.book import card_share
 from scheduling.framework.cards import card_lookup, cards_by_key
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
+from scheduling.framework.table import CHANGED_IN_MEMORY, PLACED
 
 INFERENCE = "inference"
 CardsByKey = dict[tuple[str, int], CardInfo]
@@ -138,7 +139,7 @@ def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards:
     spread = snapshot.group_spread.get(task.group_id) if task.group_id is not None else None
     if spread is not None:
         spread.placed(node)
-    node_changed(snapshot, node)
+    node_changed(snapshot, node, cause=PLACED)
 
 
 def apply_release(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int], *,
@@ -151,12 +152,13 @@ def apply_release(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, car
     node_changed(snapshot, node)
 
 
-def node_changed(snapshot: ClusterSnapshot, node: NodeInfo) -> None:
-    """The node's derived data and its row of the snapshot's table follow a change of its occupancy."""
+def node_changed(snapshot: ClusterSnapshot, node: NodeInfo, *, cause: str = CHANGED_IN_MEMORY) -> None:
+    """The node's derived data and its row of the snapshot's table follow a change of its occupancy (`cause`: what
+    changed it, `NodeTable.refresh_rows`)."""
     node.cache.clear()
     table = snapshot.table
     if table is not None and table.row_of.get(node.id) is not None and table.nodes[table.row_of[node.id]] is node:
-        table.refresh_row(table.row_of[node.id])
+        table.refresh_row(table.row_of[node.id], cause=cause)
 
 
 def emptied(node: NodeInfo) -> NodeInfo:

@@ -7,6 +7,7 @@ rows went stale without being told.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,8 @@ from scheduling.framework.single_tenant import card_holder
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
 
 AVAILABLE_STATUSES = frozenset({"online", "busy"})
+# What changed a row (`NodeTable.refresh_rows`).
+PLACED, READ, CHANGED_IN_MEMORY = "placed", "read", "changed in memory"
 NO_CODE = -1
 UNKNOWN_CODE = -2  # a task value no node has
 
@@ -83,9 +86,14 @@ class NodeTable:
         for (name, dtype), values in zip(_NODE_COLUMNS, columns):
             setattr(self, name, np.array(values, dtype=dtype).reshape(count))
         self.row_version = np.zeros(count, np.int64)
-        # Nodes whose rows changed since the table was built (binds applied in memory, nodes re-read): what the
-        # scheduler cache re-reads before the next cycle (`scheduling.cache.snapshot_cache`).
-        self.touched_ids: set[int] = set()
+        # What the scheduler cache must read again before the next cycle (`scheduling.cache.snapshot_cache`,
+        # `stale_ids`): nodes changed in memory by anything but a placement its bind then committed as placed
+        # (`bound`) or a read of the database, and nodes with placements not committed (yet).
+        self._changed_otherwise: set[int] = set()
+        self._unconfirmed: Counter[int] = Counter()
+        # The bind transactions whose placements were all confirmed here: their entries in the node change log
+        # are already in the table.
+        self.own_transactions: set[int] = set()
         # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`);
         # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).
         self.changed_rows: list[int] = []
@@ -136,11 +144,13 @@ class NodeTable:
         self.cards_all_overloaded[rows] = exists.any(axis=1) & ~(exists & ok).any(axis=1)
         self.max_card_capacity_mb[rows] = np.where(exists, self.card_capacity_mb[rows], -np.inf).max(axis=1)
 
-    def refresh_row(self, row: int) -> None:
-        self.refresh_rows([row])
+    def refresh_row(self, row: int, *, cause: str = CHANGED_IN_MEMORY) -> None:
+        self.refresh_rows([row], cause=cause)
 
-    def refresh_rows(self, rows: list[int]) -> None:
-        """Re-read the rows' nodes (after they changed in place; distinct rows): every column at once for all."""
+    def refresh_rows(self, rows: list[int], *, cause: str = CHANGED_IN_MEMORY) -> None:
+        """Re-read the rows' nodes (after they changed in place; distinct rows): every column at once for all.
+        `cause`: what changed them — a placement applied in memory (PLACED), the database read again (READ), or
+        anything else (CHANGED_IN_MEMORY)."""
         if not rows:
             return
         if len(rows) == 1:
@@ -149,13 +159,44 @@ class NodeTable:
             self._refresh_many(rows)
         for row in rows:
             node = self.nodes[row]
-            self.touched_ids.add(node.id)
+            if cause == PLACED:
+                self._unconfirmed[node.id] += 1
+            elif cause == READ:
+                self._unconfirmed.pop(node.id, None)
+                self._changed_otherwise.discard(node.id)
+            else:
+                self._changed_otherwise.add(node.id)
             self.changed_rows.append(row)
             signature = static_signature(node)
             if signature != self._signatures[row]:
                 self._signatures[row] = signature
                 self.reshaped_rows.append(row)
                 self.all_uniform = bool(self.uniform_cards.all())
+
+    def bound(self, node_id: int, *, transaction: int, as_placed: bool) -> None:
+        """Bind `transaction` committed a placement on the node: `as_placed`, exactly as it was applied in memory
+        (PLACED), so the row holds what the database now says of the node; otherwise the node is read again (a
+        READ after this clears that). Every placement a bind transaction committed is told here, so its entries in
+        the node change log need not be read (`own_transactions`)."""
+        if as_placed and self._unconfirmed[node_id] > 0:
+            self._unconfirmed[node_id] -= 1
+        else:
+            self._changed_otherwise.add(node_id)
+        self.own_transactions.add(transaction)
+
+    def stale_ids(self) -> set[int]:
+        """The nodes the database may hold otherwise than the table: changed in memory by anything but a placement
+        committed as placed since they were last read."""
+        return self._changed_otherwise | {node_id for node_id, count in self._unconfirmed.items() if count > 0}
+
+    def forget_changes(self) -> None:
+        """The scheduler cache read the nodes it needed: start counting changes afresh."""
+        self._changed_otherwise.clear()
+        self._unconfirmed.clear()
+        self.own_transactions.clear()
+        # No equivalence cache of the last cycle is used again.
+        self.changed_rows.clear()
+        self.reshaped_rows.clear()
 
     def _refresh_one(self, row: int) -> None:
         """`_refresh_many` for one row (each in-memory bind), in plain Python: for one node's few cards that is

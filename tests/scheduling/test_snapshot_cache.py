@@ -180,3 +180,46 @@ def test_a_stale_cache_costs_a_refused_bind_never_a_wrong_placement(tenant):
     assert Node.objects.get(id=node.id).gpu_used == 2
     # The refusal re-read the node: the cache knows now what the log did not tell it.
     assert _look(snapshot_cache).node(node.id).gpu_used == 2
+
+
+def test_the_nodes_a_cycle_bound_to_as_placed_are_not_read_again_only_those_changed_since(tenant):
+    nodes = [make_node(cards=4) for _ in range(3)]
+    make_task(tenant=tenant, name="one", gpu_required=1)
+    make_task(tenant=tenant, name="two", gpu_required=2, cpu_cores=4, memory_mb=8192)
+    make_task(tenant=tenant, name="shard", gpu_memory_mb=4096)
+    make_task(tenant=tenant, name="serve", type="inference", gpu_required=1)
+    snapshot_cache.invalidate()
+    assert run_cycle().bound == 4
+    reread = snapshot_cache.nodes_reread
+
+    snapshot = _look(snapshot_cache)
+    assert snapshot_cache.nodes_reread == reread
+    _assert_equals_a_fresh_build(snapshot)
+
+    node_heartbeat_apply(node=nodes[0], cpu_percent=42.0, memory_used_mb=4096,
+                         gpus=[card(index) for index in range(4)], labels={})
+    snapshot = _look(snapshot_cache)
+    assert snapshot_cache.nodes_reread == reread + 1
+    _assert_equals_a_fresh_build(snapshot)
+
+
+def test_a_node_is_read_again_unless_every_change_to_it_was_a_placement_committed_as_placed():
+    from scheduling.framework.snapshot import NodeInfo
+    from scheduling.framework.table import CHANGED_IN_MEMORY, PLACED, READ
+
+    table = NodeTable([NodeInfo(id=node_id, name=f"n{node_id}") for node_id in range(1, 7)], CONFIG)
+    row = table.row_of
+    table.refresh_row(row[1], cause=PLACED)
+    table.bound(1, transaction=10, as_placed=True)             # committed as placed
+    table.refresh_row(row[2], cause=PLACED)
+    table.bound(2, transaction=10, as_placed=False)            # committed otherwise (other cards, another shard)
+    table.refresh_row(row[3], cause=PLACED)                    # never committed (refused, or the cycle stopped)
+    table.refresh_row(row[4], cause=CHANGED_IN_MEMORY)         # a nominee's held cards, a defrag plan
+    table.refresh_row(row[5], cause=CHANGED_IN_MEMORY)
+    table.refresh_row(row[5], cause=READ)                      # read again since: the database's
+    table.bound(6, transaction=11, as_placed=True)             # committed, but never placed in this table
+
+    assert table.stale_ids() == {2, 3, 4, 6}
+    assert table.own_transactions == {10, 11}
+    table.forget_changes()
+    assert (table.stale_ids(), table.own_transactions) == (set(), set())

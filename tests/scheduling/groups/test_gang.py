@@ -3,6 +3,7 @@
 import itertools
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -113,7 +114,8 @@ def test_a_failed_claim_of_the_last_member_rolls_back_every_member(tenant, monke
     real_claim = pipeline.claim
 
     def lose_the_last_claim(claims):
-        return real_claim(claims) - {last.id}
+        claimed = real_claim(claims)
+        return replace(claimed, task_ids=claimed.task_ids - {last.id})
 
     monkeypatch.setattr(pipeline, "claim", lose_the_last_claim)
 
