@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 import django_filters
 from django.db import connection
@@ -20,6 +21,14 @@ CardHolders = Callable[..., dict[tuple[str, int], list[dict]]]
 
 
 def no_card_holders(*, node: Node, tenant_id: int | None) -> dict[tuple[str, int], list[dict]]:
+    return {}
+
+
+SharesReader = Callable[..., dict[int, Decimal]]
+"""Per node id, the cards its fractional tasks hold (design §16.2): scheduling's to say, as it knows the tasks."""
+
+
+def no_shares(*, node_ids: list[int]) -> dict[int, Decimal]:
     return {}
 
 

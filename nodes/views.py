@@ -17,8 +17,8 @@ from heteroflow_site.web import render_page, staff_required
 from nodes.card_health import card_release
 from nodes.models import DRAIN_GRACE_MAX_SECONDS, GPU, GPU_TYPES, Node
 from nodes.selectors import (
-    CardHolders, NodeMaintenance, card_type_counts, no_card_holders, node_detail, node_places, nodes_list,
-    unhealthy_card_counts, with_approval_state,
+    CardHolders, NodeMaintenance, SharesReader, card_type_counts, no_card_holders, no_shares, node_detail,
+    node_places, nodes_list, unhealthy_card_counts, with_approval_state,
 )
 from nodes.services import AGENT_LABEL_PREFIX, node_approve, node_topology_update, node_update
 from nodes.taint_views import save_taints, taints_text
@@ -48,25 +48,30 @@ def _percent(part: float, whole: float) -> int:
     return round(100 * part / whole) if whole else 0
 
 
-def _list_rows(nodes) -> list[dict]:
+def _list_rows(nodes, shares_held: SharesReader) -> list[dict]:
     nodes = list(nodes)
-    types_of = card_type_counts([node.id for node in nodes])
-    unhealthy_of = unhealthy_card_counts([node.id for node in nodes])
-    return [
-        {
+    node_ids = [node.id for node in nodes]
+    types_of = card_type_counts(node_ids)
+    unhealthy_of = unhealthy_card_counts(node_ids)
+    shares_of = shares_held(node_ids=node_ids)
+    rows = []
+    for node in nodes:
+        # The ledger's whole cards and each fractional task's share of its card, as on the node page.
+        held = node.gpu_used + shares_of.get(node.id, Decimal(0))
+        rows.append({
             "node": node,
             "card_types": types_of.get(node.id, []),
             "unhealthy": unhealthy_of.get(node.id),
-            "gpu_percent": _percent(node.gpu_used, node.gpu_total),
+            "cards_held": held,
+            "gpu_percent": _percent(held, node.gpu_total),
             "cpu_percent": round(node.cpu_percent),
             "memory_percent": _percent(node.memory_used_mb, node.memory_gb * 1024),
-        }
-        for node in nodes
-    ]
+        })
+    return rows
 
 
 @staff_required
-def node_list(request):
+def node_list(request, shares_held: SharesReader = no_shares):
     filters = {name: request.GET.get(name, "").strip() for name in LIST_FILTERS}
     error = None
     try:
@@ -81,7 +86,7 @@ def node_list(request):
     nodes = nodes.order_by(*NODE_SORTS[filters["sort"]][1])
     page = Paginator(nodes, NODE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
-        "rows": _list_rows(page.object_list),
+        "rows": _list_rows(page.object_list, shares_held),
         "page": page,
         "page_query": urlencode({name: value for name, value in filters.items()
                                  if value and (name, value) != ("sort", DEFAULT_NODE_SORT)}),

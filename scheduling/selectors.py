@@ -5,7 +5,7 @@ import ipaddress
 from dataclasses import replace
 from decimal import Decimal
 
-from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 
 from heteroflow_site.permissions import is_admin
 from nodes.models import Node
@@ -124,6 +124,15 @@ def node_card_holders(*, node: Node, tenant_id: int | None = None) -> dict[tuple
     return tasks_by_card
 
 
+
+
+def fractional_cards_held(*, node_ids: list[int]) -> dict[int, Decimal]:
+    """Per node, the cards its fractional tasks hold, each its share of its card as quotas count it (design §16.2):
+    what the ledger's `gpu_used`, whole cards only, leaves out (the node list adds it, as the node page does)."""
+    rows = (Task.objects.filter(node_id__in=node_ids, status__in=lifecycle.ACTIVE_STATES, gpu_required=0,
+                                gpu_memory_mb__gt=0)
+            .values("node_id").annotate(total=Sum(share_expression())).order_by().values_list("node_id", "total"))
+    return {node_id: Decimal(total) / CARD for node_id, total in rows if total}
 
 
 def agent_work(node: Node, *, probes: bool = False) -> dict:

@@ -3,7 +3,7 @@ from django.urls import path
 
 from nodes import views as node_views
 from scheduling.hardware.drain import NODE_MAINTENANCE
-from scheduling.selectors import node_card_holders
+from scheduling.selectors import fractional_cards_held, node_card_holders
 from scheduling.web import (
     dashboard_views,
     diagnostics_views,
@@ -37,7 +37,8 @@ urlpatterns = [
     path("groups/", group_list_views.group_list, name="group-list"),
     path("groups/new/", group_views.group_new, name="group-new"),
     path("groups/<int:group_id>/", group_views.group_detail, name="group-detail"),
-    # The node page is the nodes app's; the tasks holding its cards are this app's to say.
+    # The node list and page are the nodes app's; the tasks holding cards are this app's to say.
+    path("nodes/", node_views.node_list, {"shares_held": fractional_cards_held}, name="node-list"),
     path("nodes/<int:node_id>/", node_views.node_page,
          {"card_holders": node_card_holders, "maintenance": NODE_MAINTENANCE}, name="node-detail"),
 ]

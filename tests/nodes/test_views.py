@@ -60,6 +60,25 @@ def test_node_page_counts_fractional_tasks_as_their_share_and_shows_memory_in_gb
 
 
 @pytest.mark.django_db
+def test_the_node_list_counts_fractional_tasks_as_their_share_like_the_node_page(admin_web, tenant):
+    node = make_node(cards=8, memory_mb=81920, gpu_used=1)
+    make_task(tenant=tenant, status="running", node=node, gpus=[1], gpu_required=1, card_type="nvidia")
+    for _ in range(3):
+        make_task(tenant=tenant, status="running", node=node, gpus=[0], gpu_memory_mb=20480, card_type="nvidia",
+                  shard={"card": 0, "memory_limit_mb": 20480, "compute_percent": 25})
+    make_task(tenant=tenant, status="succeeded", node=node, gpus=[2], gpu_memory_mb=20480, card_type="nvidia",
+              shard={"card": 2, "memory_limit_mb": 20480, "compute_percent": 25})
+    idle = make_node(cards=4)
+
+    page = admin_web.get("/nodes/").content.decode()
+
+    row = page[page.index(f'href="/nodes/{node.id}/"'):]
+    assert '<span style="width:22%"></span></div><small>1.75/8</small>' in row[:row.index("</tr>")]
+    idle_row = page[page.index(f'href="/nodes/{idle.id}/"'):]
+    assert "<small>0/4</small>" in idle_row[:idle_row.index("</tr>")]
+
+
+@pytest.mark.django_db
 def test_the_drain_button_asks_first(admin_web):
     node = make_node(cards=2)
 
