@@ -56,8 +56,7 @@ def _list_rows(nodes, shares_held: SharesReader) -> list[dict]:
     shares_of = shares_held(node_ids=node_ids)
     rows = []
     for node in nodes:
-        # The ledger's whole cards and each fractional task's share of its card, as on the node page.
-        held = node.gpu_used + shares_of.get(node.id, Decimal(0))
+        held = _cards_held(node, shares_of)
         rows.append({
             "node": node,
             "card_types": types_of.get(node.id, []),
@@ -146,12 +145,10 @@ def topology_drawings(detail: dict) -> dict:
     }
 
 
-def _cards_held(node: Node, detail: dict) -> Decimal:
-    """The cards the node's tasks hold: the ledger's whole cards (design §7), and each fractional task's share of
-    its card (the card holders' `cards`), which the ledger leaves out: 3 tasks of a quarter card hold 0.75."""
-    shares = {task["id"]: task.get("cards", 0) for card in detail["cards"] for task in card["active_tasks"]
-              if task["fractional"]}
-    return node.gpu_used + sum(shares.values(), Decimal(0))
+def _cards_held(node: Node, shares_of: dict[int, Decimal]) -> Decimal:
+    """The cards the node's tasks hold: the ledger's whole cards (design §7), and its fractional tasks' shares of
+    their cards (`SharesReader`), which the ledger leaves out: 3 tasks of a quarter card hold 0.75."""
+    return node.gpu_used + shares_of.get(node.id, Decimal(0))
 
 
 def _card_rows(detail: dict) -> list[dict]:
@@ -271,7 +268,7 @@ MAINTENANCE_FORMS = {"drain": _drain, "uncordon": _uncordon}
 
 @staff_required
 def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders,
-              maintenance: NodeMaintenance | None = None):
+              shares_held: SharesReader = no_shares, maintenance: NodeMaintenance | None = None):
     nodes = with_approval_state(Node.objects.select_related("dedicated_tenant"))
     node = get_object_or_404(nodes, id=node_id)
     outcome, fragment = {}, None
@@ -286,7 +283,7 @@ def node_page(request, node_id: int, card_holders: CardHolders = no_card_holders
     detail = node_detail(node, card_holders=card_holders,
                          **({"drain_reader": maintenance.progress} if maintenance else {}))
     admin_labels, agent_labels = _split_labels(node.labels)
-    held = _cards_held(node, detail)
+    held = _cards_held(node, shares_held(node_ids=[node.id]))
     context = {
         "node": node,
         "detail": detail,

@@ -1,5 +1,6 @@
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from nodes.models import DRAIN_GRACE_MAX_SECONDS, GPU_TYPE_CHOICES
 from scheduling.framework.snapshot import is_fractional
@@ -12,6 +13,9 @@ TIMEOUT_MIN_SECONDS = 60
 TIMEOUT_MAX_SECONDS = 30 * 24 * 3600
 GRACE_MAX_SECONDS = 600
 DEFAULT_GRACE_SECONDS = 10
+# The grace a task's container gets when stopped now: the stop's own (a drain's), else the task's (an expression, for
+# the agent's stop items and the preemption watchdog alike).
+GRACE_OF_STOP = Coalesce(F("stop_grace_seconds"), F("termination_grace_seconds"))
 
 
 class TaskStatus(models.TextChoices):
@@ -253,10 +257,6 @@ class Task(models.Model):
                                    name="task_stop_grace_at_most_a_day"),
         ]
 
-    @property
-    def grace_of_stop(self) -> int:
-        """The grace the container gets when stopped now: the stop's own (a drain's), else the task's."""
-        return self.termination_grace_seconds if self.stop_grace_seconds is None else self.stop_grace_seconds
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"

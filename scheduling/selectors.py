@@ -15,7 +15,7 @@ from scheduling.fair_share.usage import share_expression
 from scheduling.framework.occupancy import cards_held
 from scheduling.framework.registry import PluginSet, PluginSetting, PluginSpec, Registry, build_plugin_set, outranked
 from scheduling.framework.snapshot import TaskInfo
-from scheduling.models import CycleRecord, PluginConfig, Task, TaskGroup, TaskTemplate, TaskType
+from scheduling.models import GRACE_OF_STOP, CycleRecord, PluginConfig, Task, TaskGroup, TaskTemplate, TaskType
 from scheduling.plugins import default_registry
 from scheduling.plugins.queue_sort import ORDER_DESCRIPTIONS
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
@@ -168,8 +168,9 @@ def agent_work(node: Node, *, probes: bool = False) -> dict:
         ],
         # One stop path for a user's stop, a preemption and a timeout: each gives the container its grace
         # (design §17.1).
-        "stop": [{"id": task.id, "status": task.status, "grace_seconds": task.grace_of_stop}
-                 for task in to_stop.only("id", "status", "termination_grace_seconds", "stop_grace_seconds")],
+        "stop": [{"id": task_id, "status": status, "grace_seconds": grace}
+                 for task_id, status, grace in to_stop.annotate(grace=GRACE_OF_STOP).values_list("id", "status",
+                                                                                                  "grace")],
         "probe": _probes(node) if probes else [],
     }
 

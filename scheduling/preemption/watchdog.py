@@ -5,12 +5,12 @@ kill, and the report may take a heartbeat or two more)."""
 import logging
 from datetime import datetime, timedelta
 
-from django.db.models import DurationField, ExpressionWrapper, F, Value
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import DurationField, ExpressionWrapper, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from scheduling import lifecycle
-from scheduling.models import Task
+from scheduling.models import GRACE_OF_STOP, Task
 from scheduling.preemption.settle import settle_preempted
 
 logger = logging.getLogger(__name__)
@@ -27,8 +27,7 @@ def preemption_watchdog(now: datetime | None = None) -> int:
     Each settlement is the same CAS the agent's report makes, so a report racing the watchdog settles nothing twice.
     """
     allowed = ExpressionWrapper(
-        Greatest(Value(CONFIRMATION_TIMEOUT),
-                 Coalesce(F("stop_grace_seconds"), F("termination_grace_seconds")) * Value(timedelta(seconds=1))
+        Greatest(Value(CONFIRMATION_TIMEOUT), GRACE_OF_STOP * Value(timedelta(seconds=1))
                  + Value(REPORT_MARGIN)),
         output_field=DurationField(),
     )

@@ -40,5 +40,6 @@ urlpatterns = [
     # The node list and page are the nodes app's; the tasks holding cards are this app's to say.
     path("nodes/", node_views.node_list, {"shares_held": fractional_cards_held}, name="node-list"),
     path("nodes/<int:node_id>/", node_views.node_page,
-         {"card_holders": node_card_holders, "maintenance": NODE_MAINTENANCE}, name="node-detail"),
+         {"card_holders": node_card_holders, "shares_held": fractional_cards_held, "maintenance": NODE_MAINTENANCE},
+         name="node-detail"),
 ]
