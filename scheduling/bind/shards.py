@@ -5,14 +5,13 @@ task that finishes stops counting at once (its shard stays on the row as history
 shard when a task goes back to pending. The rules are explained in docs/fractional-gpus.md.
 """
 
-import math
 import re
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
 from scheduling.framework.occupancy import cards_held
-from scheduling.framework.sharing import may_share
+from scheduling.framework.sharing import compute_percent_for, may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.cache.snapshot_builder import build_tenancy
 
@@ -57,15 +56,6 @@ def qos_for(*, vendor: str, model: str) -> QoS:
     if vendor != "nvidia":
         return QoS.BEST_EFFORT
     return QoS.GUARANTEED if _MPS_CAPABLE_MODEL.search(model or "") else QoS.BURSTABLE
-
-
-def compute_percent_for(*, gpu_memory_mb: int, gpu_compute_percent: int | None, card_memory_mb: int) -> int:
-    """The task's own figure, else a share of the card's compute proportional to its share of the memory."""
-    if gpu_compute_percent:
-        return gpu_compute_percent
-    if card_memory_mb <= 0:
-        return 100
-    return min(100, max(1, math.ceil(100 * gpu_memory_mb / card_memory_mb)))
 
 
 def shard_env(*, vendor: str, card_index: int, memory_limit_mb: int, compute_percent: int, qos: QoS) -> dict[str, str]:

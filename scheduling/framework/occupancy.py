@@ -14,11 +14,12 @@ nodes some other way).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.fair_share.book import card_share
 from scheduling.framework.cards import card_lookup, cards_by_key
+from scheduling.framework.sharing import compute_percent_for
 from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, NodeInfo, TaskInfo
 from scheduling.framework.table import CHANGED_IN_MEMORY, PLACED
 
@@ -38,7 +39,8 @@ def cards_held(gpus: Iterable[int] | None, shard: Mapping[str, Any] | None) -> l
 class Occupant:
     """One placement on a node. `shard_memory_mb` is None for whole cards; `ledger_gpus` is what it adds to the
     node's `gpu_used` ledger when the ledger is kept in memory; `tenant_id` None holds cards for nobody yet
-    (nomination)."""
+    (nomination). A shard's `compute_percent` is the task's own figure or, None, its card's share
+    (`compute_percent_for`)."""
 
     tenant_id: int | None
     task_type: str
@@ -48,6 +50,9 @@ class Occupant:
     ledger_gpus: int = 0
     cpu_cores: float = 0.0
     memory_mb: int = 0
+    # Not compared: a placement's stored percent is `compute_percent_for` of the task's figure and the card, which
+    # the card fields and the task's memory already tell apart.
+    compute_percent: int | None = field(default=None, compare=False)
 
     @property
     def is_shard(self) -> bool:
@@ -58,7 +63,8 @@ class Occupant:
         """A task the cycle placed, `cards` as Reserve chose them (a `ChosenCards` carries their type)."""
         return cls(task.tenant_id, task.type, tuple(cards), getattr(cards, "card_type", "") or task.gpu_type,
                    task.gpu_memory_mb if task.gpu_required <= 0 and task.is_fractional else None,
-                   task.gpu_required, task.cpu_cores, task.memory_mb)
+                   task.gpu_required, task.cpu_cores, task.memory_mb,
+                   task.gpu_compute_percent if task.gpu_required <= 0 and task.is_fractional else None)
 
     @classmethod
     def of_row(cls, *, tenant_id: int, task_type: str, gpus: list[int] | None, shard: Mapping[str, Any] | None,
@@ -67,7 +73,7 @@ class Occupant:
         """An active task as the database records it (its node's ledger already counts it)."""
         shard_memory = int(shard.get("memory_limit_mb") or gpu_memory_mb) if shard else None
         return cls(tenant_id, task_type, tuple(cards_held(gpus, shard)), card_type, shard_memory, gpu_required,
-                   cpu_cores, memory_mb)
+                   cpu_cores, memory_mb, shard.get("compute_percent") if shard else None)
 
 
 def occupied_cards(node: NodeInfo, occupant: Occupant, cards: CardsByKey | None = None) -> list[CardInfo]:
@@ -85,6 +91,7 @@ def assume(node: NodeInfo, occupant: Occupant, *, cards: CardsByKey | None = Non
         if occupant.is_shard:
             card.shard_tasks += 1
             card.shard_memory_mb += occupant.shard_memory_mb
+            card.shard_compute_percent += _shard_compute(occupant, card)
         else:
             card.whole_card_tasks += 1
         if occupant.tenant_id is not None:
@@ -108,6 +115,7 @@ def forget(node: NodeInfo, occupant: Occupant, *, staying: Iterable[Occupant] = 
         if occupant.is_shard:
             card.shard_tasks = max(card.shard_tasks - 1, 0)
             card.shard_memory_mb = max(card.shard_memory_mb - occupant.shard_memory_mb, 0)
+            card.shard_compute_percent = max(card.shard_compute_percent - _shard_compute(occupant, card), 0)
         else:
             card.whole_card_tasks = max(card.whole_card_tasks - 1, 0)
     if occupant.tenant_id is not None:
@@ -123,6 +131,11 @@ def forget(node: NodeInfo, occupant: Occupant, *, staying: Iterable[Occupant] = 
         node.inference_tasks = max(node.inference_tasks - 1, 0)
     node.cache.clear()
     return held
+
+
+def _shard_compute(occupant: Occupant, card: CardInfo) -> int:
+    return compute_percent_for(gpu_memory_mb=occupant.shard_memory_mb, gpu_compute_percent=occupant.compute_percent,
+                               card_memory_mb=card.memory_total_mb)
 
 
 def apply_bind(snapshot: ClusterSnapshot, task: TaskInfo, node: NodeInfo, cards: list[int]) -> None:

@@ -1,6 +1,8 @@
-"""The cross-tenant sharing boundary (design §8): who may hold part of one physical card at the same time."""
+"""The cross-tenant sharing boundary (design §8): who may hold part of one physical card at the same time, and how
+much of its compute a shard takes."""
 
 import logging
+import math
 
 from scheduling.framework.snapshot import CardInfo, TenancyView
 
@@ -31,3 +33,21 @@ def card_admits_tenant(card: CardInfo, tenant_id: int, tenancy: TenancyView) -> 
     except Exception:
         logger.exception("occupant check of card %s failed; refusing to share", getattr(card, "index", "?"))
         return False
+
+
+def compute_percent_for(*, gpu_memory_mb: int, gpu_compute_percent: int | None, card_memory_mb: int) -> int:
+    """A shard's compute on its card: the task's own figure, else a share of the card's compute proportional to its
+    share of the memory."""
+    if gpu_compute_percent:
+        return gpu_compute_percent
+    if card_memory_mb <= 0:
+        return 100
+    return min(100, max(1, math.ceil(100 * gpu_memory_mb / card_memory_mb)))
+
+
+def has_compute_for(task, card: CardInfo) -> bool:
+    """Whether the shards on `card` leave the compute fractional `task` would take there (never overcommitted,
+    design §8: bind refuses it, so the filters and Reserve do too)."""
+    needed = compute_percent_for(gpu_memory_mb=task.gpu_memory_mb, gpu_compute_percent=task.gpu_compute_percent,
+                                 card_memory_mb=card.memory_total_mb)
+    return card.shard_compute_percent + needed <= 100

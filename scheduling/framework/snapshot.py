@@ -31,6 +31,7 @@ class CardInfo:
     # Occupancy by active tasks, as the scheduler's ledger sees it.
     whole_card_tasks: int = 0
     shard_memory_mb: int = 0
+    shard_compute_percent: int = 0
     shard_tasks: int = 0
     occupant_tenants: set[int] = field(default_factory=set)
 

@@ -56,6 +56,8 @@ _CARD_COLUMNS = (
     ("card_occupied", bool),        # some tenant holds part of it
     ("card_free_mb", float),        # SchedulerConfig.card_free_mb
     ("card_capacity_mb", float),    # total − reserve: what an empty card offers
+    ("card_total_mb", float),
+    ("card_compute_left", float),   # percent of its compute no shard holds (design §8)
 )
 
 
@@ -208,7 +210,8 @@ class NodeTable:
         cards = node.cards[:width]
         values = [(True, card.is_free, card.whole_card_tasks == 0, not config.card_overloaded(card),
                    card.active_tasks > 0, config.card_free_mb(card),
-                   card.memory_total_mb - config.reserve_mb(card.memory_total_mb)) for card in cards]
+                   card.memory_total_mb - config.reserve_mb(card.memory_total_mb), card.memory_total_mb,
+                   100 - card.shard_compute_percent) for card in cards]
         padding = width - len(cards)
         for (name, _), column in zip(_CARD_COLUMNS, zip(*values) if values else [()] * len(_CARD_COLUMNS)):
             getattr(self, name)[row] = (*column, *(0,) * padding)
@@ -216,11 +219,11 @@ class NodeTable:
         shardable = [no_whole and ok for _, _, no_whole, ok, *_ in values]
         self.card_usable[row] = (*usable, *(False,) * padding)
         self.card_shardable[row] = (*shardable, *(False,) * padding)
-        self.card_open[row] = (*(can and not occupied for can, (*_, occupied, _, _) in zip(shardable, values)),
+        self.card_open[row] = (*(can and not occupied for can, (_, _, _, _, occupied, *_) in zip(shardable, values)),
                                *(False,) * padding)
         self.usable_cards[row] = sum(usable)
         self.cards_all_overloaded[row] = bool(values) and not any(ok for _, _, _, ok, *_ in values)
-        self.max_card_capacity_mb[row] = max((capacity for *_, capacity in values), default=-np.inf)
+        self.max_card_capacity_mb[row] = max((capacity for _, _, _, _, _, _, capacity, *_ in values), default=-np.inf)
         memory = float(self.memory_usage[row])
         has_memory = not np.isnan(memory)
         has_cards = bool(self.gpu_total[row] > 0)
@@ -272,17 +275,29 @@ class NodeTable:
 
     def _card_columns(self, raw: np.ndarray) -> np.ndarray:
         """The card columns of many cards at once: raw columns total MB, used MB, whole-card tasks, shard tasks,
-        shard MB → one row of _CARD_COLUMNS per card."""
+        shard MB, shard compute percent → one row of _CARD_COLUMNS per card."""
         config = self.config
-        total, used, whole, shards, shard_mb = raw.T
+        total, used, whole, shards, shard_mb, shard_compute = raw.T
         with np.errstate(divide="ignore", invalid="ignore"):
             utilization = np.where(total != 0, 100.0 * used / np.where(total != 0, total, 1), 0.0)
         reserve = np.maximum(config.gpu_reserve_fixed_mb, total * config.gpu_reserve_percent / 100)
         active = whole + shards
         return np.column_stack((
             np.ones(len(raw)), active == 0, whole == 0, ~(utilization >= config.gpu_memory_percent), active > 0,
-            total - reserve - np.maximum(used, shard_mb), total - reserve,
+            total - reserve - np.maximum(used, shard_mb), total - reserve, total, 100 - shard_compute,
         ))
+
+    def shard_room(self, task, rows: np.ndarray) -> np.ndarray:
+        """Per row and card position: whether the card keeps the memory (after reserve) and the compute fractional
+        `task` would take there, as bind counts them (`sharing.compute_percent_for`, design §8)."""
+        total = self.card_total_mb[rows]
+        if task.gpu_compute_percent:
+            needed = task.gpu_compute_percent
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.ceil(100 * task.gpu_memory_mb / np.where(total > 0, total, 1))
+            needed = np.where(total > 0, np.clip(share, 1, 100), 100)
+        return (self.card_free_mb[rows] >= task.gpu_memory_mb) & (self.card_compute_left[rows] >= needed)
 
     def free_card_bits(self, rows: np.ndarray) -> np.ndarray:
         """Per row, bit i set when card i is free and under the memory threshold (rows with cards by position and
@@ -338,5 +353,5 @@ def _raw_card_figures(nodes, width: int) -> tuple[list[int], list[tuple]]:
         for column, card in enumerate(node.cards[:width]):
             positions.append(row * width + column)
             raw.append((card.memory_total_mb, card.memory_used_mb, card.whole_card_tasks, card.shard_tasks,
-                        card.shard_memory_mb))
+                        card.shard_memory_mb, card.shard_compute_percent))
     return positions, raw

@@ -105,22 +105,41 @@ def test_a_dedicated_node_takes_only_its_tenants_tasks(tenant, other_tenant):
         assert "dedicated to another tenant" in _attempt(task).message
 
 
-def test_a_shard_the_live_card_cannot_hold_rolls_the_bind_back(tenant):
+def test_a_card_without_the_compute_a_shard_takes_is_filtered_out_and_never_bound(tenant):
+    """Bind refuses a shard whose compute the card's shards leave no room for (design §8); the filters count compute
+    as bind does, so the attempt says why and no bind is tried."""
     node = make_node(cards=1)
-    # The filters judge memory only; compute is the shard's to check, against live data.
     _fractional(tenant, 4096, gpu_compute_percent=80)
     _cycle()
     squeezed = _fractional(tenant, 4096, gpu_compute_percent=30)
+    fitting = _fractional(tenant, 4096, gpu_compute_percent=20)
 
     _cycle()
 
-    squeezed = _reloaded(squeezed)
-    assert (squeezed.status, squeezed.node_id, squeezed.shard, squeezed.gpus) == (lifecycle.PENDING, None, None, [])
+    squeezed, fitting = _reloaded(squeezed), _reloaded(fitting)
+    assert (squeezed.status, squeezed.node_id, squeezed.shard) == (lifecycle.PENDING, None, None)
     attempt = _attempt(squeezed)
-    assert attempt.code == "ShardAllocationFailed"
-    assert "20 % compute left" in attempt.message
-    assert not squeezed.events.exists()
-    assert shard_occupancy(node.id)[0]["shards"] == 1
+    assert attempt.code == "InsufficientResources"
+    assert attempt.message.startswith("0/1 nodes are available: 1 Insufficient GPU compute.")
+    assert "Bind refused" not in attempt.message
+    assert (fitting.status, fitting.node_id, fitting.shard["compute_percent"]) == (lifecycle.SCHEDULED, node.id, 20)
+    assert shard_occupancy(node.id)[0]["compute_percent"] == 100
+
+
+def test_a_shard_goes_to_the_card_with_compute_left_though_another_has_more_memory(tenant):
+    node = make_node(cards=2)
+    # Card 0: a small shard holding all of its compute; card 1: a large one holding a quarter of it.
+    _fractional(tenant, 1024, gpu_compute_percent=100)
+    _cycle()
+    _fractional(tenant, 40960)
+    _cycle()
+    assert {index: card["compute_percent"] for index, card in shard_occupancy(node.id).items()} == {0: 100, 1: 50}
+
+    task = _fractional(tenant, 2048)
+    _cycle()
+
+    task = _reloaded(task)
+    assert (task.status, task.shard["card"], task.shard["compute_percent"]) == (lifecycle.SCHEDULED, 1, 3)
 
 
 def test_the_work_payload_env_carries_the_shard_limits(tenant):

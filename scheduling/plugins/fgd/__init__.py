@@ -213,8 +213,11 @@ class Fgd(RowPlugin):
         state = frag.table_state(table, rows, cache["cores"])
         mask = self._task_mask(cache, table, task)[rows]
         if len(rows) > DEDUPLICATE_FROM:
-            signature = np.column_stack((state.idle, state.free_mb, state.whole_ok, state.share_ok, state.cpu_free,
-                                         mask, cache["mask_ids"][rows]))
+            columns = [state.idle, state.free_mb, state.whole_ok, state.share_ok, state.cpu_free, mask,
+                       cache["mask_ids"][rows]]
+            if task.is_fractional:
+                columns.append(table.card_compute_left[rows])
+            signature = np.column_stack(columns)
             # Rows as opaque byte strings: equal bytes are equal states, and a 1-D unique sorts far faster.
             signature = np.ascontiguousarray(signature, dtype=float)
             keys = signature.view(np.dtype((np.void, signature.dtype.itemsize * signature.shape[1]))).ravel()
@@ -231,7 +234,7 @@ class Fgd(RowPlugin):
             taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb)
             return frag.fragmentation(frag.after_whole(state, taken, cpu), rows, shapes) - before
         if task.is_fractional:
-            eligible = mask & state.share_ok & (state.free_mb >= task.gpu_memory_mb)
+            eligible = mask & state.share_ok & table.shard_room(task, rows)
             # Only the cards the shard can take are measured: the others' ΔF is +inf whatever F would be.
             placed = np.flatnonzero(eligible)
             after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
@@ -249,7 +252,7 @@ class Fgd(RowPlugin):
 
 
 def _task_key(task: TaskInfo) -> tuple:
-    return (task.gpu_required, task.gpu_memory_mb, float(task.cpu_cores), task.gpu_type,
+    return (task.gpu_required, task.gpu_memory_mb, task.gpu_compute_percent, float(task.cpu_cores), task.gpu_type,
             str(task.labels.get(MODEL_LABEL, "")).strip())
 
 

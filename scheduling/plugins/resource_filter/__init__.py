@@ -3,8 +3,9 @@
 Whole-card task: at least `gpu_required` free cards (no active occupant) whose memory utilisation is under the
 threshold (95 %) and, when `gpu_memory_mb` is set, each with that much free memory after reserve.
 Fractional task: one card without a whole-card occupant, under the threshold, with free memory after reserve
-(`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb`, whose
-occupants ALL may share with the task's tenant. When such cards exist but the tenant rule rejects each of them, the
+(`SchedulerConfig.card_free_mb`: total − reserve − max(reported used, booked shards)) ≥ `gpu_memory_mb` and the
+compute the shard would take left (`NodeTable.shard_room`, bind's rule), whose occupants ALL may share with the
+task's tenant. When such cards exist but the tenant rule rejects each of them, the
 reason is NO_TENANT_ELIGIBLE_CARD, which the framework turns into NoTenantEligibleGPU.
 Only cards of one of the task's card groups count (its type and gpu-model, never a mix; design §15.3): on a node whose
 cards are all of one type and model that is every card (gpu-filter has checked them), otherwise each group is
@@ -26,6 +27,7 @@ from scheduling.plugins.resource_prefilter import INSUFFICIENT_GPU, INSUFFICIENT
 
 NAME = "resource-filter"
 CARDS_OVERLOADED = "GPU memory above threshold"
+INSUFFICIENT_GPU_COMPUTE = "Insufficient GPU compute"
 NO_TENANT_ELIGIBLE_CARD = "no card shareable with the tenant"
 # `_sole_occupants` for a card nobody occupies, and for one several tenants share (checked card by card).
 NOBODY, SEVERAL = -1, -2
@@ -33,8 +35,9 @@ NOBODY, SEVERAL = -1, -2
 
 class ResourceFilter(RowPlugin):
     name = NAME
-    reasons = (INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, NO_TENANT_ELIGIBLE_CARD)
-    resolvable = frozenset({INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED})
+    reasons = (INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, NO_TENANT_ELIGIBLE_CARD,
+               INSUFFICIENT_GPU_COMPUTE)
+    resolvable = frozenset({INSUFFICIENT_GPU, INSUFFICIENT_GPU_MEMORY, CARDS_OVERLOADED, INSUFFICIENT_GPU_COMPUTE})
     # Cards exist but the tenant may share none of them: the attempt says so (design §12).
     attempt_codes = {NO_TENANT_ELIGIBLE_CARD: r.NO_TENANT_ELIGIBLE_GPU}
 
@@ -53,10 +56,10 @@ class ResourceFilter(RowPlugin):
         return codes
 
     def filter_key(self, task: TaskInfo, table: NodeTable) -> tuple:
-        # The tenant matters only to a shard (who it may share a card with), the card class only on a node with
-        # several card groups (elsewhere gpu-filter has judged the type and model).
-        return (task.gpu_required, task.gpu_memory_mb, task.tenant_id if task.is_fractional else None,
-                *(() if table.all_uniform else card_class(task)))
+        # The tenant and compute matter only to a shard (who it may share a card with, what it takes), the card
+        # class only on a node with several card groups (elsewhere gpu-filter has judged the type and model).
+        shard = (task.tenant_id, task.gpu_compute_percent) if task.is_fractional else (None, None)
+        return (task.gpu_required, task.gpu_memory_mb, *shard, *(() if table.all_uniform else card_class(task)))
 
     def _grouped(self, state: CycleState, task: TaskInfo, table: NodeTable, row: int) -> int:
         """A node with cards of several types or models: the best code over its card groups (0 = one fits)."""
@@ -98,11 +101,13 @@ class ResourceFilter(RowPlugin):
     @staticmethod
     def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
                shardable: np.ndarray, open_cards: np.ndarray, overloaded: np.ndarray) -> None:
-        roomy = table.card_free_mb[rows] >= task.gpu_memory_mb
+        roomy = table.shard_room(task, rows)
         candidate = shardable & roomy
         has_candidate = candidate.any(axis=1)
         open_card = (open_cards & roomy).any(axis=1)
         codes[~has_candidate] = 2
+        # Memory enough on some card, compute on none of those.
+        codes[~has_candidate & (shardable & (table.card_free_mb[rows] >= task.gpu_memory_mb)).any(axis=1)] = 5
         codes[~has_candidate & overloaded] = 3
         # Only nodes whose every candidate card already has occupants need the per-occupant tenant check: by array
         # for cards of one occupant tenant (the usual case), card by card for cards several tenants share.

@@ -4,11 +4,11 @@ from django.db import transaction
 from scheduling import lifecycle
 from scheduling.bind.live import lock_and_read
 from scheduling.bind.recheck import BindRefused, make_shard
-from scheduling.framework.sharing import may_share
+from scheduling.framework.sharing import compute_percent_for, may_share
 from scheduling.framework.snapshot import SchedulerConfig, TenancyView
 from scheduling.models import Task
 from scheduling.services.task_transition import task_transition
-from scheduling.bind.shards import ShardAllocationError, compute_percent_for, occupancy_of, qos_for
+from scheduling.bind.shards import ShardAllocationError, occupancy_of, qos_for
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, task_info_from_row
 from scheduling.cache.snapshot_builder import build_tenancy
 from tenants.models import ShareGroup, Tenant

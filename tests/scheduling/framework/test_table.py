@@ -11,6 +11,7 @@ def test_card_columns_built_at_once_equal_each_row_refreshed_alone():
     busy = make_node(name="busy", cards=4)
     occupy(busy.cards[0], 1)
     occupy(busy.cards[1], 2, shard_mb=4096)
+    busy.cards[1].shard_compute_percent = 5
     busy.cards[2].memory_used_mb = 80000  # over the memory threshold
     unreported = make_node(name="unreported", cards=2)
     unreported.cards[0].memory_total_mb = 0
@@ -25,6 +26,7 @@ def test_card_columns_built_at_once_equal_each_row_refreshed_alone():
         assert np.array_equal(built[name], getattr(table, name)), name
     assert built["card_free"][0].tolist() == [False, False, True, True]
     assert built["card_ok"][0].tolist() == [True, True, False, True]
+    assert built["card_compute_left"][0].tolist() == [100, 95, 100, 100]
 
 
 # Every column a rule reads: the node and card columns and what `_derive` combines from them.
@@ -58,6 +60,7 @@ def test_refreshed_rows_equal_a_table_built_afresh(one_by_one):
     nodes[0].cards[3].whole_card_tasks = 1
     nodes[0].gpu_used = 2
     nodes[2].cards[0].shard_tasks, nodes[2].cards[0].shard_memory_mb = 1, 70000
+    nodes[2].cards[0].shard_compute_percent = 86
     nodes[3].cpu_percent, nodes[3].memory_used_mb = 80.0, 1024
     expected = _columns(NodeTable(nodes, CONFIG))
 

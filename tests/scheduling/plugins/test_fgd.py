@@ -73,6 +73,24 @@ def test_shard_score_is_the_sigmoid_of_the_best_cards_growth_and_the_card_choice
     assert plugin.reserve(CycleState(CONFIG), task, one) == [0]
 
 
+def test_a_card_without_the_compute_the_shard_takes_is_never_its_card():
+    """The same 300 MB shard on example 1, with card 0's shard holding all of its compute (design §8): card 0 is
+    out (bind would refuse it), so the growth is card 1's and Reserve takes card 1."""
+    plugin = Fgd(lambda: WORKLOAD)
+    one = node(1, [600, 0])
+    one.cards[0].shard_compute_percent = 100
+    table = NodeTable([one, node(2, [600, 0])], CONFIG)
+    task = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1)
+    assert plugin.growth(table, task, np.arange(2)).tolist() == pytest.approx([0.35, -0.3])
+    assert plugin.reserve(CycleState(CONFIG), task, one) == [1]
+    # Enough rows that equal states are computed once: a card's compute left tells otherwise equal rows apart.
+    many = [node(index, [600, 0]) for index in range(3, 43)]
+    for squeezed in many[::2]:
+        squeezed.cards[0].shard_compute_percent = 100
+    growth = Fgd(lambda: WORKLOAD).growth(NodeTable(many, CONFIG), task, np.arange(len(many)))
+    assert growth.tolist() == pytest.approx([0.35, -0.3] * 20)
+
+
 def test_whole_card_growth_takes_idle_cards_only():
     # One whole card on example 1 takes card 1 → [0.4, 0]: A cannot be placed, F(A) = 0.4; B neither (no card with
     # 500 MB), F(B) = 0.4; F = 0.4, growth 0. On the empty node → [0, 1]: nothing is a fragment, growth 0 too;

@@ -2,7 +2,8 @@ import random
 
 import numpy as np
 
-from scheduling.framework.sharing import card_admits_tenant
+from scheduling.framework.occupancy import Occupant, assume
+from scheduling.framework.sharing import card_admits_tenant, has_compute_for
 from scheduling.framework.snapshot import TenancyView
 from scheduling.framework.table import NodeTable
 from scheduling.plugins import resource_filter
@@ -82,6 +83,58 @@ def test_fractional_prefers_any_open_card_over_the_tenant_check():
     node = make_node(cards=2)
     occupy(node.cards[0], tenant_id=2, shard_mb=1000)
     assert check(make_task(tenant_id=1, gpu_memory_mb=1000), node).is_success
+
+
+def _shards(node, card_index, count, *, memory_mb, compute_percent=None):
+    for _ in range(count):
+        assume(node, Occupant(1, "training", (card_index,), node.cards[card_index].type, shard_memory_mb=memory_mb,
+                              compute_percent=compute_percent))
+
+
+def test_fractional_needs_the_compute_its_shard_takes_left_on_the_card():
+    node = make_node(cards=1)
+    # 33 shards of 2048 MB take ceil(2.5) = 3 % each: 99 % of the compute, 67584 MB of the 73728 after reserve.
+    _shards(node, 0, 33, memory_mb=2048)
+    assert node.cards[0].shard_compute_percent == 99
+    assert check(make_task(gpu_memory_mb=2048), node).reasons == (resource_filter.INSUFFICIENT_GPU_COMPUTE,)
+    assert check(make_task(gpu_memory_mb=2048, gpu_compute_percent=1), node).is_success
+    assert check(make_task(gpu_memory_mb=8192), node).reasons == (INSUFFICIENT_GPU_MEMORY,)
+
+
+def test_the_compute_rule_over_many_rows_is_the_card_by_card_rule():
+    """The table's array form (`NodeTable.shard_room`) accepts exactly the cards `has_compute_for` accepts, for
+    tasks with their own percent and tasks taking their memory's share, whatever the card's size."""
+    rng = random.Random(3)
+    nodes = []
+    for _ in range(40):
+        node = make_node(cards=4, memory_mb=rng.choice([16384, 32768, 81920]))
+        for index in range(4):
+            _shards(node, index, rng.randrange(0, 4), memory_mb=rng.choice([512, 1024, 3000]),
+                    compute_percent=rng.choice([None, 10, 33]))
+        nodes.append(node)
+    table = NodeTable(nodes, CONFIG)
+    rows = np.arange(len(nodes))
+    for task in (make_task(gpu_memory_mb=1000), make_task(gpu_memory_mb=5000),
+                 make_task(gpu_memory_mb=600, gpu_compute_percent=45)):
+        room = table.shard_room(task, rows)
+        expected = [[CONFIG.card_free_mb(card) >= task.gpu_memory_mb and has_compute_for(task, card)
+                     for card in node.cards] for node in nodes]
+        assert room.tolist() == expected
+
+
+def test_tasks_asking_different_compute_are_judged_apart_in_one_cycle():
+    """The compute figure is part of the filter's equivalence key: a task asking more than a card has left is not
+    given the answer of one asking less."""
+    plugin = ResourceFilter()
+    node = make_node(cards=1)
+    _shards(node, 0, 1, memory_mb=1024, compute_percent=70)
+    table = NodeTable([node], CONFIG)
+    modest, greedy = make_task(gpu_memory_mb=1024, gpu_compute_percent=30), make_task(gpu_memory_mb=1024,
+                                                                                   gpu_compute_percent=31)
+    assert plugin.filter_key(modest, table) != plugin.filter_key(greedy, table)
+    rows = np.arange(1)
+    assert plugin.filter_rows(make_state(), modest, table, rows).tolist() == [0]
+    assert plugin.filter_rows(make_state(), greedy, table, rows).tolist() != [0]
 
 
 def test_task_without_gpus_passes():
