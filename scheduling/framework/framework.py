@@ -43,7 +43,8 @@ import numpy as np
 from scheduling.framework import reasons
 from scheduling.framework.cards import ChosenCards, card_groups
 from scheduling.framework.equivalence import EVERY_ROW_PASSES, EquivalenceCache, equivalence_cache
-from scheduling.framework.interfaces import CycleState, PostFilterOutcome, RowFilterPlugin, RowPlugin, RowScorePlugin
+from scheduling.framework.interfaces import (CycleState, PostFilterOutcome, RowFilterPlugin, RowPlugin,
+                                             RowPostScorePlugin, RowScorePlugin)
 from scheduling.framework.occupancy import apply_bind, emptied
 from scheduling.framework.registry import PluginSet
 from scheduling.framework.reserve import default_cards
@@ -77,6 +78,7 @@ class Framework:
         # Per filter: row code → rejection id (+1), so a filter's local reason codes map in one indexing step.
         self._code_maps = [self._code_map(plugin) for plugin in self._filters]
         self._row_scorers = [isinstance(plugin, RowScorePlugin) for plugin, _ in plugin_set.scorers]
+        self._post_scorers = [(plugin, isinstance(plugin, RowPostScorePlugin)) for plugin in plugin_set.post_scorers]
         # Equivalence keys (`scheduling.framework.equivalence`), None where results are not shared.
         self._filter_keys = [getattr(plugin, "filter_key", None) if code_map is not None else None
                              for plugin, code_map in zip(self._filters, self._code_maps)]
@@ -334,12 +336,12 @@ class Framework:
     def _result(self, task, table, rejected_by, rows, names, matrix, rng, state=None) -> ScheduleResult:
         weights = np.array([weight for _, weight in self.plugin_set.scorers], float)
         totals = weights @ matrix if len(names) else np.zeros(len(rows))
-        if self.plugin_set.post_scorers and state is not None:
-            node_ids = [table.nodes[row].id for row in rows.tolist()]
-            by_node = dict(zip(node_ids, totals.tolist()))
-            for plugin in self.plugin_set.post_scorers:
-                plugin.post_score(state, task, by_node)
-            totals = np.fromiter(map(by_node.__getitem__, node_ids), float, len(node_ids))
+        if state is not None:
+            for plugin, by_rows in self._post_scorers:
+                if by_rows:
+                    totals = np.asarray(plugin.post_score_rows(state, task, table, rows, totals), float)
+                else:
+                    totals = _post_score_by_node(plugin, state, task, table, rows, totals)
         chosen = None
         if len(rows):
             tied = np.flatnonzero(totals >= totals.max() - TIE_TOLERANCE)
@@ -407,6 +409,15 @@ class Framework:
             self._rejection_ids[key] = len(self._rejections)
             self._rejections.append(Rejection(plugin, reason, resolvable, attempt_code))
         return self._rejection_ids[key]
+
+
+def _post_score_by_node(plugin, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray,
+                        totals: np.ndarray) -> np.ndarray:
+    """A PostScore plugin's `post_score` over a dict of node id → total (the interface a custom plugin implements)."""
+    node_ids = [table.nodes[row].id for row in rows.tolist()]
+    by_node = dict(zip(node_ids, totals.tolist()))
+    plugin.post_score(state, task, by_node)
+    return np.fromiter(map(by_node.__getitem__, node_ids), float, len(node_ids))
 
 
 def refusal_code(status: Status) -> str:

@@ -108,6 +108,14 @@ class PostScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class RowPostScorePlugin(Plugin, Protocol):
+    """PostScore over the feasible rows: the totals to use instead of `totals` (one per row of `rows`, in order)."""
+
+    def post_score_rows(self, state: CycleState, task: TaskInfo, table: "NodeTable", rows: "np.ndarray",
+                        totals: "np.ndarray") -> "np.ndarray": ...
+
+
+@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     """Chooses the cards of `task` on the chosen `node`; None leaves the choice to the next Reserve plugin and
     finally to the built-in one (fewest active tasks, lowest index)."""

@@ -96,15 +96,14 @@ class Fgd(RowPlugin):
             state[NAME] = table
         return np.floor(score)
 
-    def post_score(self, state: CycleState, task: TaskInfo, totals: dict[int, float]) -> None:
+    def post_score_rows(self, state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray,
+                        totals: np.ndarray) -> np.ndarray:
         """Best fit breaks the ties of the totals, once every scorer has scored (kube-scheduler's NormalizeScore
-        point): a tie-break of fgd's own score alone would be lost in the sum, or outweigh other scorers' points."""
-        table = state.get(NAME)
-        if table is None or not totals:
-            return
-        rows = np.fromiter(map(table.row_of.__getitem__, totals), np.int64, len(totals))
-        tie_broken = np.fromiter(totals.values(), float, len(totals)) + FIT_SHARE * self._fit(table, task, rows)
-        totals.update(zip(totals, tie_broken.tolist()))
+        point): a tie-break of fgd's own score alone would be lost in the sum, or outweigh other scorers' points.
+        Only after fgd scored these rows in whole points (best-fit, with a target workload)."""
+        if state.get(NAME) is not table or not len(rows):
+            return totals
+        return totals + FIT_SHARE * self._fit(table, task, rows)
 
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""

@@ -191,9 +191,14 @@ def test_best_fit_breaks_ties_of_the_totals_at_postscore_towards_the_fuller_node
     plugin, state = Fgd(lambda: workload, tie_break="best-fit"), CycleState(CONFIG)
     fitted = plugin.score_rows(state, task, table, np.arange(2))
     assert plain[0] == plain[1] and fitted.tolist() == np.floor(plain).tolist()
-    totals = {1: 150.0, 2: 150.0}
-    plugin.post_score(state, task, totals)
-    assert 150 < totals[2] < totals[1] < 151
+    totals = plugin.post_score_rows(state, task, table, np.arange(2), np.array([150.0, 150.0]))
+    assert 150 < totals[1] < totals[0] < 151
+    # Without its whole-point scoring of these rows (the paper's setting), the totals are left as they are.
+    paper = Fgd(lambda: workload)
+    paper_state = CycleState(CONFIG)
+    paper.score_rows(paper_state, task, table, np.arange(2))
+    assert paper.post_score_rows(paper_state, task, table, np.arange(2), np.array([150.0, 150.0])).tolist() == [
+        150.0, 150.0]
 
 
 def test_the_framework_runs_fgds_postscore_so_best_fit_decides_every_time():
