@@ -47,6 +47,16 @@ def _empty_cache():
 
 
 @pytest.fixture(autouse=True)
+def _attempts_written():
+    """A cycle that wrote its attempts behind has written them, and the writer's session is closed, when a test ends:
+    the next test's database flush and the test database's removal find no other session."""
+    from scheduling.diagnostics.attempts import attempts_writer
+
+    yield
+    attempts_writer.close()
+
+
+@pytest.fixture(autouse=True)
 def _empty_immediate_queue(request):
     """Each test starts with an empty immediate queue."""
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):

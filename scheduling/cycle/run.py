@@ -85,17 +85,19 @@ class CycleResult:
 
 
 def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit: int = CYCLE_LIMIT,
-              plugin_settings: list[PluginSetting] | None = None) -> CycleResult:
+              plugin_settings: list[PluginSetting] | None = None, attempts_behind: bool = False) -> CycleResult:
     """Run one cycle, in turn with the other scheduler instances (`scheduling.cycle.turns`); an empty result
     with `skipped` when another instance kept its turn too long, or when this one lost its turn with its database
     session in the middle of the cycle. `plugin_settings` overrides the stored plugin
-    configuration (tests, benchmarks)."""
+    configuration (tests, benchmarks). `attempts_behind`: the cycle's attempts are written while the caller goes on
+    (a scheduler running cycles back to back, `AttemptBatch.flush`); otherwise they are stored when it returns."""
     skipped = CycleResult(considered=0, bound=0, failed=0, preempting=0, duration_ms=0.0, skipped=True)
     try:
         with cycle_turn(wait=TURN_WAIT_SECONDS) as turn:
             if not turn:
                 return skipped
-            return _run_cycle(instance=instance, rng=rng, limit=limit, plugin_settings=plugin_settings)
+            return _run_cycle(instance=instance, rng=rng, limit=limit, plugin_settings=plugin_settings,
+                              attempts_behind=attempts_behind)
     except TurnLost:
         # What it committed before stands; what it had not is decided again by whoever has the turn now.
         logger.warning("scheduler %s lost its turn in the middle of its cycle: its database session ended",
@@ -104,7 +106,7 @@ def run_cycle(*, instance: str = "main", rng: random.Random | None = None, limit
 
 
 def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
-               plugin_settings: list[PluginSetting] | None) -> CycleResult:
+               plugin_settings: list[PluginSetting] | None, attempts_behind: bool) -> CycleResult:
     started_at = timezone.now()
     clock = time.perf_counter()
     rng = rng or random.Random()
@@ -159,7 +161,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                                                   reasons.BIND_CONFLICT)
                         if outcome not in _NOT_PARKED:
                             unplaced_tasks.append(task_id)
-                attempts.flush()
+                attempts.flush(behind=attempts_behind)
                 nomination.settle(placer.outcomes)
                 queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
                 _publish_positions(plugin_set.queue_order, snapshot, shares)

@@ -2,11 +2,21 @@
 
 A cycle collects its attempts in an `AttemptBatch` and writes them in two statements at its end, whatever the
 number of tasks: the per-task upsert would otherwise cost a round trip per attempt on the scheduler's hot path.
+
+A scheduler running cycles back to back writes them behind (`flush(behind=True)`): the batch's statements run on
+a session of their own (`attempts_writer`, one thread) while the next cycle starts, so PostgreSQL's work on them —
+parsing, compressing and logging a megabyte of JSON a cycle at a few thousand nodes — overlaps the scheduler's
+deciding instead of adding to it. At most one batch is in flight: the next waits for it, so attempts land in cycle
+order, and an attempt never replaces a later one of the same task (an instance that wrote behind may finish after
+the next instance's cycle): the upsert keeps the row whose `at` is later.
 """
 
+import logging
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
@@ -14,6 +24,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduling.models import AttemptCodeCount, SchedulingAttempt, Task
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Filtered nodes whose reasons an attempt keeps one by one. Past this the summary line still counts every node by
 # reason. Even as bare names, 5,000 nodes for each of 200 tasks a cycle are ~9 MB per cycle: measured at 5,000
@@ -39,6 +52,7 @@ ON CONFLICT (task_id) DO UPDATE
        nodes = CASE WHEN {_ATTEMPTS}.nodes = EXCLUDED.nodes THEN {_ATTEMPTS}.nodes ELSE EXCLUDED.nodes END,
        extra = CASE WHEN {_ATTEMPTS}.extra = EXCLUDED.extra THEN {_ATTEMPTS}.extra ELSE EXCLUDED.extra END,
        at = EXCLUDED.at
+ WHERE {_ATTEMPTS}.at <= EXCLUDED.at
 """
 
 _COUNT_CODES = f"""
@@ -74,28 +88,94 @@ class AttemptBatch:
         """Count an attempt whose details must not replace the task's latest attempt (a lost bind race)."""
         self.code_counts[code] += 1
 
-    def flush(self, *, now=None) -> None:
+    def flush(self, *, now=None, behind: bool = False) -> None:
+        """Write the batch and empty it. `behind`: hand the statements to `attempts_writer` and return at once —
+        unless this session is inside a transaction (a caller's, a test's), whose rows another session would not
+        see."""
         if not self.attempts and not self.code_counts:
             return
         task_ids = sorted(self.attempts)
-        with transaction.atomic(), connection.cursor() as cursor:
-            # A cycle's batch is megabytes of JSON: its commit need not wait for the WAL flush (a crash loses only
-            # diagnostics the next cycle rewrites), and lz4, where the server has it, compresses several times faster.
-            cursor.execute("SET LOCAL synchronous_commit TO off")
-            if _server_has_lz4(cursor):
-                cursor.execute("SET LOCAL default_toast_compression TO lz4")
-            if task_ids:
-                document = _dumps([
-                    {"task_id": task_id, "code": attempt.code, "message": attempt.message, "nodes": attempt.nodes,
-                     "extra": attempt.extra}
-                    for task_id, attempt in ((task_id, self.attempts[task_id]) for task_id in task_ids)
-                ])
-                cursor.execute(_UPSERT_ATTEMPTS, {"now": now or timezone.now(), "attempts": document})
-            if self.code_counts:
-                codes = sorted(self.code_counts)
-                cursor.execute(_COUNT_CODES, {"codes": codes, "counts": [self.code_counts[code] for code in codes]})
+        document = _dumps([
+            {"task_id": task_id, "code": attempt.code, "message": attempt.message, "nodes": attempt.nodes,
+             "extra": attempt.extra}
+            for task_id, attempt in ((task_id, self.attempts[task_id]) for task_id in task_ids)
+        ]) if task_ids else None
+        codes = sorted(self.code_counts)
+        counts = [self.code_counts[code] for code in codes]
+        now = now or timezone.now()
         self.attempts.clear()
         self.code_counts.clear()
+        if behind and not connection.in_atomic_block:
+            attempts_writer.submit(document, codes, counts, now)
+        else:
+            _write(document, codes, counts, now)
+
+
+def _write(document: str | None, codes: list[str], counts: list[int], now) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A cycle's batch is megabytes of JSON: its commit need not wait for the WAL flush (a crash loses only
+        # diagnostics the next cycle rewrites), and lz4, where the server has it, compresses several times faster.
+        cursor.execute("SET LOCAL synchronous_commit TO off")
+        if _server_has_lz4(cursor):
+            cursor.execute("SET LOCAL default_toast_compression TO lz4")
+        if document is not None:
+            cursor.execute(_UPSERT_ATTEMPTS, {"now": now, "attempts": document})
+        if codes:
+            cursor.execute(_COUNT_CODES, {"codes": codes, "counts": counts})
+
+
+class AttemptsWriter:
+    """Writes attempt batches on a thread and database session of its own, one batch at a time (module
+    docstring). A process that ends without `wait` may lose the batch in flight: diagnostics the tasks' next
+    attempts write again."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._last: Future | None = None
+
+    def submit(self, document: str | None, codes: list[str], counts: list[int], now) -> None:
+        self.wait()
+        self._last = self._thread().submit(self._write, document, codes, counts, now)
+
+    def wait(self) -> None:
+        """Until the batch in flight, if any, is written (or failed: the failure is logged)."""
+        last, self._last = self._last, None
+        if last is not None:
+            last.result()
+
+    def call(self, function: Callable[[], T]) -> T:
+        """`function()` on the writer's thread, once the batch in flight is written: what it does with `connection`
+        it does with the writer's session (the benchmark counts its statements and its backend's CPU)."""
+        self.wait()
+        return self._thread().submit(function).result()
+
+    def close(self) -> None:
+        """Wait for the batch in flight, then end the writer's session and thread (a new batch starts them again)."""
+        self.wait()
+        if self._executor is not None:
+            # Looked up on the writer's thread: `connection` is each thread's own session.
+            self._executor.submit(lambda: connection.close()).result()
+            self._executor.shutdown()
+            self._executor = None
+
+    def _thread(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attempts-writer")
+        return self._executor
+
+    @staticmethod
+    def _write(document: str | None, codes: list[str], counts: list[int], now) -> None:
+        # The session is kept from batch to batch (whatever CONN_MAX_AGE says of request sessions) and dropped
+        # after a failure; the next batch opens a new one.
+        try:
+            _write(document, codes, counts, now)
+        except Exception:
+            # Diagnostics only: the tasks' next attempts are written again; a broken session is not kept.
+            logger.exception("writing a batch of scheduling attempts failed")
+            connection.close()
+
+
+attempts_writer = AttemptsWriter()
 
 
 _DJANGO_JSON = DjangoJSONEncoder()

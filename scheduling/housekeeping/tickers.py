@@ -28,14 +28,14 @@ def _figures(result) -> str:
 
 
 def cycle() -> str:
-    return _figures(run_cycle(instance="cycle"))
+    return _figures(run_cycle(instance="cycle", attempts_behind=True))
 
 
 def immediate_cycle() -> str:
     """A cycle as soon as the immediate queue holds work or someone asked for one; nothing otherwise."""
     if not immediate_queue.work_waiting():
         return "nothing waiting: no cycle"
-    return _figures(run_cycle(instance="immediate-cycle"))
+    return _figures(run_cycle(instance="immediate-cycle", attempts_behind=True))
 
 
 def liveness() -> str:

@@ -21,14 +21,15 @@ from tests.factories import make_node
 INSTANCES = 3
 PENDING = 1000
 
-# Each worker is its own interpreter with its own connections: cycles until two in a row bind nothing.
+# Each worker is its own interpreter with its own connections, writing its attempts behind as a scheduler does:
+# cycles until two in a row bind nothing.
 WORKER = """
 import os, random, django
 django.setup()
 from scheduling.cycle.run import run_cycle
 idle = cycles = 0
 while idle < 2 and cycles < 15:
-    result = run_cycle(instance=os.environ["WORKER_NAME"], rng=random.Random(os.getpid()))
+    result = run_cycle(instance=os.environ["WORKER_NAME"], rng=random.Random(os.getpid()), attempts_behind=True)
     cycles += 1
     idle = idle + 1 if result.bound == 0 else 0
 """

@@ -22,6 +22,7 @@ Model imports stay inside functions: the scheduler processes are spawned and imp
 
 import argparse
 import csv
+import itertools
 import math
 import multiprocessing
 import os
@@ -340,6 +341,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
     django.setup()
     from scheduling import lifecycle
     from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
+    from scheduling.diagnostics.attempts import attempts_writer
     from scheduling.models import Task
     from scheduling.signals import task_transitioned
 
@@ -348,21 +350,30 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
     metrics_seconds = _time_cycle_metrics() if metrics else _drop_cycle_metrics()
     rng = random.Random(seed)
     database = connections["default"]
-    database.ensure_connection()
-    backend = database.connection.info.backend_pid
-    ready.wait()
-    cpu_started, database_cpu_started = time.process_time(), process_cpu_seconds(backend)
-    durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
-    statements = 0
+    statements = itertools.count()
 
     def count(execute, sql, params, many, context):
-        nonlocal statements
-        statements += 1
+        next(statements)
         return execute(sql, params, many, context)
+
+    def session_of_this_thread() -> int:
+        connection = connections["default"]
+        connection.ensure_connection()
+        return connection.connection.info.backend_pid
+
+    def count_statements_of_this_thread() -> None:
+        connections["default"].execute_wrappers.append(count)
+
+    # The cycles' attempts are written behind, on the writer's session: its statements and CPU count too.
+    backends = [session_of_this_thread(), attempts_writer.call(session_of_this_thread)]
+    attempts_writer.call(count_statements_of_this_thread)
+    ready.wait()
+    cpu_started, database_cpu_started = time.process_time(), _sessions_cpu_seconds(backends)
+    durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None
 
     while True:
         with database.execute_wrapper(count):
-            result = run_cycle(instance=instance, rng=rng)
+            result = run_cycle(instance=instance, rng=rng, attempts_behind=True)
         if result.skipped:
             continue
         durations.append(result.duration_ms)
@@ -375,13 +386,22 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
         # Done when nothing is pending, or when this instance went a whole pass over the queue binding nothing.
         if pending == 0 or idle >= math.ceil(pending / CYCLE_LIMIT):
             break
-    database_cpu = process_cpu_seconds(backend)
-    if database.connection.info.backend_pid != backend or database_cpu is None or database_cpu_started is None:
+    attempts_writer.wait()
+    database_cpu = _sessions_cpu_seconds(backends)
+    if [session_of_this_thread(), attempts_writer.call(session_of_this_thread)] != backends \
+            or database_cpu is None or database_cpu_started is None:
         database_cpu = database_cpu_started = None
     results.put({"durations_ms": durations, "considered": considered, "bound": bound, "pending_left": pending,
-                 "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds), "statements": statements,
+                 "last_bind_at": last_bind_at, "metrics_ms": 1000 * sum(metrics_seconds),
+                 "statements": next(statements),
                  "rss_mb": max_rss_mb(), "cpu_s": time.process_time() - cpu_started,
                  "database_cpu_s": None if database_cpu is None else database_cpu - database_cpu_started})
+
+
+def _sessions_cpu_seconds(backends: list[int]) -> float | None:
+    """The CPU seconds of these PostgreSQL backends so far; None when one cannot be read."""
+    seconds = [process_cpu_seconds(backend) for backend in backends]
+    return None if None in seconds else sum(seconds)
 
 
 def _time_cycle_metrics() -> list[float]:

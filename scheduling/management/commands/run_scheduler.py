@@ -33,7 +33,7 @@ class Command(BaseCommand):
             started = time.monotonic()
             close_old_connections()
             try:
-                result = run_cycle(instance=instance)
+                result = run_cycle(instance=instance, attempts_behind=True)
             except Exception:  # a database hiccup costs one cycle, not the scheduler
                 logger.exception("scheduling cycle failed")
             else:
