@@ -71,15 +71,25 @@ def _book_tenants(tenant_ids: list[int]) -> QuerySet:
     return Tenant.objects.filter(Q(id__in=tenant_ids) | Q(cohort_id__in=cohorts)).filter(LIMITED).values("id")
 
 
+# One lookup per locked node (LATERAL), so each side walks its node index whatever the planner's statistics say:
+# as `node_id = ANY(...)` over the whole table the plan flipped with them (without statistics a scan of every card
+# and of every active task, 45 ms a batch at 5,000 nodes, against 1 ms for the lookups).
 _LIVE_NODES = f"""
-SELECT 'cards', g.node_id, json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization,
-                                                   g.temperature, g.type, g.model,
-                                                   g.quarantined_at IS NOT NULL))
-  FROM {GPU._meta.db_table} g WHERE g.node_id = ANY(%(node_ids)s) GROUP BY g.node_id
+SELECT 'cards', n.id, c.rows
+  FROM unnest(%(node_ids)s::bigint[]) AS n(id)
+ CROSS JOIN LATERAL (
+       SELECT json_agg(json_build_array(g.index, g.memory_total_mb, g.memory_used_mb, g.utilization, g.temperature,
+                                        g.type, g.model, g.quarantined_at IS NOT NULL)) AS rows
+         FROM {GPU._meta.db_table} g WHERE g.node_id = n.id) c
+ WHERE c.rows IS NOT NULL
 UNION ALL
-SELECT 'placements', t.node_id, json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port,
-                                                          t.gpu_memory_mb, t.card_type, t.cpu_cores, t.memory_mb))
-  FROM {Task._meta.db_table} t WHERE t.node_id = ANY(%(node_ids)s) AND t.status = ANY(%(active)s) GROUP BY t.node_id
+SELECT 'placements', n.id, p.rows
+  FROM unnest(%(node_ids)s::bigint[]) AS n(id)
+ CROSS JOIN LATERAL (
+       SELECT json_agg(json_build_array(t.tenant_id, t.type, t.gpus, t.shard, t.port, t.gpu_memory_mb, t.card_type,
+                                        t.cpu_cores, t.memory_mb)) AS rows
+         FROM {Task._meta.db_table} t WHERE t.node_id = n.id AND t.status = ANY(%(active)s)) p
+ WHERE p.rows IS NOT NULL
 """
 
 @dataclass

@@ -18,6 +18,13 @@ def test_every_connection_carries_the_statement_and_lock_timeouts():
 
 
 @pytest.mark.django_db
+def test_connections_do_not_jit_compile_statements():
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
+
+
+@pytest.mark.django_db
 def test_a_runaway_statement_is_cancelled():
     with pytest.raises(OperationalError, match="statement timeout"), transaction.atomic():
         with connection.cursor() as cursor:
