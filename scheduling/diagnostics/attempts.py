@@ -135,7 +135,7 @@ class AttemptsWriter:
 
     def submit(self, document: str | None, codes: list[str], counts: list[int], now) -> None:
         self.wait()
-        self._last = self._thread().submit(self._write, document, codes, counts, now)
+        self._last = self._thread().submit(self._write_logged, document, codes, counts, now)
 
     def wait(self) -> None:
         """Until the batch in flight, if any, is written (or failed: the failure is logged)."""
@@ -164,7 +164,7 @@ class AttemptsWriter:
         return self._executor
 
     @staticmethod
-    def _write(document: str | None, codes: list[str], counts: list[int], now) -> None:
+    def _write_logged(document: str | None, codes: list[str], counts: list[int], now) -> None:
         # The session is kept from batch to batch (whatever CONN_MAX_AGE says of request sessions) and dropped
         # after a failure; the next batch opens a new one.
         try:

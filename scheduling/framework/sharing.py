@@ -4,7 +4,7 @@ much of its compute a shard takes."""
 import logging
 import math
 
-from scheduling.framework.snapshot import CardInfo, TenancyView
+from scheduling.framework.snapshot import CardInfo, TaskInfo, TenancyView
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def compute_percent_for(*, gpu_memory_mb: int, gpu_compute_percent: int | None, 
     return min(100, max(1, math.ceil(100 * gpu_memory_mb / card_memory_mb)))
 
 
-def has_compute_for(task, card: CardInfo) -> bool:
+def has_compute_for(task: TaskInfo, card: CardInfo) -> bool:
     """Whether the shards on `card` leave the compute fractional `task` would take there (never overcommitted,
     design §8: bind refuses it, so the filters and Reserve do too)."""
     needed = compute_percent_for(gpu_memory_mb=task.gpu_memory_mb, gpu_compute_percent=task.gpu_compute_percent,
