@@ -112,18 +112,22 @@ LIMITED = Q(gpu_quota__isnull=False) | Q(cohort__isnull=False) | Q(
 
 def load_quota_book(*, limited_only: bool = False, nodes: Iterable[NodeInfo] | None = None) -> QuotaBook:
     """Every tenant's caps, quota rows, cohort and usage, and the largest card of each type (of `nodes` when given,
-    a snapshot's), in four queries or three.
+    a snapshot's, else read): up to four queries.
 
     `limited_only`: the usage of the LIMITED tenants only, what admission needs (the scheduler's cycle). Reading
     every active task's share costs ~100 ms a cycle at 10,000 running tasks, grows with them, and is wasted on a
     cluster without quotas."""
-    return fill_book(
-        QuotaBook(largest_card_mb=largest_cards(nodes)),
-        Tenant.objects.filter(Q(gpu_quota__isnull=False) | Q(cohort__isnull=False)).values_list(
-            "id", "gpu_quota", "cohort_id"),
-        TenantGpuQuota.objects.values_list("tenant_id", "gpu_type", "nominal", "borrowing_limit", "lending_limit"),
-        tenant_gpu_usage_rows(Tenant.objects.filter(LIMITED).values("id") if limited_only else None),
-    )
+    tenants = list(Tenant.objects.filter(Q(gpu_quota__isnull=False) | Q(cohort__isnull=False)).values_list(
+        "id", "gpu_quota", "cohort_id"))
+    rows = list(TenantGpuQuota.objects.values_list("tenant_id", "gpu_type", "nominal", "borrowing_limit",
+                                                   "lending_limit"))
+    if limited_only:
+        # LIMITED's tenants are those of the two reads above: a cluster without quotas reads no usage at all.
+        limited = {tenant_id for tenant_id, _, _ in tenants} | {row[0] for row in rows}
+        usage = tenant_gpu_usage_rows(sorted(limited)) if limited else ()
+    else:
+        usage = tenant_gpu_usage_rows()
+    return fill_book(QuotaBook(largest_card_mb=largest_cards(nodes)), tenants, rows, usage)
 
 
 def inactive_tenant_ids() -> frozenset[int]:

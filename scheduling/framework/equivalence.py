@@ -45,6 +45,10 @@ class EquivalenceCache:
         self.table = table
         self._entries: dict[Hashable, _Entry] = {}
         self._all_rows = np.arange(table.size)
+        # The rows logged since a position, while the log keeps its length: every plugin slot of a task asks for
+        # the same few (those the previous task changed).
+        self._since: dict[tuple[bool, int], np.ndarray] = {}
+        self._since_length = (0, 0, 0)
 
     def rows(self, slot: Hashable, key: Hashable, compute: RowCompute, *, follows_usage: bool = True) -> np.ndarray:
         """The result for every table row of the plugin at `slot` for tasks of class `key`, current with the table:
@@ -75,10 +79,23 @@ class EquivalenceCache:
             return entry, None
         if entry.seen == len(log):
             return entry, _NO_ROWS
-        stale = np.fromiter(sorted(set(log[entry.seen:])), np.int64)
+        stale = self._logged_since(log, entry.seen)
         entry.values[stale] = compute(stale)
         entry.seen = len(log)
         return entry, stale
+
+
+    def _logged_since(self, log: list[int], seen: int) -> np.ndarray:
+        """The distinct rows of `log` from position `seen` on, in row order."""
+        lengths = (self.table.logs_cleared, len(self.table.changed_rows), len(self.table.reshaped_rows))
+        if lengths != self._since_length:
+            self._since.clear()
+            self._since_length = lengths
+        key = (log is self.table.changed_rows, seen)
+        rows = self._since.get(key)
+        if rows is None:
+            rows = self._since[key] = np.fromiter(sorted(set(log[seen:])), np.int64)
+        return rows
 
 
 _NO_ROWS = np.zeros(0, np.int64)

@@ -33,6 +33,7 @@ Beside this module: `result` (what an attempt returns), `reserve` (the built-in 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import is_dataclass, replace
@@ -357,17 +358,8 @@ class Framework:
                      if isinstance(plugin, RowPlugin)]
             result.message = " ".join([result.message, *filter(None, notes)])
         if chosen is None:
-            result.code = self._failure_code(rejected_by)
+            result.code = _failure_code(result.rejections_seen())
         return result
-
-    def _failure_code(self, rejected_by: np.ndarray) -> str:
-        seen = {self._rejections[index - 1] for index in np.unique(rejected_by) if index}
-        special = sorted(rejection.attempt_code for rejection in seen if rejection.attempt_code)
-        if special:
-            return special[0]
-        if any(rejection.resolvable for rejection in seen):
-            return reasons.INSUFFICIENT_RESOURCES
-        return reasons.NO_SCHEDULABLE_NODES
 
     def _filter_codes(self, plugin, code_map, state, task, table, rows) -> np.ndarray:
         if code_map is not None:
@@ -387,6 +379,9 @@ class Framework:
             scores = np.asarray(plugin.score_rows(state, task, table, rows), float)
         else:
             scores = np.fromiter((plugin.score(state, task, table.nodes[row]) for row in rows), float, len(rows))
+        if math.isfinite(scores.sum()):
+            # Finite only when every score is (finite scores whose sum overflows just take the long way).
+            return scores
         broken = ~np.isfinite(scores)
         if broken.any():
             # One plugin's NaN or infinity must not decide (or poison) the totals: it counts as 0 (every score
@@ -418,6 +413,16 @@ def _post_score_by_node(plugin, state: CycleState, task: TaskInfo, table: NodeTa
     by_node = dict(zip(node_ids, totals.tolist()))
     plugin.post_score(state, task, by_node)
     return np.fromiter(map(by_node.__getitem__, node_ids), float, len(node_ids))
+
+
+def _failure_code(seen: list[Rejection]) -> str:
+    """The design §12 code of an attempt no node could take, from the rejections its nodes met."""
+    special = sorted(rejection.attempt_code for rejection in seen if rejection.attempt_code)
+    if special:
+        return special[0]
+    if any(rejection.resolvable for rejection in seen):
+        return reasons.INSUFFICIENT_RESOURCES
+    return reasons.NO_SCHEDULABLE_NODES
 
 
 def refusal_code(status: Status) -> str:

@@ -3,6 +3,7 @@ counted reasons why none, with per-node filter and score results built only when
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -98,11 +99,18 @@ class ScheduleResult:
 
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for index, count in enumerate(np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]):
-            if count:
-                reason = self._rejections[index].reason
-                counts[reason] = counts.get(reason, 0) + int(count)
+        for rejection, count in self._rejections_counted:
+            counts[rejection.reason] = counts.get(rejection.reason, 0) + count
         return counts
+
+    def rejections_seen(self) -> list[Rejection]:
+        """The distinct rejections of this attempt's nodes, in the framework's order."""
+        return [rejection for rejection, _ in self._rejections_counted]
+
+    @cached_property
+    def _rejections_counted(self) -> list[tuple[Rejection, int]]:
+        per_rejection = np.bincount(self._rejected_by, minlength=len(self._rejections) + 1)[1:]
+        return [(self._rejections[index], count) for index, count in enumerate(per_rejection.tolist()) if count]
 
     def filtered_by_reason(self, limit: int | None = None) -> dict[str, list[str]]:
         """reason → names of the nodes filtered for it (the first `limit` filtered nodes in node order, when
@@ -110,11 +118,17 @@ class ScheduleResult:
         rows = np.flatnonzero(self._rejected_by)
         if limit is not None:
             rows = rows[:limit]
+        # One stable sort by rejection: each rejection's nodes are then a slice, still in node order.
         indices = self._rejected_by[rows]
+        order = indices.argsort(kind="stable")
+        indices = indices[order].tolist()
+        names = self._table.name_array[rows[order]].tolist()
         grouped: dict[str, list[str]] = {}
-        for index in np.unique(indices).tolist():
-            names = self._table.name_array[rows[indices == index]].tolist()
-            grouped.setdefault(self._rejections[index - 1].reason, []).extend(names)
+        start = 0
+        while start < len(names):
+            end = bisect_right(indices, indices[start], start)
+            grouped.setdefault(self._rejections[indices[start] - 1].reason, []).extend(names[start:end])
+            start = end
         return grouped
 
     @property
@@ -135,10 +149,11 @@ class ScheduleResult:
 
     def _best_positions(self, limit: int) -> np.ndarray:
         """Positions of the best `limit` feasible nodes, best total first."""
-        if len(self._total_scores) > limit:
-            best = np.argpartition(-self._total_scores, limit - 1)[:limit]
-            return best[np.argsort(-self._total_scores[best], kind="stable")]
-        return np.argsort(-self._total_scores, kind="stable")
+        negated = -self._total_scores
+        if len(negated) > limit:
+            best = negated.argpartition(limit - 1)[:limit]
+            return best[negated[best].argsort(kind="stable")]
+        return negated.argsort(kind="stable")
 
     def _scores_at(self, position: int) -> dict[str, float]:
         return {name: round(float(self._score_matrix[index, position]), 3)

@@ -100,6 +100,7 @@ class NodeTable:
         # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).
         self.changed_rows: list[int] = []
         self.reshaped_rows: list[int] = []
+        self.logs_cleared = 0
         self._signatures = [static_signature(node) for node in nodes]
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
@@ -169,6 +170,8 @@ class NodeTable:
             else:
                 self._changed_otherwise.add(node.id)
             self.changed_rows.append(row)
+            if cause == PLACED:
+                continue    # a placement changes usage only (`static_signature`)
             signature = static_signature(node)
             if signature != self._signatures[row]:
                 self._signatures[row] = signature
@@ -199,6 +202,7 @@ class NodeTable:
         # No equivalence cache of the last cycle is used again.
         self.changed_rows.clear()
         self.reshaped_rows.clear()
+        self.logs_cleared += 1
 
     def _refresh_one(self, row: int) -> None:
         """`_refresh_many` for one row (each in-memory bind), in plain Python: for one node's few cards that is
@@ -290,14 +294,20 @@ class NodeTable:
     def shard_room(self, task, rows: np.ndarray) -> np.ndarray:
         """Per row and card position: whether the card keeps the memory (after reserve) and the compute fractional
         `task` would take there, as bind counts them (`sharing.compute_percent_for`, design §8)."""
-        total = self.card_total_mb[rows]
+        memory, compute = self.shard_fit(task, rows)
+        return memory & compute
+
+    def shard_fit(self, task, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`shard_room`'s two halves: per row and card position, whether the card keeps the memory, and whether it
+        keeps the compute."""
         if task.gpu_compute_percent:
             needed = task.gpu_compute_percent
         else:
+            total = self.card_total_mb[rows]
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.ceil(100 * task.gpu_memory_mb / np.where(total > 0, total, 1))
             needed = np.where(total > 0, np.clip(share, 1, 100), 100)
-        return (self.card_free_mb[rows] >= task.gpu_memory_mb) & (self.card_compute_left[rows] >= needed)
+        return self.card_free_mb[rows] >= task.gpu_memory_mb, self.card_compute_left[rows] >= needed
 
     def free_card_bits(self, rows: np.ndarray) -> np.ndarray:
         """Per row, bit i set when card i is free and under the memory threshold (rows with cards by position and

@@ -3,6 +3,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from nodes.models import Node
 from scheduling import lifecycle
@@ -194,3 +195,16 @@ def test_a_cycle_reads_again_only_the_cards_of_nodes_that_changed():
     update_in_place(nodes[0], bigger)
     assume(nodes[1], Occupant.of_row(tenant_id=1, task_type="batch", gpus=[0], shard=None, gpu_memory_mb=0))
     assert largest_cards(nodes) == {"nvidia": 81920, "ascend": 65536, "": 81920}
+
+
+def test_the_cycles_book_reads_no_usage_on_a_cluster_without_quotas(tenant):
+    make_task(tenant=tenant, gpu_required=1, gpu_type="nvidia", status=lifecycle.RUNNING)
+
+    with CaptureQueriesContext(connection) as without_quotas:
+        book = load_quota_book(limited_only=True, nodes=[])
+    Tenant.objects.filter(id=tenant.id).update(gpu_quota=4)
+    with CaptureQueriesContext(connection) as with_a_quota:
+        limited = load_quota_book(limited_only=True, nodes=[])
+
+    assert len(without_quotas) == 2 and book.total == {}
+    assert len(with_a_quota) == 3 and set(limited.total) == {tenant.id}

@@ -101,14 +101,17 @@ class ResourceFilter(RowPlugin):
     @staticmethod
     def _shard(state: CycleState, task: TaskInfo, table: NodeTable, rows: np.ndarray, codes: np.ndarray,
                shardable: np.ndarray, open_cards: np.ndarray, overloaded: np.ndarray) -> None:
-        roomy = table.shard_room(task, rows)
+        memory, compute = table.shard_fit(task, rows)
+        roomy = memory & compute
         candidate = shardable & roomy
         has_candidate = candidate.any(axis=1)
+        missing = ~has_candidate
+        if missing.any():
+            codes[missing] = 2
+            # Memory enough on some card, compute on none of those.
+            codes[missing & (shardable & memory).any(axis=1)] = 5
+            codes[missing & overloaded] = 3
         open_card = (open_cards & roomy).any(axis=1)
-        codes[~has_candidate] = 2
-        # Memory enough on some card, compute on none of those.
-        codes[~has_candidate & (shardable & (table.card_free_mb[rows] >= task.gpu_memory_mb)).any(axis=1)] = 5
-        codes[~has_candidate & overloaded] = 3
         # Only nodes whose every candidate card already has occupants need the per-occupant tenant check: by array
         # for cards of one occupant tenant (the usual case), card by card for cards several tenants share.
         positions = np.flatnonzero(has_candidate & ~open_card)
@@ -119,7 +122,10 @@ class ResourceFilter(RowPlugin):
         tenants = np.unique(occupants[candidates & (occupants >= 0)]).tolist()
         sharing = [tenant for tenant in tenants if may_share(task.tenant_id, tenant, state.tenancy)]
         # A card occupied by no known tenant admits anyone (as `card_admits_tenant` has it).
-        admitted = (candidates & (np.isin(occupants, sharing) | (occupants == NOBODY))).any(axis=1)
+        joinable = occupants == NOBODY
+        for tenant in sharing:
+            joinable |= occupants == tenant
+        admitted = (candidates & joinable).any(axis=1)
         for index in np.flatnonzero(~admitted & (candidates & (occupants == SEVERAL)).any(axis=1)):
             cards = table.nodes[rows[positions[index]]].cards
             admitted[index] = any(card_admits_tenant(cards[column], task.tenant_id, state.tenancy)

@@ -16,10 +16,11 @@ def mean_usage(task: TaskInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray
     """mean(u_cpu, u_mem, u_gpu) with u_cpu = CPU % / 100, u_mem = used MB / (GB × 1024) and
     u_gpu = (gpu_used + gpu_required) / gpu_total; u_gpu is left out on a node without cards (and u_mem on a node
     that has not reported its memory size)."""
-    gpu = (table.gpu_used[rows] + task.gpu_required) / table.card_divisor[rows]
-    gpu = np.where(table.has_cards[rows], gpu, 0.0)
-    for position in np.flatnonzero(table.has_cards[rows] & ~table.uniform_cards[rows]):
-        gpu[position] = _group_usage(task, table.nodes[rows[position]], gpu[position])
+    has_cards = table.has_cards[rows]
+    gpu = np.where(has_cards, (table.gpu_used[rows] + task.gpu_required) / table.card_divisor[rows], 0.0)
+    if not table.all_uniform:
+        for position in np.flatnonzero(has_cards & ~table.uniform_cards[rows]):
+            gpu[position] = _group_usage(task, table.nodes[rows[position]], gpu[position])
     return (table.known_usage[rows] + gpu) / table.usage_terms[rows]
 
 

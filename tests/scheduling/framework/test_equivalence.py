@@ -6,15 +6,18 @@ import copy
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from nodes.agent.topology import TOPOLOGY_LABEL
 from nodes.demo_cluster import DEMO_FLEET, topology_label
 from scheduling.framework import reasons
+from scheduling.framework.equivalence import EquivalenceCache
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
 from scheduling.framework.snapshot import CardInfo, TenancyView
+from scheduling.framework.table import table_for
 from scheduling.plugins import build_plugin_set, fgd, resource_filter
 from scheduling.plugins.availability import NODE_OFFLINE
 from scheduling.plugins.fgd.workload import TargetWorkload
@@ -230,3 +233,29 @@ def test_a_new_table_starts_a_new_cache():
     snapshot.table = None   # changed outside apply_bind: the table (and with it the cache) is rebuilt
 
     assert framework.schedule(make_task(gpu_required=2), snapshot, random.Random(0)).node is None
+
+
+def test_each_entry_evaluates_the_rows_logged_since_it_last_looked():
+    """Entries that last looked at different points of the change log each get their own rows, though the cache
+    works out the rows logged since a point once for all the entries that ask."""
+    snapshot = make_snapshot(*(make_node(cards=2) for _ in range(3)))
+    table = table_for(snapshot, CONFIG)
+    cache = EquivalenceCache(table)
+    asked: dict[str, list[list[int]]] = {"early": [], "late": [], "same point": []}
+
+    def compute(name):
+        def rows(some):
+            asked[name].append(some.tolist())
+            return np.zeros(len(some), np.int32)
+        return rows
+
+    cache.rows("early", 1, compute("early"))
+    table.refresh_row(2)
+    cache.rows("late", 1, compute("late"))
+    cache.rows("same point", 1, compute("same point"))
+    table.refresh_row(0)
+    table.refresh_row(0)
+    for name in asked:
+        cache.rows(name, 1, compute(name))
+
+    assert asked == {"early": [[0, 1, 2], [0, 2]], "late": [[0, 1, 2], [0]], "same point": [[0, 1, 2], [0]]}

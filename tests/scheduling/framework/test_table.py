@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scheduling.framework.table import _CARD_COLUMNS, _NODE_COLUMNS, NodeTable
+from scheduling.framework.table import _CARD_COLUMNS, _NODE_COLUMNS, PLACED, READ, NodeTable
 from tests.scheduling.framework.builders import CONFIG, make_node, occupy
 
 
@@ -74,3 +74,18 @@ def test_refreshed_rows_equal_a_table_built_afresh(one_by_one):
     for name, values in expected.items():
         assert refreshed[name].dtype == values.dtype, name
         assert np.array_equal(refreshed[name], values, equal_nan=values.dtype.kind == "f"), name
+
+
+def test_a_placement_changes_a_rows_usage_and_a_label_change_its_shape():
+    """Rules that ignore usage re-read only the rows in `reshaped_rows`: a placement applied in memory is logged as
+    a change of usage alone, a node re-read with another label as a change of shape too."""
+    first, second = make_node(cards=2), make_node(cards=2)
+    table = NodeTable([first, second], CONFIG)
+
+    occupy(first.cards[0], 1)
+    table.refresh_row(0, cause=PLACED)
+    second.labels = {**second.labels, "zone-class": "gold"}
+    table.refresh_row(1, cause=READ)
+
+    assert table.changed_rows == [0, 1]
+    assert table.reshaped_rows == [1]
