@@ -15,7 +15,6 @@ the cycle goes on. Several instances may run cycles at once: the queue's park st
 the bind's compare-and-swap settles any overlap.
 """
 
-import gc
 import logging
 import random
 import time
@@ -30,6 +29,7 @@ from scheduling import lifecycle, metrics
 from scheduling.bind import BindOutcome, Placement, bind_placements
 from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, prepare_admission, refresh_nodes, task_info_from_row
 from scheduling.cache.snapshot_cache import snapshot_cache
+from scheduling.cycle.collector import collector_paused
 from scheduling.cycle.turns import TurnLost, cycle_turn
 from scheduling.diagnostics.attempts import AttemptBatch, attempt_nodes
 from scheduling.framework import reasons
@@ -117,7 +117,7 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
         mark = activation_mark()
         plugin_set = build_plugin_set(plugin_settings) if plugin_settings is not None else current_plugin_set()
         framework = Framework(plugin_set, SchedulerConfig.from_settings())
-        with snapshot_cache.snapshot(framework.config) as snapshot:
+        with collector_paused(), snapshot_cache.snapshot(framework.config) as snapshot:
             prepare_admission(snapshot)
             # The window comes in priority-then-creation order, the default (design §17.1).
             shares = pending_tenant_shares() if plugin_set.queue_order == FAIR_SHARE else None
@@ -127,46 +127,40 @@ def _run_cycle(*, instance: str, rng: random.Random | None, limit: int,
                 entries = weighted_order(entries, snapshot)
             reserved = frozenset(reservation.reserve_waiting_jobs(snapshot, framework).values())
             held = nomination.hold_nominated_cards(snapshot)
-            # The snapshot lives for the whole cycle and each attempt allocates thousands of objects: without this,
-            # full collections walking the snapshot cost more than scheduling itself on a large cluster.
-            gc.freeze()
-            try:
-                attempts = AttemptBatch()
-                placer = _Placer(framework, snapshot, attempts, rng, held, reserved)
-                unplaced_tasks, unplaced_gangs = [], []
-                for kind, run in _runs(entries):
-                    if kind == GANG:
-                        for gang in _schedule_gangs(run, snapshot, framework, rng, attempts, held):
-                            considered += 1
-                            bound += len(gang.bound_tasks)
-                            bound_tasks.extend(gang.bound_tasks)
-                            failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
-                            if gang.code in _NOT_PARKED:
-                                continue
-                            if gang.replica is None:
-                                unplaced_gangs.append(gang.group_id)
-                            else:
-                                # One replica of a service waits, not the others (design §17.1).
-                                unplaced_tasks.extend(gang.pending)
-                        continue
-                    tasks = _task_infos([entry.id for entry in run])
-                    considered += len(tasks)
-                    by_id = {task.id: task for task in tasks}
-                    for task_id, outcome in placer.place(tasks).items():
-                        if outcome == reasons.SCHEDULED:
-                            bound += 1
-                            bound_tasks.append(by_id[task_id])
-                        preempting += outcome in reasons.VICTIMS_STOPPING
-                        failed += outcome not in (reasons.SCHEDULED, *reasons.VICTIMS_STOPPING,
-                                                  reasons.BIND_CONFLICT)
-                        if outcome not in _NOT_PARKED:
-                            unplaced_tasks.append(task_id)
-                attempts.flush(behind=attempts_behind)
-                nomination.settle(placer.outcomes)
-                queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
-                _publish_positions(plugin_set.queue_order, snapshot, shares)
-            finally:
-                gc.unfreeze()
+            attempts = AttemptBatch()
+            placer = _Placer(framework, snapshot, attempts, rng, held, reserved)
+            unplaced_tasks, unplaced_gangs = [], []
+            for kind, run in _runs(entries):
+                if kind == GANG:
+                    for gang in _schedule_gangs(run, snapshot, framework, rng, attempts, held):
+                        considered += 1
+                        bound += len(gang.bound_tasks)
+                        bound_tasks.extend(gang.bound_tasks)
+                        failed += not gang.bound and gang.code != reasons.BIND_CONFLICT
+                        if gang.code in _NOT_PARKED:
+                            continue
+                        if gang.replica is None:
+                            unplaced_gangs.append(gang.group_id)
+                        else:
+                            # One replica of a service waits, not the others (design §17.1).
+                            unplaced_tasks.extend(gang.pending)
+                    continue
+                tasks = _task_infos([entry.id for entry in run])
+                considered += len(tasks)
+                by_id = {task.id: task for task in tasks}
+                for task_id, outcome in placer.place(tasks).items():
+                    if outcome == reasons.SCHEDULED:
+                        bound += 1
+                        bound_tasks.append(by_id[task_id])
+                    preempting += outcome in reasons.VICTIMS_STOPPING
+                    failed += outcome not in (reasons.SCHEDULED, *reasons.VICTIMS_STOPPING,
+                                              reasons.BIND_CONFLICT)
+                    if outcome not in _NOT_PARKED:
+                        unplaced_tasks.append(task_id)
+            attempts.flush(behind=attempts_behind)
+            nomination.settle(placer.outcomes)
+            queue_park(task_ids=unplaced_tasks, group_ids=unplaced_gangs, mark=mark)
+            _publish_positions(plugin_set.queue_order, snapshot, shares)
     duration_ms = round((time.perf_counter() - clock) * 1000, 3)
     result = CycleResult(considered=considered, bound=bound, failed=failed, preempting=preempting,
                          duration_ms=duration_ms)

@@ -15,9 +15,9 @@ Filter order is decided in one place, `_filter_order`: the framework's chain (av
 → resource pre-filter → single-tenant runtime → affinity: `scheduling.plugins.FRAMEWORK_CHAIN`) with the gpu-filter
 right after its tenant step, then the other plugin filters in registry order.
 
-A cycle that keeps many results alive should `gc.freeze()` after building its snapshot (and `gc.unfreeze()` at the
-end): the diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the
-whole snapshot, which at 5,000 nodes costs more than scheduling itself.
+A cycle that keeps many results alive runs with the garbage collector paused (`scheduling.cycle.collector`): the
+diagnostics of thousands of filtered nodes per task otherwise trigger full collections that walk the whole
+snapshot, which at 5,000 nodes costs more than scheduling itself.
 
 Filters run over shrinking arrays of table rows (`scheduling.framework.table`), so each rule is a few NumPy
 operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
