@@ -84,7 +84,6 @@ class EquivalenceCache:
         entry.seen = len(log)
         return entry, stale
 
-
     def _logged_since(self, log: list[int], seen: int) -> np.ndarray:
         """The distinct rows of `log` from position `seen` on, in row order."""
         lengths = (self.table.logs_cleared, len(self.table.changed_rows), len(self.table.reshaped_rows))
