@@ -61,10 +61,10 @@ class Occupant:
     @classmethod
     def of_task(cls, task: TaskInfo, cards: Sequence[int]) -> Occupant:
         """A task the cycle placed, `cards` as Reserve chose them (a `ChosenCards` carries their type)."""
+        shard = task.gpu_required <= 0 and task.is_fractional
         return cls(task.tenant_id, task.type, tuple(cards), getattr(cards, "card_type", "") or task.gpu_type,
-                   task.gpu_memory_mb if task.gpu_required <= 0 and task.is_fractional else None,
-                   task.gpu_required, task.cpu_cores, task.memory_mb,
-                   task.gpu_compute_percent if task.gpu_required <= 0 and task.is_fractional else None)
+                   task.gpu_memory_mb if shard else None, task.gpu_required, task.cpu_cores, task.memory_mb,
+                   task.gpu_compute_percent if shard else None)
 
     @classmethod
     def of_row(cls, *, tenant_id: int, task_type: str, gpus: list[int] | None, shard: Mapping[str, Any] | None,
