@@ -35,14 +35,17 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _empty_cache():
-    """Throttle counters and per-cycle figures live in the process cache, the preemption plans' snapshot in the
-    process; each test starts without them."""
+    """Throttle counters and per-cycle figures live in the process cache, the preemption plans' snapshot and the
+    submit warnings' node sizes in the process; each test starts without them (a flush between tests logs no
+    node change)."""
     from django.core.cache import cache
 
+    from scheduling.diagnostics.node_sizes import node_sizes
     from scheduling.what_if import preemption_plan
 
     cache.clear()
     preemption_plan._generation = None
+    node_sizes.forget()
     yield
 
 
