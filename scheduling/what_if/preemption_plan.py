@@ -11,6 +11,9 @@ it is computed from is the one the cycle saw. Whether the task is still pending 
 process keeps the generation's snapshot and framework too, so the plans of other tasks in that generation are
 computed on it as a cycle schedules its tasks one after another on one snapshot (planning evicts nobody, so it
 leaves the snapshot as it found it), for GENERATION_SECONDS at most (a stopped scheduler ends no generation).
+Without any cycle (no scheduler has run since Redis started, or Redis is unreachable) the plans are not cached, but
+they still share the process's snapshot for GENERATION_SECONDS: one snapshot per page view would cost each view of a
+pending task the whole cluster's read while the scheduler is down.
 """
 
 import logging
@@ -45,6 +48,8 @@ FITS_NOW = "FitsWithoutPreemption"
 CACHE_SECONDS = 60
 # A cycle's interval: how long the process plans other tasks on a generation's snapshot.
 GENERATION_SECONDS = 5.0
+# The generation of plans made while no cycle has run: it ends only with GENERATION_SECONDS.
+NO_CYCLE = "no-cycle"
 
 
 class _PlanOnly(PreemptionHandle):
@@ -68,7 +73,7 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
             return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
         generation = _cycle_generation()
         if generation is None:
-            return _plan(task, viewer_tenant_id)
+            return _plan_in_generation(task, viewer_tenant_id, NO_CYCLE)
         key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
         return cache.get_or_set(key, lambda: _plan_in_generation(task, viewer_tenant_id, generation), CACHE_SECONDS)
 

@@ -185,3 +185,23 @@ def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_o
     preemption_plan(task_id=make_task(tenant=tenant, priority=90, gpu_required=8, name="later2").id,
                     viewer_tenant_id=None)
     assert len(builds) == 3, "a generation the scheduler does not end is re-read after GENERATION_SECONDS"
+
+
+def test_without_any_cycle_the_plans_still_share_a_snapshot_for_a_generations_time(tenant, other_tenant,
+                                                                                   monkeypatch):
+    """issue 47 item 4: with no scheduler cycling, every view of a pending task's page read the whole cluster."""
+    _full_nodes(tenant, other_tenant)
+    urgent = [make_task(tenant=tenant, priority=90, gpu_required=8, name=f"urgent-{index}") for index in range(3)]
+    own = [plan_module._plan(plan_module.task_info_from_row(
+        Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None) for task in urgent]
+    builds = []
+    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    monkeypatch.setattr(plan_module, "_cycle_generation", lambda: None)
+
+    shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in urgent]
+
+    assert shared == own and "node" in shared[0]
+    assert len(builds) == 1, "the plans of one generation's time share one snapshot"
+    monkeypatch.setattr(plan_module, "GENERATION_SECONDS", 0.0)
+    assert preemption_plan(task_id=urgent[0].id, viewer_tenant_id=None) == own[0]
+    assert len(builds) == 2, "without a cycle, the snapshot is read again after GENERATION_SECONDS"
