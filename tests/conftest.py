@@ -45,6 +45,7 @@ def _empty_cache():
 
     cache.clear()
     preemption_plan._generation = None
+    preemption_plan._snapshots.invalidate()
     node_sizes.forget()
     yield
 

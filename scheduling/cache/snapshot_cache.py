@@ -13,7 +13,8 @@ cycle that failed half way. Binds still re-check every placement against the liv
 cache can cost a refused bind and a retry, never a wrong placement.
 
 One cycle at a time uses the cached nodes (cycles mutate them); a cycle that starts while another one in the
-same process holds them gets a snapshot of its own.
+same process holds them gets a snapshot of its own. A cache that only reads (`prunes_log=False`: the preemption
+plans' in a web process, inside a read-only transaction) leaves pruning the log to the schedulers' caches.
 """
 
 import threading
@@ -40,8 +41,9 @@ _NODE_ID_FINGERPRINT = f"SELECT count(*), coalesce(sum(id), 0) FROM {Node._meta.
 
 
 class SnapshotCache:
-    def __init__(self, *, clock=time.monotonic) -> None:
+    def __init__(self, *, clock=time.monotonic, prunes_log: bool = True) -> None:
         self._clock = clock
+        self._prunes_log = prunes_log
         self._lock = threading.Lock()
         self._nodes: list[NodeInfo] | None = None
         self._row_of: dict[int, int] = {}
@@ -91,7 +93,8 @@ class SnapshotCache:
 
     def _build(self, config: SchedulerConfig, database: str) -> None:
         # The look comes first: whatever commits while the nodes are read is found again by the next look.
-        node_changes_prune(older_than=CHANGE_LOG_RETENTION)
+        if self._prunes_log:
+            node_changes_prune(older_than=CHANGE_LOG_RETENTION)
         self._watermark = change_watermark()
         self._nodes = read_nodes()
         self._index_and_tabulate(config)

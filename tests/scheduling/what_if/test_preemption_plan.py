@@ -6,7 +6,6 @@ import pytest
 
 from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task
-from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.what_if import preemption_plan as plan_module
 from scheduling.what_if.preemption_plan import FITS_NOW, NOT_PENDING, preemption_plan
 from tests.factories import make_node, make_task
@@ -133,6 +132,14 @@ def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(ten
     assert "secret-dedicated-node" not in str(plan)
 
 
+def _looks(monkeypatch) -> list[int]:
+    """One entry per look the plans take at the cluster (a generation's snapshot)."""
+    looks = []
+    take = plan_module._snapshots.snapshot
+    monkeypatch.setattr(plan_module._snapshots, "snapshot", lambda config: looks.append(1) or take(config))
+    return looks
+
+
 def _generations(monkeypatch) -> list[str]:
     """The cycle generation under the test's own control (the last one appended), not Redis's stamp: test workers
     share one Redis, and another worker's cycle would start a new generation in the middle of the test."""
@@ -145,8 +152,7 @@ def test_a_plan_is_computed_once_per_cycle_for_each_viewer(tenant, other_tenant,
     """issue 27 item 4: every call built a snapshot of the whole cluster (~1 s at 5,000 nodes)."""
     _full_nodes(tenant, other_tenant)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
-    builds = []
-    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    builds = _looks(monkeypatch)
     generation = _generations(monkeypatch)
 
     first = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
@@ -171,8 +177,7 @@ def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_o
     own = [plan_module._plan(plan_module.task_info_from_row(
         Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None)
         for task in [*urgent, fits]]
-    builds = []
-    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    builds = _looks(monkeypatch)
     _generations(monkeypatch)
 
     shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in [*urgent, fits]]
@@ -194,8 +199,7 @@ def test_without_any_cycle_the_plans_still_share_a_snapshot_for_a_generations_ti
     urgent = [make_task(tenant=tenant, priority=90, gpu_required=8, name=f"urgent-{index}") for index in range(3)]
     own = [plan_module._plan(plan_module.task_info_from_row(
         Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None) for task in urgent]
-    builds = []
-    monkeypatch.setattr(plan_module, "build_snapshot", lambda: builds.append(1) or build_snapshot())
+    builds = _looks(monkeypatch)
     monkeypatch.setattr(plan_module, "_cycle_generation", lambda: None)
 
     shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in urgent]
