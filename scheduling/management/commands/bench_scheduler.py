@@ -340,6 +340,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
 
     django.setup()
     from scheduling import lifecycle
+    from scheduling.cycle.collector import freeze_startup
     from scheduling.cycle.run import CYCLE_LIMIT, run_cycle
     from scheduling.diagnostics.attempts import attempts_writer
     from scheduling.models import Task
@@ -367,6 +368,7 @@ def _scheduler_process(url: str, instance: str, seed: int, live_updates: bool, m
     # The cycles' attempts are written behind, on the writer's session: its statements and CPU count too.
     backends = [session_of_this_thread(), attempts_writer.call(session_of_this_thread)]
     attempts_writer.call(count_statements_of_this_thread)
+    freeze_startup()
     ready.wait()
     cpu_started, database_cpu_started = time.process_time(), _sessions_cpu_seconds(backends)
     durations, considered, bound, idle, last_bind_at = [], 0, 0, 0, None

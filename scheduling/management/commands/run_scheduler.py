@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from scheduling.queue import immediate_queue
+from scheduling.cycle.collector import freeze_startup
 from scheduling.cycle.run import run_cycle
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         if once:
             self._report(run_cycle(instance=instance))
             return
+        freeze_startup()
         while True:
             started = time.monotonic()
             close_old_connections()

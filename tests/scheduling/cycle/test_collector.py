@@ -79,3 +79,26 @@ def test_a_disabled_collector_stays_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.django_db
+def test_a_scheduler_process_freezes_startup_before_its_first_cycle(monkeypatch):
+    """Not inside the first cycle: its one full collection (~80 ms) delayed the first tasks of every scheduler."""
+    from django.core.management import call_command
+
+    from scheduling.management.commands import run_scheduler
+
+    class Stop(BaseException):
+        pass
+
+    frozen_at_first_cycle = []
+
+    def first_cycle(**kwargs):
+        frozen_at_first_cycle.append(collector._startup_frozen)
+        raise Stop
+
+    monkeypatch.setattr(collector, "_startup_frozen", False)
+    monkeypatch.setattr(run_scheduler, "run_cycle", first_cycle)
+    with pytest.raises(Stop):
+        call_command("run_scheduler")
+    assert frozen_at_first_cycle == [True]
