@@ -1,25 +1,16 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from heteroflow_site.periodic_jobs import RUN_JOB_TASK
-from scheduling.cycle.collector import freeze_startup
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "heteroflow_site.settings")
 
 app = Celery("heteroflow")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-
-
-@worker_process_init.connect
-def _freeze_startup(**kwargs) -> None:
-    """A worker process runs the scheduling cycles: what startup made is frozen before the first one
-    (`scheduling.cycle.collector`)."""
-    freeze_startup()
 
 
 @app.task(name=RUN_JOB_TASK, ignore_result=True)

@@ -7,7 +7,8 @@ class SchedulingConfig(AppConfig):
     def ready(self) -> None:
         # Receivers must be wired in every process that changes nodes or tasks (web, Celery workers, scheduler
         # loops): the heartbeat's gpu_used recount, the queue's activations, the groups following their members
-        # and the live pushes.
+        # and the live pushes; a worker process's startup frozen for the cycles.
+        import scheduling.cycle.collector  # noqa: F401
         import scheduling.groups.receivers  # noqa: F401
         import scheduling.queue.receivers  # noqa: F401
         import scheduling.hardware.quarantine  # noqa: F401

@@ -8,13 +8,16 @@ throughout: collections triggered meanwhile walk the snapshot, and a full one wa
 And what startup made (modules, Django's registries, the plugin registry) goes to the collector's permanent
 generation, as the web process does at import (`heteroflow_site.asgi`): none of it ever becomes garbage, so the
 full collections between cycles walk only what scheduling keeps. A scheduler process does so once it has started
-(`freeze_startup`: `run_scheduler`, the benchmark's instances), any other process at its first cycle. It is frozen
+(`freeze_startup`: `run_scheduler`, the benchmark's instances, each Celery worker process, where production runs the
+cycles), any other process at its first cycle. It is frozen
 for good — a cycle never unfreezes (that would thaw the startup objects again).
 """
 
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from celery.signals import worker_process_init
 
 _startup_frozen = False
 
@@ -26,6 +29,11 @@ def freeze_startup() -> None:
         gc.collect()
         gc.freeze()
         _startup_frozen = True
+
+
+@worker_process_init.connect(dispatch_uid="scheduling.cycle.collector.freeze_startup")
+def _freeze_worker_process(**kwargs) -> None:
+    freeze_startup()
 
 
 @contextmanager

@@ -107,8 +107,6 @@ def test_a_scheduler_process_freezes_startup_before_its_first_cycle(monkeypatch)
 def test_a_celery_worker_process_freezes_startup_when_it_starts(monkeypatch):
     from celery.signals import worker_process_init
 
-    import heteroflow_site.celery  # noqa: F401 (connects the receiver)
-
     monkeypatch.setattr(collector, "_startup_frozen", False)
     worker_process_init.send(sender=None)
     assert collector._startup_frozen
