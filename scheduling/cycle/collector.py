@@ -9,8 +9,8 @@ And what startup made (modules, Django's registries, the plugin registry) goes t
 generation, as the web process does at import (`heteroflow_site.asgi`): none of it ever becomes garbage, so the
 full collections between cycles walk only what scheduling keeps. A scheduler process does so once it has started
 (`freeze_startup`: `run_scheduler`, the benchmark's instances, each Celery worker process, where production runs the
-cycles), any other process at its first cycle. It is frozen
-for good — a cycle never unfreezes (that would thaw the startup objects again).
+cycles), any other process at its first cycle. It is frozen for good — a cycle never unfreezes (that would thaw the
+startup objects again).
 """
 
 import gc

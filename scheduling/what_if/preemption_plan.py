@@ -13,6 +13,7 @@ one after another on one snapshot (planning evicts nobody, so it leaves the snap
 GENERATION_SECONDS at most (a stopped scheduler ends no generation). A new generation's snapshot comes from the
 process's own scheduler cache (`SnapshotCache`), which re-reads only the nodes changed since the last generation:
 reading the whole cluster afresh took ~1 s at 5,000 nodes, once per cycle in every web process.
+
 Without any cycle (no scheduler has run since Redis started, or Redis is unreachable) the plans are not cached, but
 they still share the process's snapshot for GENERATION_SECONDS: one snapshot per page view would cost each view of a
 pending task the whole cluster's read while the scheduler is down.
@@ -87,13 +88,10 @@ class _Generation:
     def __init__(self, stamp: str) -> None:
         self.stamp = stamp
         self.read_at = time.monotonic()
-        plugin_set = current_plugin_set()
-        config = SchedulerConfig.from_settings()
         # The snapshot outlives the block: only generations use `_snapshots`, one at a time under _generation_lock,
         # and the next generation's look is what changes it.
-        with _snapshots.snapshot(config) as snapshot:
-            prepare_admission(snapshot)
-        self.cluster = plugin_set, Framework(plugin_set, config), snapshot
+        with _snapshots.snapshot(SchedulerConfig.from_settings()) as snapshot:
+            self.cluster = _cluster(snapshot)
 
 
 _generation: _Generation | None = None
@@ -119,9 +117,10 @@ def _cycle_generation() -> str | None:
         return None
 
 
-def _cluster() -> tuple[PluginSet, Framework, ClusterSnapshot]:
+def _cluster(snapshot: ClusterSnapshot | None = None) -> tuple[PluginSet, Framework, ClusterSnapshot]:
+    """The plugin set, its framework and `snapshot` (a fresh one of the whole cluster when None) ready to plan on."""
     plugin_set = current_plugin_set()
-    snapshot = prepare_admission(build_snapshot())
+    snapshot = prepare_admission(snapshot if snapshot is not None else build_snapshot())
     return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), snapshot
 
 
