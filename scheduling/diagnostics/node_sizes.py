@@ -23,11 +23,11 @@ from django.db.models import Max
 
 from nodes.models import GPU, Node
 from nodes.selectors import change_watermark, nodes_changed_since
+from scheduling.cache.snapshot_cache import FULL_REBUILD_SECONDS
 from scheduling.framework.snapshot import CardInfo, NodeInfo
 
-# As the scheduler cache's full rebuild (scheduling.cache.snapshot_cache.FULL_REBUILD_SECONDS), well within the
-# change log's retention.
-FULL_READ_SECONDS = 60.0
+# The scheduler cache's full rebuild interval, which keeps every look well within the change log's retention.
+FULL_READ_SECONDS = FULL_REBUILD_SECONDS
 
 
 @dataclass(frozen=True)

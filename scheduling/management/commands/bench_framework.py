@@ -43,8 +43,6 @@ def layout_plugin_set(layout: str | None, tasks: list[TaskInfo]) -> PluginSet:
     """The default plugin set, with `layout` (spread, or fgd with its admin defaults) as the only layout plugin."""
     if layout is None:
         return build_plugin_set([])
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     settings = [PluginSetting("spread", layout == "spread", 1), PluginSetting("binpack", False, 0),
                 PluginSetting(fgd.NAME, layout == fgd.NAME, 1, fgd.DEFAULTS)]
     plugin_set = build_plugin_set(settings)
