@@ -78,8 +78,8 @@ def _resolved(schema: dict, schemas: dict) -> dict:
 def close_request_bodies(result, generator, request, public):
     """drf-spectacular post-processing hook: request bodies say exactly what the API takes. Objects refuse unknown
     fields (StrictSerializer, and windows in the group service): `additionalProperties: false`, nested objects
-    included; integers that declare no bounds are within int32, as the `integer` columns behind them (and ids) are;
-    free-form objects hold text the database can store only."""
+    included; integers that declare no bounds are within int32, as the `integer` columns behind them (and ids) are,
+    other numbers within ±2^53 as the parser takes them; free-form objects hold text the database can store only."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     seen: set[str] = set()
 
@@ -96,6 +96,9 @@ def close_request_bodies(result, generator, request, public):
         kinds = _types(schema)
         if "integer" in kinds and "enum" not in schema:
             schema.update(with_integer_bounds({**schema, "type": "integer"}), type=schema["type"])
+        elif "number" in kinds and "enum" not in schema:
+            schema.setdefault("minimum", -MAX_JSON_NUMBER)
+            schema.setdefault("maximum", MAX_JSON_NUMBER)
         if "object" in kinds and "properties" in schema:
             schema["additionalProperties"] = False
             for value in schema["properties"].values():

@@ -1,6 +1,7 @@
 """The one validation of a task group submission, shared by the API and the group form (as task_input for tasks)."""
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -68,6 +69,17 @@ class SpreadInput(StrictSerializer):
     hard = serializers.BooleanField(required=False, default=False)
 
 
+@extend_schema_field({"type": "number", "exclusiveMinimum": 0})
+class AboveZeroField(serializers.FloatField):
+    """A number above 0, as the schema states it (DRF's `min_value` is inclusive)."""
+
+    def to_internal_value(self, data) -> float:
+        value = super().to_internal_value(data)
+        if not value > 0:
+            raise serializers.ValidationError("must be above 0")
+        return value
+
+
 class AutoscaleInput(StrictSerializer):
     """The autoscaler's bounds, metric and target per replica (design §17.2). `metric_name`: the Prometheus metric
     the agent reads from each replica's `/metrics` for `requests_per_second` and `queue_length` (default: the
@@ -76,15 +88,10 @@ class AutoscaleInput(StrictSerializer):
     min = serializers.IntegerField(min_value=0, max_value=REPLICAS_MAX)
     max = serializers.IntegerField(min_value=1, max_value=REPLICAS_MAX)
     metric = serializers.ChoiceField(choices=list(METRICS))
-    target = serializers.FloatField(help_text="the metric's value per replica to hold; above 0")
+    target = AboveZeroField(help_text="the metric's value per replica to hold; above 0")
     scale_down_delay_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False, default=300)
     metric_name = serializers.RegexField(r"^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$", required=False, default=None,
                                          allow_null=True)
-
-    def validate_target(self, target: float) -> float:
-        if not target > 0:
-            raise serializers.ValidationError("must be above 0")
-        return target
 
     def validate(self, attrs):
         if attrs["min"] > attrs["max"]:

@@ -114,6 +114,29 @@ def usage_ranges_within_the_rule_no_schema_states(context, case):
     return case
 
 
+@schemathesis.hook("map_case")
+def group_bounds_within_the_rules_no_schema_states(context, case):
+    """`POST /api/v1/task-groups` refuses an autoscale `min` above its `max` and a `min_available` above the replica
+    count with a 400 naming the field (design §17.2): rules across two properties, which JSON Schema cannot state. A
+    body the schema allows is sent with them in order, so the positive checks test what the rules allow."""
+    body = case.body
+    if case.path != "/api/v1/task-groups" or case.method != "POST" or not isinstance(body, dict) or not case.meta \
+            or not case.meta.generation.mode.is_positive:
+        return case
+    autoscale = body.get("autoscale")
+    if isinstance(autoscale, dict) and _is_number(autoscale.get("min")) and _is_number(autoscale.get("max")):
+        low, high = sorted((autoscale["min"], autoscale["max"]))
+        body["autoscale"] = {**autoscale, "min": low, "max": high}
+    replicas = body.get("replicas") if body.get("replicas") is not None else body.get("world_size")
+    if _is_number(body.get("min_available")) and _is_number(replicas):
+        body["min_available"] = min(body["min_available"], replicas)
+    return case
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 # Loading the schema touches no table; the WSGI app is the project's own.
 schema = api_schema(get_wsgi_application())
 
