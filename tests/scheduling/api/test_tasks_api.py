@@ -208,3 +208,20 @@ def test_the_created_answer_is_the_task_as_read_back(tenant_client, tenant, body
     read_back = TaskOutput(Task.objects.select_related("tenant", "node", "attempt").get(id=created["id"]),
                            context={"viewer_tenant_id": tenant.id}).data
     assert created == read_back
+
+
+@pytest.mark.django_db
+def test_the_resubmitted_answer_is_the_new_task_as_read_back(tenant_client, tenant):
+    from scheduling import lifecycle
+    from scheduling.api.task_apis import TaskOutput
+
+    done = make_task(tenant=tenant, name="train", image="img:1", gpu_required=1, labels={"a": "b"},
+                     status=lifecycle.FAILED, reason="exit code 1")
+    again = tenant_client.post(f"/api/v1/tasks/{done.id}/resubmit")
+
+    assert again.status_code == 201, again.content
+    created = again.json()
+    assert created.pop("warnings") == []
+    read_back = TaskOutput(Task.objects.select_related("tenant", "node", "attempt").get(id=created["id"]),
+                           context={"viewer_tenant_id": tenant.id}).data
+    assert created == read_back
