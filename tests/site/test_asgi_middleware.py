@@ -27,7 +27,8 @@ def test_static_files_request_ids_and_the_request_log_work_under_daphne(tmp_path
     assert tasks.status_code == 200 and tasks.headers["X-Request-ID"] == "asgi-check-0001"
     assert missing.status_code == 404
     lines = log.read_text()
-    assert re.search(r"GET /api/v1/tasks 200 [\d.]+ms \[asgi-check-0001 asgi-user@" + re.escape(tenant.name), lines), lines
+    assert re.search(r"GET /api/v1/tasks 200 [\d.]+ms \[asgi-check-0001 asgi-user@" + re.escape(tenant.name),
+                     lines), lines
 
 
 def test_the_asgi_application_leaves_its_startup_objects_out_of_garbage_collection():

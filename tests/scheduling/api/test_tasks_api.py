@@ -4,6 +4,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from scheduling import lifecycle
+from scheduling.api.task_apis import TaskOutput
 from scheduling.models import SchedulingAttempt, Task
 from tests.factories import make_task
 
@@ -194,33 +196,28 @@ def test_a_timeout_or_grace_out_of_bounds_is_a_400_naming_it(tenant_client, body
 def test_the_created_answer_is_the_task_as_read_back(tenant_client, tenant, body, settings):
     """The 201 is built from the task in hand (no read-back): it must equal the task's representation read from the
     database, every field."""
-    from scheduling.api.task_apis import TaskOutput
-
     settings.TIME_ZONE = "Asia/Shanghai"
     if "deadline" in body:
         due = (timezone.now() + timedelta(days=30)).astimezone(timezone.get_fixed_timezone(8 * 60))
         body = {**body, "deadline": due.isoformat()}
     answer = tenant_client.post("/api/v1/tasks", body, format="json")
 
-    assert answer.status_code == 201, answer.data
-    created = answer.json()
-    assert created.pop("warnings") == []
-    read_back = TaskOutput(Task.objects.select_related("tenant", "node", "attempt").get(id=created["id"]),
-                           context={"viewer_tenant_id": tenant.id}).data
-    assert created == read_back
+    assert_answer_is_the_task_read_back(answer, tenant)
 
 
 @pytest.mark.django_db
 def test_the_resubmitted_answer_is_the_new_task_as_read_back(tenant_client, tenant):
-    from scheduling import lifecycle
-    from scheduling.api.task_apis import TaskOutput
-
     done = make_task(tenant=tenant, name="train", image="img:1", gpu_required=1, labels={"a": "b"},
                      status=lifecycle.FAILED, reason="exit code 1")
     again = tenant_client.post(f"/api/v1/tasks/{done.id}/resubmit")
 
-    assert again.status_code == 201, again.content
-    created = again.json()
+    assert_answer_is_the_task_read_back(again, tenant)
+
+
+def assert_answer_is_the_task_read_back(answer, tenant) -> None:
+    """A 201 for a new task equals TaskOutput of the task read from the database, every field, and warns of nothing."""
+    assert answer.status_code == 201, answer.content
+    created = answer.json()
     assert created.pop("warnings") == []
     read_back = TaskOutput(Task.objects.select_related("tenant", "node", "attempt").get(id=created["id"]),
                            context={"viewer_tenant_id": tenant.id}).data
