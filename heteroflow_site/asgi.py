@@ -18,12 +18,16 @@ from django.conf import settings  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 from heteroflow_site.body_limit import BodyLimitMiddleware  # noqa: E402
+from heteroflow_site.keep_alive import KeepAliveLimitMiddleware  # noqa: E402
 from heteroflow_site.websocket_urls import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Bodies over the limit are refused before Django reads (and spools) them (design §16.5).
-        "http": BodyLimitMiddleware(django_asgi_app, max_body_bytes=settings.HETEROFLOW_MAX_BODY_BYTES),
+        # Bodies over the limit are refused before Django reads (and spools) them (design §16.5); now and then a
+        # client is asked to reconnect, so that the web processes on one port share the load.
+        "http": KeepAliveLimitMiddleware(
+            BodyLimitMiddleware(django_asgi_app, max_body_bytes=settings.HETEROFLOW_MAX_BODY_BYTES),
+            requests_per_connection=settings.HETEROFLOW_REQUESTS_PER_CONNECTION),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

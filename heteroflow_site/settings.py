@@ -270,6 +270,9 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 HETEROFLOW_MAX_PENDING_PER_TENANT = env.int("HETEROFLOW_MAX_PENDING_PER_TENANT", default=10_000)
 # Request bodies over this are a 413 before anything reads them (`heteroflow_site.body_limit`, design §16.5).
 HETEROFLOW_MAX_BODY_BYTES = env.int("HETEROFLOW_MAX_BODY_BYTES", default=1024 * 1024)
+# About one response in this many asks its client to reconnect, so that web processes on one port share the load
+# (`heteroflow_site.keep_alive`, docs/operations.md); 0: never.
+HETEROFLOW_REQUESTS_PER_CONNECTION = env.int("HETEROFLOW_REQUESTS_PER_CONNECTION", default=50)
 # Usage over time (design §17.4): the half-life of past usage in the `fair-share` queue order, in days; how long a
 # finished task (attempts, events, log) is kept; the log bytes one tenant's tasks may keep in all.
 HETEROFLOW_FAIR_SHARE_HALF_LIFE = env.float("HETEROFLOW_FAIR_SHARE_HALF_LIFE", default=7.0)
