@@ -134,24 +134,20 @@ def task_summary_rows(tasks: QuerySet[Task]) -> QuerySet:
     return tasks.values_list(*_summary_columns()[0])
 
 
-# The columns of relations a task just created does not have yet.
-_NOT_YET_CREATED = frozenset({"node__name", "attempt__id"})
+# The columns of relations (its node, its attempt) a task just created does not have yet.
+_NOT_YET_CREATED = ("node__", "attempt__")
 
 
 def created_task_output(task: Task) -> dict:
     """TaskCreatedOutput's representation of a task its request has just created, from the instance in hand: a new
     task is pending, on no node and never attempted, so reading it back and DRF's per-field machinery were a fifth of
     a submit's time for nothing the instance lacks."""
-    columns, fields = _summary_columns()
-    output = {}
-    for name, index, represent in fields:
-        value = None if columns[index] in _NOT_YET_CREATED else getattr(task, columns[index])
-        output[name] = None if value is None else represent(value)
-    output["queue_position"] = queue_positions([task.id]).get(task.id, (None,))[0]
-    output["warnings"] = submission_warnings(
+    row = tuple(None if column.startswith(_NOT_YET_CREATED) else getattr(task, column)
+                for column in _summary_columns()[0])
+    warnings = submission_warnings(
         tenant_id=task.tenant_id, gpu_type=task.gpu_type, gpu_required=task.gpu_required,
         gpu_memory_mb=task.gpu_memory_mb, cpu_cores=task.cpu_cores, memory_mb=task.memory_mb)
-    return output
+    return {**task_summaries([row])[0], "warnings": warnings}
 
 
 def task_summaries(rows: Iterable[tuple]) -> list[dict]:

@@ -29,7 +29,7 @@ from typing import Any
 from django.core.cache import cache
 
 from scheduling import lifecycle, metrics
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, build_snapshot, prepare_admission, task_info_from_row
+from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, prepare_admission, task_info_from_row
 from scheduling.cache.snapshot_cache import SnapshotCache
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
@@ -117,16 +117,15 @@ def _cycle_generation() -> str | None:
         return None
 
 
-def _cluster(snapshot: ClusterSnapshot | None = None) -> tuple[PluginSet, Framework, ClusterSnapshot]:
-    """The plugin set, its framework and `snapshot` (a fresh one of the whole cluster when None) ready to plan on."""
+def _cluster(snapshot: ClusterSnapshot) -> tuple[PluginSet, Framework, ClusterSnapshot]:
+    """The plugin set, its framework and `snapshot` ready to plan on."""
     plugin_set = current_plugin_set()
-    snapshot = prepare_admission(snapshot if snapshot is not None else build_snapshot())
-    return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), snapshot
+    return plugin_set, Framework(plugin_set, SchedulerConfig.from_settings()), prepare_admission(snapshot)
 
 
 def _plan(task: TaskInfo, viewer_tenant_id: int | None, *,
-          cluster: tuple[PluginSet, Framework, ClusterSnapshot] | None = None) -> dict[str, Any]:
-    plugin_set, framework, snapshot = cluster or _cluster()
+          cluster: tuple[PluginSet, Framework, ClusterSnapshot]) -> dict[str, Any]:
+    plugin_set, framework, snapshot = cluster
     result = framework.schedule(task, snapshot, random.Random(task.id))
     if result.node is not None:
         return {"code": FITS_NOW, "message": f"{result.message} It fits on {result.node.name} now: "

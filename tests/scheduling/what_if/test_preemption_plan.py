@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 
+from scheduling.cache.snapshot_builder import build_snapshot
 from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task
 from scheduling.what_if import preemption_plan as plan_module
@@ -132,6 +133,13 @@ def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(ten
     assert "secret-dedicated-node" not in str(plan)
 
 
+def plan_on_a_fresh_snapshot(task_id: int) -> dict:
+    """The task's plan computed on a snapshot of the whole cluster read now, outside any generation."""
+    task = plan_module.task_info_from_row(
+        Task.objects.filter(id=task_id).values_list(*plan_module.TASK_INFO_FIELDS).get())
+    return plan_module._plan(task, None, cluster=plan_module._cluster(build_snapshot()))
+
+
 def _looks(monkeypatch) -> list[int]:
     """One entry per look the plans take at the cluster (a generation's snapshot)."""
     looks = []
@@ -174,9 +182,7 @@ def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_o
     _full_nodes(tenant, other_tenant)
     urgent = [make_task(tenant=tenant, priority=90, gpu_required=8, name=f"urgent-{index}") for index in range(3)]
     fits = make_task(tenant=tenant, priority=90, gpu_required=0, name="fits")
-    own = [plan_module._plan(plan_module.task_info_from_row(
-        Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None)
-        for task in [*urgent, fits]]
+    own = [plan_on_a_fresh_snapshot(task.id) for task in [*urgent, fits]]
     builds = _looks(monkeypatch)
     _generations(monkeypatch)
 
@@ -197,8 +203,7 @@ def test_without_any_cycle_the_plans_still_share_a_snapshot_for_a_generations_ti
     """issue 47 item 4: with no scheduler cycling, every view of a pending task's page read the whole cluster."""
     _full_nodes(tenant, other_tenant)
     urgent = [make_task(tenant=tenant, priority=90, gpu_required=8, name=f"urgent-{index}") for index in range(3)]
-    own = [plan_module._plan(plan_module.task_info_from_row(
-        Task.objects.filter(id=task.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None) for task in urgent]
+    own = [plan_on_a_fresh_snapshot(task.id) for task in urgent]
     builds = _looks(monkeypatch)
     monkeypatch.setattr(plan_module, "_cycle_generation", lambda: None)
 

@@ -14,6 +14,7 @@ from scheduling.what_if import preemption_plan as plan_module
 from scheduling.what_if.preemption_plan import preemption_plan
 from tests.factories import make_node, make_task
 from tests.scheduling.preemption.conftest import placed_task, set_preempt_stage
+from tests.scheduling.what_if.test_preemption_plan import plan_on_a_fresh_snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,5 +42,4 @@ def test_a_new_generation_reads_only_the_nodes_changed_since_the_last(tenant, ot
     assert snapshots.full_builds == builds + 1, "no new full read"
     assert snapshots.nodes_reread == rereads + 1, "only the node that changed was read again"
     assert second["node"] != first["node"], "the plan saw the node go offline"
-    assert second == plan_module._plan(plan_module.task_info_from_row(
-        plan_module.Task.objects.filter(id=urgent.id).values_list(*plan_module.TASK_INFO_FIELDS).get()), None)
+    assert second == plan_on_a_fresh_snapshot(urgent.id)
