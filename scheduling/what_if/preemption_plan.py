@@ -103,7 +103,8 @@ _snapshots = SnapshotCache(prunes_log=False)
 def _plan_in_generation(task: TaskInfo, viewer_tenant_id: int | None, stamp: str) -> dict[str, Any]:
     global _generation
     with _generation_lock:
-        if _generation is None or _generation.stamp != stamp or time.monotonic() - _generation.read_at >= GENERATION_SECONDS:
+        if (_generation is None or _generation.stamp != stamp
+                or time.monotonic() - _generation.read_at >= GENERATION_SECONDS):
             _generation = None  # the previous cluster is not kept while the next one is read
             _generation = _Generation(stamp)
         return _plan(task, viewer_tenant_id, cluster=_generation.cluster)
