@@ -1,5 +1,5 @@
-"""kube-scheduler's equivalence cache, over the NumPy table: within one snapshot, the per-row result of a filter or a
-scorer is computed once per equivalence class of tasks and shared by every task of that class.
+"""kube-scheduler's equivalence cache, over the NumPy table: the per-row result of a filter or a scorer is computed
+once per equivalence class of tasks and shared by every task of that class, in this cycle and the next ones.
 
 A row plugin names the class of a task with `filter_key(task, table)` / `score_key(task, table)`: the task fields its result for a
 row depends on (None: it depends on more than the task and that row, and is never shared). Most tasks of a cycle
@@ -9,13 +9,20 @@ same shape. A result is kept for every table row, so tasks with different surviv
 Invalidation: every change to a row goes through `NodeTable.refresh_row` (the in-memory bind, a node re-read, cards
 held for a nominee), which appends the row to the table's `changed_rows`. An entry remembers how much of that log it
 has seen; before it is used, the rows logged since are computed again (usually the one node the previous task was
-placed on). A new table (the node list changed) starts a new cache.
+placed on). A new table (the node list changed, or the scheduler cache's periodic full read) starts a new cache.
+
+Lifetime: the cache lives with the table, which the scheduler cache keeps between cycles, so the first task of a
+class in a cycle pays for the rows changed since the class was last evaluated (the nodes re-read at the cycle's
+start are logged like any other refresh), not for the whole cluster. Each cycle builds its framework afresh; one
+whose plugin context — the plugins' settings and the share groups, the only inputs a keyed rule may read besides
+the task's key, its row and the config (`RowPlugin.filter_key`), the config being the table's — equals an earlier
+one's shares that one's cache.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
 RowCompute = Callable[[np.ndarray], np.ndarray]
 # A `filter_key` for a task every row passes (an nvlink or rdma rule the task does not ask for): nothing to evaluate.
 EVERY_ROW_PASSES = ("every row passes",)
+# Plugin contexts whose caches a table keeps; a further one replaces the oldest (previews of other settings).
+CONTEXTS_KEPT = 4
 
 
 class _Entry:
@@ -48,7 +57,7 @@ class EquivalenceCache:
         # The rows logged since a position, while the log keeps its length: every plugin slot of a task asks for
         # the same few (those the previous task changed).
         self._since: dict[tuple[bool, int], np.ndarray] = {}
-        self._since_length = (0, 0, 0)
+        self._since_length = (0, 0)
 
     def rows(self, slot: Hashable, key: Hashable, compute: RowCompute, *, follows_usage: bool = True) -> np.ndarray:
         """The result for every table row of the plugin at `slot` for tasks of class `key`, current with the table:
@@ -74,7 +83,8 @@ class EquivalenceCache:
         """The entry, and the rows computed again for it now (None: all of them, a new entry)."""
         log = self.table.changed_rows if follows_usage else self.table.reshaped_rows
         entry = self._entries.get((slot, key))
-        if entry is None or entry.seen > len(log):
+        # An entry behind by more log than the table has rows is computed afresh: no cheaper than every row.
+        if entry is None or len(log) - entry.seen > self.table.size:
             entry = self._entries[(slot, key)] = _Entry(np.asarray(compute(self._all_rows)), len(log))
             return entry, None
         if entry.seen == len(log):
@@ -86,7 +96,7 @@ class EquivalenceCache:
 
     def _logged_since(self, log: list[int], seen: int) -> np.ndarray:
         """The distinct rows of `log` from position `seen` on, in row order."""
-        lengths = (self.table.logs_cleared, len(self.table.changed_rows), len(self.table.reshaped_rows))
+        lengths = (len(self.table.changed_rows), len(self.table.reshaped_rows))
         if lengths != self._since_length:
             self._since.clear()
             self._since_length = lengths
@@ -100,11 +110,16 @@ class EquivalenceCache:
 _NO_ROWS = np.zeros(0, np.int64)
 
 
-def equivalence_cache(snapshot: ClusterSnapshot, table: NodeTable, owner: object) -> EquivalenceCache:
-    """`owner`'s (a framework's) cache over the snapshot's current table; the snapshot keeps it for its lifetime,
-    which is one cycle."""
+def equivalence_cache(snapshot: ClusterSnapshot, table: NodeTable, owner: object, context: Any) -> EquivalenceCache:
+    """`owner`'s (a framework's) cache over the snapshot's current table: the table's cache for `context` (compared
+    by equality), made when the table has none. The snapshot remembers which one is the owner's, so each attempt
+    finds it without comparing contexts."""
     # The owner is kept with its cache, so its id cannot be reused by another framework meanwhile.
     kept = snapshot.equivalence.get(id(owner))
     if kept is None or kept[0] is not owner or kept[1].table is not table:
-        kept = snapshot.equivalence[id(owner)] = (owner, EquivalenceCache(table))
+        cache = next((cache for each, cache in table.equivalence if each == context), None)
+        if cache is None:
+            cache = EquivalenceCache(table)
+            table.equivalence[:] = [*table.equivalence[1 - CONTEXTS_KEPT:], (context, cache)]
+        kept = snapshot.equivalence[id(owner)] = (owner, cache)
     return kept[1]

@@ -23,8 +23,9 @@ Filters run over shrinking arrays of table rows (`scheduling.framework.table`), 
 operations per attempt instead of a Python call per node; the per-node results (`filtered`, `scores`, `totals`)
 are built only when someone reads them.
 
-Filter codes and scores of the row plugins are shared by the tasks of one equivalence class within a snapshot
-(`scheduling.framework.equivalence`): a later task of the class pays only for the rows changed since.
+Filter codes and scores of the row plugins are shared by the tasks of one equivalence class, within a cycle and
+across cycles over the scheduler cache's table (`scheduling.framework.equivalence`): a later task of the class pays
+only for the rows changed since.
 
 Beside this module: `result` (what an attempt returns), `reserve` (the built-in card choice) and `occupancy`
 (assume/forget a placement on a node).
@@ -89,6 +90,9 @@ class Framework:
         # which covers what it prepared: topology); one that prepares for others may change any score.
         keyed = [plugin for (plugin, _), key in zip(plugin_set.scorers, self._score_keys) if key is not None]
         self._scores_shared = all(any(plugin is scorer for scorer in keyed) for plugin in plugin_set.pre_scorers)
+        # What the shared results depend on besides the table: the plugins (the same settings make the same plugins;
+        # a set put together by hand is only itself).
+        self._plugins_context = plugin_set.settings if plugin_set.settings is not None else plugin_set
 
     def describe(self) -> dict[str, Any]:
         """design §14 `GET /scheduler/plugins` body: {filters, scorers: [{name, weight}], preempt_stage}."""
@@ -107,7 +111,7 @@ class Framework:
             if not status.is_success:
                 return self._pre_filtered(task, table, rejected_by, status)
 
-        cache = equivalence_cache(snapshot, table, self)
+        cache = self._equivalence(snapshot, table)
         rows = self._filter(task, table, state, cache, rejected_by)
 
         for plugin in self.plugin_set.pre_scorers:
@@ -161,8 +165,8 @@ class Framework:
         task now."""
         table = table_for(snapshot, self.config)
         rejected_by = np.zeros(table.size, np.int32)
-        rows = self._filter(task, table, CycleState(self.config, snapshot.tenancy),
-                            equivalence_cache(snapshot, table, self), rejected_by)
+        rows = self._filter(task, table, CycleState(self.config, snapshot.tenancy), self._equivalence(snapshot, table),
+                            rejected_by)
         return [table.nodes[row] for row in rows.tolist()]
 
     def node_rejection(self, task: TaskInfo, table: NodeTable, row: int,
@@ -200,6 +204,11 @@ class Framework:
         tenant's quota admits the gang whole or not at all). Its members are then scheduled `admitted`."""
         gang = replace(members[0], gpu_required=sum(member.gpu_required for member in members))
         return self._run_pre_filters(CycleState(self.config, snapshot.tenancy), gang, snapshot)
+
+    def _equivalence(self, snapshot: ClusterSnapshot, table: NodeTable) -> EquivalenceCache:
+        """The results this framework shares over the table: with earlier frameworks of the same plugins and share
+        groups (earlier cycles)."""
+        return equivalence_cache(snapshot, table, self, (self._plugins_context, snapshot.tenancy))
 
     def _run_pre_filters(self, state: CycleState, task: TaskInfo, snapshot: ClusterSnapshot) -> Status:
         for plugin in self._pre_filters:

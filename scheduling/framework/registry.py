@@ -186,6 +186,10 @@ class PluginSet:
     queue_order: str = "priority"
     # The names of the framework's chain (`Registry.chain`), which `describe` leaves out.
     chain: frozenset[str] = frozenset()
+    # The settings its plugins were made from (`build_plugin_set`), in order; None for a set put together by hand.
+    # Equal settings make plugins that decide alike, so later cycles share results with earlier ones
+    # (`framework.equivalence`).
+    settings: tuple[PluginSetting, ...] | None = None
 
     def describe(self) -> dict[str, Any]:
         """design §14 `GET /api/v1/scheduler/plugins` (the configurable plugins)."""
@@ -218,11 +222,13 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
         resolved[spec.name] = PluginSetting(spec.name, True, setting.weight, setting.extra) if spec.always_on \
             else setting
     losers = outranked([name for name, setting in resolved.items() if setting.enabled], registry)
+    made = []
     for spec in specs:
         setting = resolved[spec.name]
         if not setting.enabled or spec.name in losers:
             continue
         plugin = spec.factory(setting)
+        made.append(setting)
         for kind, points in _POINTS:
             if kind in spec.kinds:
                 getattr(plugin_set, points).append(plugin)
@@ -232,4 +238,5 @@ def build_plugin_set(settings: Iterable[PluginSetting], registry: Registry) -> P
             plugin_set.preempt_stage = plugin.preempt_stage
         if QUEUE_SORT in spec.kinds:
             plugin_set.queue_order = plugin.order
+    plugin_set.settings = tuple(made)
     return plugin_set

@@ -132,7 +132,7 @@ class ClusterSnapshot:
     # The column view the framework evaluates filters and scores over (`scheduling.framework.table`), built lazily
     # once per snapshot and kept current by apply_bind.
     table: Any = field(default=None, repr=False, compare=False)
-    # Per framework, the plugin results tasks of one equivalence class share (`scheduling.framework.equivalence`).
+    # Per framework, which of its table's caches of shared plugin results it uses (`scheduling.framework.equivalence`).
     equivalence: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
     _by_id: dict[int, NodeInfo] | None = field(default=None, repr=False, compare=False)
     # Task shape → why no node could ever hold it, or None (`scheduling.framework.never_fits`).

@@ -96,11 +96,14 @@ class NodeTable:
         # The bind transactions whose placements were all confirmed here: their entries in the node change log
         # are already in the table.
         self.own_transactions: set[int] = set()
-        # Every row refreshed, in order (repeats included): what equivalence caches re-read (`framework.equivalence`);
-        # `reshaped_rows` only those whose node changed more than its usage (`static_signature`).
+        # Every row refreshed, in order (repeats included), for the table's whole life: what equivalence caches
+        # re-read (`framework.equivalence`); `reshaped_rows` only those whose node changed more than its usage
+        # (`static_signature`). A scheduler cache's table lives at most `snapshot_cache.FULL_REBUILD_SECONDS`.
         self.changed_rows: list[int] = []
         self.reshaped_rows: list[int] = []
-        self.logs_cleared = 0
+        # The equivalence caches over this table, one per plugin context (`framework.equivalence`): they outlive
+        # a cycle as the table does.
+        self.equivalence: list[tuple[Any, Any]] = []
         self._signatures = [static_signature(node) for node in nodes]
 
         # The card columns are computed over arrays of the raw card figures (some 20,000 cards on a large
@@ -199,10 +202,6 @@ class NodeTable:
         self._changed_otherwise.clear()
         self._unconfirmed.clear()
         self.own_transactions.clear()
-        # No equivalence cache of the last cycle is used again.
-        self.changed_rows.clear()
-        self.reshaped_rows.clear()
-        self.logs_cleared += 1
 
     def _refresh_one(self, row: int) -> None:
         """`_refresh_many` for one row (each in-memory bind), in plain Python: for one node's few cards that is

@@ -259,3 +259,120 @@ def test_each_entry_evaluates_the_rows_logged_since_it_last_looked():
         cache.rows(name, 1, compute(name))
 
     assert asked == {"early": [[0, 1, 2], [0, 2]], "late": [[0, 1, 2], [0]], "same point": [[0, 1, 2], [0]]}
+
+
+def next_cycle(snapshot, tenancy: TenancyView | None = None):
+    """The scheduler cache's next cycle: a new snapshot over the same nodes and table, the table's changes counted
+    afresh (`NodeTable.forget_changes`)."""
+    snapshot.table.forget_changes()
+    later = make_snapshot(*snapshot.nodes, tenancy=tenancy or snapshot.tenancy)
+    later.nodes = snapshot.nodes
+    later.table = snapshot.table
+    return later
+
+
+def cycle_by_cycle(framework_of, snapshot, tasks, seed: int, *, per_cycle: int = 40) -> list[tuple]:
+    """`decisions`, a cycle at a time: each with a framework of its own (`framework_of()`, as each cycle builds
+    one) over a new snapshot of the same table, a node re-read between two cycles."""
+    made, changes = [], random.Random(seed + 2)
+    for start in range(0, len(tasks), per_cycle):
+        if start:
+            reread_a_node(snapshot, changes)
+            snapshot = next_cycle(snapshot)
+        made += decisions(framework_of(), snapshot, tasks[start:start + per_cycle], seed + start)
+    return made
+
+
+@pytest.mark.parametrize("layout", ["spread", "fgd"])
+@pytest.mark.parametrize("seed", [4, 5])
+def test_later_cycles_get_the_same_placements_with_and_without_sharing(layout, seed):
+    """Each cycle's new framework of the same settings takes up the results of the cycles before it."""
+    rng = random.Random(seed)
+    snapshot = mixed_cluster(rng)
+    table_for(snapshot, CONFIG)
+    tasks = mixed_tasks(rng, 240)
+
+    shared = cycle_by_cycle(lambda: Framework(policy(layout, tasks), CONFIG), copy.deepcopy(snapshot), tasks, seed)
+    unshared = cycle_by_cycle(lambda: UnsharedFramework(policy(layout, tasks), CONFIG), copy.deepcopy(snapshot), tasks,
+                              seed)
+
+    assert shared == unshared
+    assert sum(1 for decision in shared if decision[1] is not None) > 100
+
+
+@pytest.fixture
+def rows_evaluated(monkeypatch) -> list[int]:
+    """How many rows each call of resource-filter's rule evaluated."""
+    counted: list[int] = []
+    evaluate = resource_filter.ResourceFilter.filter_rows
+
+    def counting(self, state, task, table, rows):
+        counted.append(len(rows))
+        return evaluate(self, state, task, table, rows)
+
+    monkeypatch.setattr(resource_filter.ResourceFilter, "filter_rows", counting)
+    return counted
+
+
+def test_a_later_cycle_evaluates_only_the_rows_changed_since(rows_evaluated):
+    nodes = [make_node(cards=4) for _ in range(6)]
+    snapshot = make_snapshot(*nodes)
+    first = Framework(build_plugin_set([]), CONFIG)
+    placed = first.schedule(make_task(gpu_required=2), snapshot, random.Random(0)).node
+    apply_bind(snapshot, make_task(gpu_required=2), placed, [0, 1])
+
+    later = next_cycle(snapshot)
+    nodes[5].status = "offline"
+    later.table.refresh_row(5)
+    rows_evaluated.clear()
+    result = Framework(build_plugin_set([]), CONFIG).schedule(make_task(gpu_required=2), later, random.Random(0))
+
+    assert rows_evaluated == [2]     # of 6: the node placed on and the node re-read
+    assert result.filtered[nodes[5].id].reasons == (NODE_OFFLINE,)
+
+
+def test_other_plugin_settings_do_not_take_up_the_results(rows_evaluated):
+    snapshot = make_snapshot(*(make_node(cards=4) for _ in range(6)))
+    Framework(build_plugin_set([]), CONFIG).schedule(make_task(gpu_required=2), snapshot, random.Random(0))
+
+    rows_evaluated.clear()
+    Framework(build_plugin_set([PluginSetting("spread", True, 2)]), CONFIG).schedule(
+        make_task(gpu_required=2), next_cycle(snapshot), random.Random(0))
+
+    assert rows_evaluated == [6]
+
+
+def test_other_share_groups_do_not_take_up_the_results():
+    """A shard may join a card another tenant occupies only while the two share a group (design §8): a cycle under
+    other share groups judges the card afresh."""
+    node = make_node(cards=1, memory_mb=81920)
+    occupy(node.cards[0], 1, shard_mb=8192)
+    sharing = TenancyView(groups_of={1: frozenset({7}), 3: frozenset({7})})
+    snapshot = make_snapshot(node, tenancy=sharing)
+    shard = make_task(tenant_id=3, gpu_memory_mb=8192)
+    assert Framework(build_plugin_set([]), CONFIG).schedule(shard, snapshot, random.Random(0)).node is node
+
+    later = Framework(build_plugin_set([]), CONFIG).schedule(make_task(tenant_id=3, gpu_memory_mb=8192),
+                                                            next_cycle(snapshot, TenancyView()), random.Random(0))
+
+    assert later.node is None
+    assert later.code == reasons.NO_TENANT_ELIGIBLE_GPU
+
+
+def test_an_entry_far_behind_the_log_is_evaluated_afresh():
+    """An entry behind by more logged refreshes than the table has rows: every row at once, not the log's rows."""
+    snapshot = make_snapshot(*(make_node(cards=2) for _ in range(3)))
+    table = table_for(snapshot, CONFIG)
+    cache = EquivalenceCache(table)
+    asked: list[list[int]] = []
+
+    def rows(some):
+        asked.append(some.tolist())
+        return np.zeros(len(some), np.int32)
+
+    cache.rows("slot", 1, rows)
+    for row in (0, 1, 0, 1):
+        table.refresh_row(row)
+    cache.rows("slot", 1, rows)
+
+    assert asked == [[0, 1, 2], [0, 1, 2]]
