@@ -5,12 +5,17 @@ member priority and its creation time: a training gang (world_size > 1), created
 replica of an inference group (design §17.1; members with a `replica` number), created with its members. Each side
 is read along its order with its own limit (the task side walks the `task_queue_order` index), then the two are
 merged.
+
+The walk does not depend on the planner's statistics. On a table never analysed (right after a bulk load) the
+planner expects a handful of pending tasks, and a bitmap scan of every pending task and a sort look cheaper than the
+walk that stops after `limit` rows — ~8 ms a cycle at 10,000 pending against ~1 ms. The read is made with bitmap
+scans off for its transaction (`_WALK_THE_INDEX`), which leaves the walk, the plan the statistics give anyway.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
+from django.db import connection, transaction
 
 from scheduling import lifecycle
 from scheduling.models import Task, TaskGroup, TaskType
@@ -31,6 +36,7 @@ GANG_MEMBERS = f"""{_GROUPS} g JOIN {_TASKS} t ON t.group_id = g.id AND t.status
   GROUP BY g.id, t.replica"""
 GANG_CREATED_AT = "CASE WHEN t.replica IS NULL THEN g.created_at ELSE min(t.created_at) END"
 
+_WALK_THE_INDEX = "SET LOCAL enable_bitmapscan TO off"
 _TAKE_ACTIVE = f"""
 (SELECT '{TASK}' AS kind, t.id, t.priority, t.created_at, t.tenant_id, NULL::integer AS replica
    FROM {_TASKS} t
@@ -66,8 +72,13 @@ class QueueEntry:
 
 
 def take_active(limit: int) -> list[QueueEntry]:
-    """The first `limit` active entries in queue order: priority descending, then creation time, then id."""
-    with connection.cursor() as cursor:
-        cursor.execute(_TAKE_ACTIVE, {"pending": lifecycle.PENDING, "training": TaskType.TRAINING,
-                                      "stopped": TaskGroup.Status.STOPPED, "limit": limit})
-        return [QueueEntry(*row) for row in cursor.fetchall()]
+    """The first `limit` active entries in queue order: priority descending, then creation time, then id. One round
+    trip for the setting and the read, pipelined, and the commit."""
+    with transaction.atomic():
+        connection.ensure_connection()
+        raw = connection.connection
+        with raw.pipeline():
+            raw.execute(_WALK_THE_INDEX)
+            read = raw.execute(_TAKE_ACTIVE, {"pending": lifecycle.PENDING, "training": TaskType.TRAINING,
+                                              "stopped": TaskGroup.Status.STOPPED, "limit": limit})
+        return [QueueEntry(*row) for row in read.fetchall()]

@@ -3,6 +3,8 @@ by its highest member priority; parked work is not taken."""
 
 from datetime import timedelta
 
+import pytest
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from scheduling.models import Task, TaskGroup
@@ -46,3 +48,47 @@ def test_the_limit_counts_entries_and_stopped_gangs_are_left_out(tenant):
 
     assert [entry.id for entry in take_active(2)] == [task.id for task in tasks[:2]]
     assert all(entry.kind == TASK for entry in take_active(10))
+
+
+@pytest.fixture
+def plans_told():
+    """The plan of every statement this session runs from here on, as PostgreSQL's auto_explain tells it (a notice
+    to the client); skipped where the server has no auto_explain."""
+    with connection.cursor() as cursor:
+        try:
+            with transaction.atomic():
+                cursor.execute("LOAD 'auto_explain'")
+        except DatabaseError:
+            pytest.skip("the server has no auto_explain")
+        cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
+        cursor.execute("SET LOCAL auto_explain.log_level = notice")
+    told: list[str] = []
+
+    def tell(notice) -> None:
+        told.append(notice.message_primary)
+
+    connection.connection.add_notice_handler(tell)
+    yield told
+    connection.connection.remove_notice_handler(tell)
+
+
+def without_statistics(model) -> None:
+    """The table as after a bulk load, never analysed: no column statistics, no row count (rolled back with the test)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [model._meta.db_table])
+        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = %s::regclass", [model._meta.db_table])
+
+
+def test_the_queue_is_read_along_its_index_though_the_table_was_never_analysed(tenant, plans_told):
+    """Planned by the statistics alone, the read of a table never analysed is a bitmap scan of every pending task and
+    a sort: its cost grows with the queue, not with the entries taken."""
+    Task.objects.bulk_create([Task(tenant=tenant, name=f"queued-{serial}", priority=serial % 7)
+                              for serial in range(2_000)])
+    without_statistics(Task)
+
+    entries = take_active(50)
+
+    assert len(entries) == 50
+    (plan,) = [told for told in plans_told if "ORDER BY t.priority DESC, t.created_at, t.id" in told]
+    assert "Index Scan using task_queue_order on scheduling_task t " in plan
+    assert "Bitmap Heap Scan on scheduling_task t " not in plan
