@@ -73,7 +73,8 @@ def plans_told():
 
 
 def without_statistics(model) -> None:
-    """The table as after a bulk load, never analysed: no column statistics, no row count (rolled back with the test)."""
+    """The table as after a bulk load, never analysed: no column statistics, no row count (rolled back with the
+    test)."""
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [model._meta.db_table])
         cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = %s::regclass", [model._meta.db_table])
