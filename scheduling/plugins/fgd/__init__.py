@@ -196,13 +196,21 @@ class Fgd(RowPlugin):
             }
         return cache
 
-    def _before(self, cache: dict[str, Any], table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _before_and_after(cache: dict[str, Any], table: NodeTable, rows: np.ndarray, state: frag.CardState,
+                          after: frag.CardState, after_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F of `rows` as they are (`state`; kept per row version for every task shape) and F of the `after` states
+        (of `after_rows`): one `fragmentation` call for both when some rows' F went stale."""
         values, versions = cache["before"]
-        stale = rows[versions[rows] != table.row_version[rows]]
-        if len(stale):
-            values[stale] = frag.fragmentation(frag.table_state(table, stale, cache["cores"]), stale, cache["shapes"])
-            versions[stale] = table.row_version[stale]
-        return values[rows]
+        stale = np.flatnonzero(versions[rows] != table.row_version[rows])
+        if not len(stale):
+            return values[rows], frag.fragmentation(after, after_rows, cache["shapes"])
+        changed = rows[stale]
+        now = state if len(stale) == len(rows) else state.take(stale)
+        both = frag.fragmentation(now.joined(after), np.concatenate((changed, after_rows)), cache["shapes"])
+        values[changed] = both[: len(stale)]
+        versions[changed] = table.row_version[changed]
+        return values[rows], both[len(stale):]
 
     def _growth_by_card(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """ΔF per row (whole-card and CPU-only tasks) or per row × card (shards; +inf where the shard can't go).
@@ -227,20 +235,24 @@ class Fgd(RowPlugin):
 
     def _growth_of(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo, rows: np.ndarray,
                    state: frag.CardState, mask: np.ndarray) -> np.ndarray:
-        shapes, before = cache["shapes"], self._before(cache, table, rows)
         cpu = float(task.cpu_cores)
         if task.gpu_required > 0:
             taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb)
-            return frag.fragmentation(frag.after_whole(state, taken, cpu), rows, shapes) - before
+            before, after = self._before_and_after(cache, table, rows, state, frag.after_whole(state, taken, cpu), rows)
+            return after - before
         if task.is_fractional:
             eligible = mask & state.share_ok & table.shard_room(task, rows)
             # Only the cards the shard can take are measured: the others' ΔF is +inf whatever F would be.
             placed = np.flatnonzero(eligible)
-            after = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
+            shards = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
+            before, after = self._before_and_after(cache, table, rows, state, shards,
+                                                   np.repeat(rows, table.width)[placed])
             values = np.full(eligible.size, np.inf)
-            values[placed] = frag.fragmentation(after, np.repeat(rows, table.width)[placed], shapes)
+            values[placed] = after
             return np.where(eligible, values.reshape(eligible.shape) - before[:, None], np.inf)
-        return frag.fragmentation(frag.after_whole(state, np.zeros_like(mask), cpu), rows, shapes) - before
+        before, after = self._before_and_after(cache, table, rows, state,
+                                               frag.after_whole(state, np.zeros_like(mask), cpu), rows)
+        return after - before
 
     @staticmethod
     def _task_mask(cache: dict[str, Any], table: NodeTable, task: TaskInfo) -> np.ndarray:

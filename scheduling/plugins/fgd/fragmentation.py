@@ -40,6 +40,12 @@ class CardState:
         return CardState(self.idle[index], self.free_mb[index], self.whole_ok[index], self.share_ok[index],
                          self.cpu_free[index])
 
+    def joined(self, other: CardState) -> CardState:
+        """These states, then `other`'s."""
+        return CardState(*(np.concatenate((mine, theirs)) for mine, theirs in (
+            (self.idle, other.idle), (self.free_mb, other.free_mb), (self.whole_ok, other.whole_ok),
+            (self.share_ok, other.share_ok), (self.cpu_free, other.cpu_free))))
+
 
 def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardState:
     """The current state of `rows`, read from the framework's table (`cores`: per table row)."""

@@ -140,6 +140,39 @@ def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     assert after == pytest.approx([0.35, 0.35])
 
 
+def test_a_changed_row_is_measured_as_it_is_and_after_the_task_in_one_evaluation(monkeypatch):
+    """After a bind, the first shape to score the row measures its F as it is (kept for every shape) together with its
+    own after-states: one `fragmentation` call, not two; the next shape finds the row's F kept."""
+    from scheduling.framework.occupancy import apply_bind
+    from scheduling.framework.table import table_for
+
+    plugin = Fgd(lambda: WORKLOAD)
+    nodes = [node(1, [600, 0]), node(2, [0, 0])]
+    snapshot = ClusterSnapshot(nodes=nodes)
+    table = table_for(snapshot, CONFIG)
+    shard = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1)
+    whole = TaskInfo(id=2, tenant_id=1, gpu_required=1, cpu_cores=1)
+    plugin.growth(table, shard, np.arange(2))
+    plugin.growth(table, whole, np.arange(2))
+    apply_bind(snapshot, shard, nodes[0], [0])
+    evaluated = []
+    evaluate = frag.fragmentation
+
+    def counting(state, rows, shapes):
+        evaluated.append(rows.tolist())
+        return evaluate(state, rows, shapes)
+
+    monkeypatch.setattr(frag, "fragmentation", counting)
+    after_bind = plugin.growth(table, whole, np.arange(2)).tolist()
+    shard_after_bind = plugin.growth(table, shard, np.arange(2)).tolist()
+
+    assert evaluated == [[0, 0], [0]]     # row 0 as it is + its after-state; then the shard's one card left
+    monkeypatch.undo()
+    afresh = Fgd(lambda: WORKLOAD)
+    assert after_bind == afresh.growth(NodeTable(nodes, CONFIG), whole, np.arange(2)).tolist()
+    assert shard_after_bind == afresh.growth(NodeTable(nodes, CONFIG), shard, np.arange(2)).tolist()
+
+
 def test_without_a_target_workload_every_node_scores_alike():
     plugin = Fgd(lambda: TargetWorkload((), ()))
     table = NodeTable([node(1, [600, 0]), node(2, [0, 0])], CONFIG)
