@@ -16,7 +16,7 @@ from scheduling.framework.equivalence import EquivalenceCache
 from scheduling.framework.framework import Framework
 from scheduling.framework.occupancy import apply_bind
 from scheduling.framework.registry import PluginSetting
-from scheduling.framework.snapshot import CardInfo, TenancyView
+from scheduling.framework.snapshot import CardInfo, ClusterSnapshot, TenancyView
 from scheduling.framework.table import table_for
 from scheduling.plugins import build_plugin_set, fgd, resource_filter
 from scheduling.plugins.availability import NODE_OFFLINE
@@ -265,8 +265,7 @@ def next_cycle(snapshot, tenancy: TenancyView | None = None):
     """The scheduler cache's next cycle: a new snapshot over the same nodes and table, the table's changes counted
     afresh (`NodeTable.forget_changes`)."""
     snapshot.table.forget_changes()
-    later = make_snapshot(*snapshot.nodes, tenancy=tenancy or snapshot.tenancy)
-    later.nodes = snapshot.nodes
+    later = ClusterSnapshot(nodes=snapshot.nodes, tenancy=tenancy or snapshot.tenancy)
     later.table = snapshot.table
     return later
 
