@@ -86,11 +86,14 @@ class ShapeArrays:
         profiles = sorted(set(of_shape))
         self.profile_of = np.array([profiles.index(profile) for profile in of_shape], np.int64)
         self.profile_whole = np.array([whole for whole, _, _ in profiles], bool)
-        self.profile_shard_mb = np.array([size for _, size, _ in profiles], float)
+        self.whole_profiles = np.flatnonzero(self.profile_whole)
+        self.shard_profiles = np.flatnonzero(~self.profile_whole)
+        # The shard profiles' sizes, each once: profiles of one size differ only in their card masks.
+        self.shard_sizes, self.shard_size_of = np.unique([profiles[index][1] for index in self.shard_profiles],
+                                                         return_inverse=True)
         profile_key_index = np.array([key for _, _, key in profiles], np.int64)
-        # rows × profiles × cards, so a few rows' masks are a cheap gather
-        self.profile_masks = np.ascontiguousarray(np.moveaxis(self.masks[profile_key_index], 0, 1)) if keys \
-            else np.zeros((table.size, 0, table.width), bool)
+        # profiles × rows × cards
+        self.profile_masks = self.masks[profile_key_index] if keys else np.zeros((0, table.size, table.width), bool)
         self.cpu_weight = cpu_weight
         # The GPU shapes' mean CPU per card of GPU asked (a shard asks its share of a typical card).
         capacities = table.card_capacity_mb[table.card_exists]
@@ -122,14 +125,18 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
     total = state.idle.sum(axis=1)
     if not len(shapes):
         return np.zeros(len(total))
-    fits_shard = state.share_ok[:, None, :] & (state.free_mb[:, None, :] >= shapes.profile_shard_mb[None, :, None])
-    # states × profiles × cards
-    usable = np.where(shapes.profile_whole[None, :, None], state.whole_ok[:, None, :], fits_shard)
+    # profiles × states × cards, profile by profile: each profile's cards are one contiguous block to fill
+    usable = np.empty((len(shapes.profile_whole), *state.idle.shape), bool)
+    usable[shapes.whole_profiles] = state.whole_ok
+    usable[shapes.shard_profiles] = (state.share_ok[None] & (
+        state.free_mb[None] >= shapes.shard_sizes[:, None, None]))[shapes.shard_size_of]
     if not shapes.any_card:
-        usable &= shapes.profile_masks[rows]
-    fits = (shapes.uses_gpu[None, :] & (usable.sum(axis=2)[:, shapes.profile_of] >= shapes.needed[None, :])
+        usable &= np.take(shapes.profile_masks, rows, axis=1)    # take: indexing a middle axis is ten times slower
+    # Counted as bytes: a sum over a bool axis of a few cards is several times slower.
+    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=np.uint8 if usable.shape[2] < 256 else np.int64)
+    fits = (shapes.uses_gpu[None, :] & (np.take(counts, shapes.profile_of, axis=1) >= shapes.needed[None, :])
             & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
-    used = np.einsum("bsw,bw->bs", usable, state.idle)[:, shapes.profile_of]
+    used = np.take(np.einsum("pbw,bw->bp", usable, state.idle), shapes.profile_of, axis=1)
     value = total - (fits * used) @ shapes.weights
     if shapes.cpu_weight:
         value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)

@@ -121,6 +121,29 @@ def test_shapes_sharing_their_cards_but_not_their_cpu_are_each_counted_by_their_
     assert fragmentation_of(*nodes, workload=workload)[1] == pytest.approx(1.2 * 0.7 + 0.4 * 0.15 + 1.2 * 0.15)
 
 
+def test_shards_of_one_size_on_cards_of_other_types_are_each_counted_on_their_own_cards():
+    """Shard shapes of one size that differ in GPU type or model share that size's room test but not their cards;
+    with whole-card shapes of those types among them, each node's F is still the popularity-weighted F of each
+    shape alone, on one node state or many (the after-states of a shard on each card)."""
+    shapes = (Shape(shard_mb=500, cpu=1), Shape(shard_mb=500, cpu=1, models="T4"),
+              Shape(shard_mb=500, cpu=1, gpu_type="ascend"), Shape(shard_mb=300, cpu=2, models="P100"),
+              Shape(cards=1, cpu=1, models="P100"), Shape(cards=2, cpu=1), Shape(cpu=4))
+    workload = TargetWorkload(shapes, (0.2, 0.15, 0.1, 0.15, 0.15, 0.15, 0.1))
+    nodes = (node(1, [600, 0], cpu=8), node(2, [600, 200], cpu=4, model="P100"), node(3, [0, 0, 0], model="P100"),
+             node(4, [300, 0, 0], whole=(2,), cpu=2))
+    one_by_one = np.array([fragmentation_of(*nodes, workload=TargetWorkload((shape,), (1.0,))) for shape in shapes])
+    assert fragmentation_of(*nodes, workload=workload) == pytest.approx(workload.weights() @ one_by_one)
+    table = NodeTable(list(nodes), CONFIG)
+    rows = np.arange(table.size)
+    cores = np.array([float(each.cpu_cores) for each in nodes])
+    after = frag.after_shards(frag.table_state(table, rows, cores), table.card_capacity_mb[rows], 300, 1.0)
+    every_card = np.repeat(rows, table.width)
+    alone = np.array([frag.fragmentation(after, every_card, frag.ShapeArrays(TargetWorkload((shape,), (1.0,)), table))
+                      for shape in shapes])
+    assert frag.fragmentation(after, every_card, frag.ShapeArrays(workload, table)).tolist() \
+        == pytest.approx((workload.weights() @ alone).tolist())
+
+
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     from scheduling.framework.occupancy import apply_bind
 
