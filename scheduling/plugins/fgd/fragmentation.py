@@ -71,7 +71,13 @@ class ShapeArrays:
         self.shard_mb = np.array([shape.shard_mb for shape in shapes], float)
         self.cpu = np.array([shape.cpu for shape in shapes], float)
         self.uses_gpu = np.array([shape.uses_gpu for shape in shapes], bool)
-        self.needed = np.where(self.cards > 0, self.cards, 1)
+        # The cards a shape needs in one node, as `fragmentation` counts a node's usable cards: in bytes while a node
+        # has fewer than 255 cards; a shape without GPU (or needing more cards than any node has) needs one more
+        # than a node has, so never fits by its cards.
+        never = table.width + 1
+        self.count_dtype = np.uint8 if never <= np.iinfo(np.uint8).max else np.int64
+        self.cards_needed = np.where(self.uses_gpu, np.minimum(np.maximum(self.cards, 1), never),
+                                     never).astype(self.count_dtype)
         self.whole = self.cards > 0
         keys = sorted({(shape.gpu_type, shape.models) for shape in shapes})
         self.key_index = np.array([keys.index((shape.gpu_type, shape.models)) for shape in shapes], np.int64)
@@ -133,8 +139,8 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
     if not shapes.any_card:
         usable &= np.take(shapes.profile_masks, rows, axis=1)    # take: indexing a middle axis is ten times slower
     # Counted as bytes: a sum over a bool axis of a few cards is several times slower.
-    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=np.uint8 if usable.shape[2] < 256 else np.int64)
-    fits = (shapes.uses_gpu[None, :] & (np.take(counts, shapes.profile_of, axis=1) >= shapes.needed[None, :])
+    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=shapes.count_dtype)
+    fits = ((np.take(counts, shapes.profile_of, axis=1) >= shapes.cards_needed[None, :])
             & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
     used = np.take(np.einsum("pbw,bw->bp", usable, state.idle), shapes.profile_of, axis=1)
     value = total - (fits * used) @ shapes.weights

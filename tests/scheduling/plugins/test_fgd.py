@@ -144,6 +144,16 @@ def test_shards_of_one_size_on_cards_of_other_types_are_each_counted_on_their_ow
         == pytest.approx((workload.weights() @ alone).tolist())
 
 
+def test_a_shape_asking_more_cards_than_a_node_has_counts_every_idle_card_there_however_many_cards_nodes_have():
+    # Two idle cards, a 3-card shape: it never fits, F = 2. A node of 300 cards (card counts no longer fit a byte):
+    # a 256-card shape fits on its idle cards (F = 0) and not once 45 of them hold shards of 600 MB (F = all idle).
+    three_cards = TargetWorkload((Shape(cards=3, cpu=1),), (1.0,))
+    assert fragmentation_of(node(1, [0, 0]), workload=three_cards) == pytest.approx([2.0])
+    many_cards = TargetWorkload((Shape(cards=256, cpu=1),), (1.0,))
+    assert fragmentation_of(node(1, [0] * 300, cpu=64), node(2, [600] * 45 + [0] * 255, cpu=64),
+                            workload=many_cards) == pytest.approx([0.0, 255 + 45 * 0.4])
+
+
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     from scheduling.framework.occupancy import apply_bind
 
