@@ -14,7 +14,9 @@ cost against the first's (the same run's reference); `--big-jobs off,on,defrag` 
 priority,fair-share` likewise with each queue-sort order (design §17.4), over the same usage records.
 `--stats none,seeded,fresh` runs each case under each state of PostgreSQL's planner statistics
 (`scheduling.bench.database.statistics_kept`) and prints the worst; `--explain-over MS` has the server log the plan
-of every statement slower than that.
+of every statement slower than that. `--rounds N` runs all of it N times in turn and prints each comparison's
+ratios as their median, lowest and highest over the rounds: on a machine whose speed drifts between runs, one pair
+of runs can put one case ahead or behind by a third.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -27,7 +29,9 @@ import math
 import multiprocessing
 import os
 import random
+import statistics
 import time
+from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,6 +61,8 @@ RESERVE_NEVER = 10**9
 LIVE_TASK_RECEIVER = "scheduling.web.live.task_status"
 # From the file, not the settings: the spawned scheduler processes import this module before they choose a database.
 OPENB_DIR = Path(__file__).resolve().parents[3] / "data" / "traces" / "openb"
+# The figures each comparison divides, second by first (`Command._compare`).
+COMPARED = ("cycle_ms_p50", "cycle_ms_per_task", "tasks_per_second")
 # Card memory of the openb models (G1–G3 are undisclosed; taken as 32 GB cards).
 OPENB_MEMORY_MB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 23028}
 
@@ -101,17 +107,37 @@ class Command(BaseCommand):
                             help="the queue-sort order, or several, e.g. priority,fair-share: each on a fresh "
                                  "database of the same seed, with ninety days of usage records per tenant, GPU type "
                                  "and task type (what fair-share reads, design §17.4); each against the first")
+        parser.add_argument("--rounds", type=int, choices=range(1, 21), default=1, metavar="N",
+                            help="run every case N times, in turn (1 to 20): each comparison's ratios then also "
+                                 "as the median, lowest and highest over the rounds, the figure to quote on a "
+                                 "machine whose speed drifts between runs")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
-    def handle(self, *args, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
+    def handle(self, *args, rounds: int, **options):
+        compared = defaultdict(list)
+        for number in range(1, rounds + 1):
+            if rounds > 1:
+                self.stdout.write(f"round {number} of {rounds}")
+            for title, first, second, ratios in self._round(**options):
+                compared[title, first, second].append(ratios)
+        if rounds > 1:
+            # Each round runs every case once, in order, so each ratio is of two runs a few seconds apart.
+            for (title, first, second), ratios in compared.items():
+                self.stdout.write(f"{title} over {rounds} rounds, {second}/{first}: " + "; ".join(
+                    f"{name} median={statistics.median(values):.3f} min={min(values):.3f} max={max(values):.3f}"
+                    for name, values in zip(COMPARED, zip(*ratios))))
+
+    def _round(self, *, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
                layout: list[str], quotas: list[str], big_jobs: list[str], queue_order: list[str], stats: list[str],
-               explain_over: int | None, **options):
+               explain_over: int | None, **options) -> list[tuple[str, str, str, tuple[float, ...]]]:
+        """Every run once; the comparisons' ratios (title, first, second, a ratio per `COMPARED` figure)."""
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
 
         throughput = {}
+        comparisons = []
         runs = [(count, mode, name, pools, order, state) for count in instances for mode in quotas for name in layout
                 for pools in big_jobs for order in queue_order for state in stats]
         by_state = {}
@@ -177,28 +203,33 @@ class Command(BaseCommand):
                                                     for count in instances))
         if len(quotas) > 1:
             for count in instances:
-                self._compare(f"quotas instances={count}", "off", run_of(count, quota="off"), "on",
-                              run_of(count, quota="on"))
+                comparisons.append(self._compare(f"quotas instances={count}", "off", run_of(count, quota="off"), "on",
+                                                 run_of(count, quota="on")))
         for name in layout[1:]:
             for count in instances:
-                self._compare(f"layout instances={count}", layout[0], run_of(count), name, run_of(count, name=name))
+                comparisons.append(self._compare(f"layout instances={count}", layout[0], run_of(count), name,
+                                                 run_of(count, name=name)))
         for mode in big_jobs[1:]:
             for count in instances:
-                self._compare(f"big_jobs instances={count}", big_jobs[0], run_of(count), mode,
-                              run_of(count, pools=mode))
+                comparisons.append(self._compare(f"big_jobs instances={count}", big_jobs[0], run_of(count), mode,
+                                                 run_of(count, pools=mode)))
         for order in queue_order[1:]:
             for count in instances:
-                self._compare(f"queue_order instances={count}", queue_order[0], run_of(count), order,
-                              run_of(count, order=order))
+                comparisons.append(self._compare(f"queue_order instances={count}", queue_order[0], run_of(count),
+                                                 order, run_of(count, order=order)))
+        return comparisons
 
-    def _compare(self, title: str, first: str, reference: tuple, second: str, measured: tuple) -> None:
-        """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed."""
+    def _compare(self, title: str, first: str, reference: tuple, second: str,
+                 measured: tuple) -> tuple[str, str, str, tuple[float, ...]]:
+        """One line: the cycle's cost and the rate of `second` against `first`'s, run after run on the same seed;
+        the comparison with its ratios (`COMPARED`)."""
         (rate_a, (p50_a, per_task_a)), (rate_b, (p50_b, per_task_b)) = reference, measured
         figures = [("cycle_ms_p50", p50_a, p50_b, ".1f"), ("cycle_ms_per_task", per_task_a, per_task_b, ".3f"),
                    ("tasks_per_second", rate_a, rate_b, ".1f")]
         self.stdout.write(f"{title}: " + "; ".join(
             f"{name} {first}={a:{form}} {second}={b:{form}} {second}/{first}={b / a if a else 0.0:.3f}"
             for name, a, b, form in figures))
+        return title, first, second, tuple(b / a if a else 0.0 for _, a, b, _ in figures)
 
     def _print(self, report: dict, pending: int, ceiling: float) -> float:
         """Print one run's figures; its tasks per second."""

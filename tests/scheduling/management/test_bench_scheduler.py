@@ -47,6 +47,26 @@ def test_bench_scheduler_compares_two_settings_in_one_run(option, values, title,
                      rf"tasks_per_second {figure}$", output, re.MULTILINE), output
 
 
+@pytest.mark.django_db
+def test_bench_scheduler_repeats_its_runs_in_rounds_and_prints_each_comparisons_median_over_them():
+    output = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", "--layout", "spread,fgd",
+                           "--rounds", "2")
+
+    assert re.findall(r"^round (\d) of 2$", output, re.MULTILINE) == ["1", "2"], output
+    layouts = re.findall(r"^database \S+: 10 nodes, 30 pending tasks, layout (\S+),", output, re.MULTILINE)
+    assert layouts == ["spread", "fgd", "spread", "fgd"], output
+    per_round = [float(ratio) for ratio in re.findall(r"^layout instances=1: .*tasks_per_second spread=[\d.]+ "
+                                                        r"fgd=[\d.]+ fgd/spread=([\d.]+)$", output, re.MULTILINE)]
+    assert len(per_round) == 2, output
+    summary = re.search(r"^layout instances=1 over 2 rounds, fgd/spread: cycle_ms_p50 median=[\d.]+ min=[\d.]+ "
+                        r"max=[\d.]+; cycle_ms_per_task median=[\d.]+ min=[\d.]+ max=[\d.]+; tasks_per_second "
+                        r"median=([\d.]+) min=([\d.]+) max=([\d.]+)$", output, re.MULTILINE)
+    assert summary, output
+    assert [float(figure) for figure in summary.groups()] == pytest.approx(
+        [sum(per_round) / 2, min(per_round), max(per_round)], abs=0.001)
+    assert throwaway_databases_left(output) == []
+
+
 # Reads per bound task of the 300-node case when every statement keeps a good plan (~120 rows, 0.2 statements);
 # a plan that flips with the statistics multiplies the rows (1,300–11,000 per task were seen).
 MOST_ROWS_PER_BOUND_TASK = 400
