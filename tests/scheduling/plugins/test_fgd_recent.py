@@ -24,6 +24,24 @@ def test_the_window_keeps_only_the_latest_tasks(tenant, fgd_window, monkeypatch)
     assert [shape.cards for shape in recent.read_window()] == [2, 1, 1]
 
 
+def test_reading_the_window_parses_each_distinct_shape_once(tenant, fgd_window, monkeypatch):
+    import json
+
+    for cards in [1, 2, 1, 4] * 10:
+        fgd_window(make_task(tenant=tenant, gpu_required=cards))
+    parsed, loads = [], json.loads
+
+    def counting(raw):
+        parsed.append(raw)
+        return loads(raw)
+
+    monkeypatch.setattr(recent.json, "loads", counting)
+    window = recent.read_window()
+
+    assert [shape.cards for shape in window] == [4, 1, 2, 1] * 10
+    assert len(parsed) == 3
+
+
 def test_the_workload_is_read_once_per_refresh_period(tenant, fgd_window):
     fgd_window(make_task(tenant=tenant, gpu_required=1))
     first = recent.recent_workload(now=1000.0)
