@@ -135,7 +135,7 @@ class Fgd(RowPlugin):
     def _growth_with_gaps(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo,
                           rows: np.ndarray) -> np.ndarray:
         """ΔF per row, or per row × card for a shard (+inf where it can't go) with `gap_weight` × the card's gap
-        growth added; ΔF comes from the cache, the gap growth is computed afresh (it is a few lookups per card)."""
+        growth added; both come from the cache, computed for the rows changed since."""
         key = _task_key(task)
         if key not in cache["tasks"]:
             shape = (table.size, table.width) if task.is_fractional else (table.size,)
@@ -147,11 +147,25 @@ class Fgd(RowPlugin):
             versions[stale] = table.row_version[stale]
         growth = values[rows]
         if task.is_fractional and self.gap_weight:
-            gaps = cache["gaps"].get(self.gap_horizon)
-            if gaps is None:
-                gaps = cache["gaps"][self.gap_horizon] = GapTable(cache["workload"], self.gap_horizon)
-            growth += self.gap_weight * gaps.growth(table, rows, task.gpu_memory_mb)
+            growth += self.gap_weight * self._gap_growth(cache, table, rows, task.gpu_memory_mb)
         return growth
+
+    def _gap_growth(self, cache: dict[str, Any], table: NodeTable, rows: np.ndarray, shard_mb: int) -> np.ndarray:
+        """rows × cards: `GapTable.growth` of a `shard_mb` shard, kept per row version for every task shape of that
+        shard size (it reads the row's cards only), computed for the rows changed since."""
+        gaps = cache["gaps"].get(self.gap_horizon)
+        if gaps is None:
+            gaps = cache["gaps"][self.gap_horizon] = GapTable(cache["workload"], self.gap_horizon)
+        kept = cache["gap_growth"].get((self.gap_horizon, shard_mb))
+        if kept is None:
+            kept = cache["gap_growth"][self.gap_horizon, shard_mb] = (np.zeros((table.size, table.width)),
+                                                                       np.full(table.size, -1))
+        values, versions = kept
+        stale = rows[versions[rows] != table.row_version[rows]]
+        if len(stale):
+            values[stale] = gaps.growth(table, stale, shard_mb)
+            versions[stale] = table.row_version[stale]
+        return values[rows]
 
     def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
         """Reserve: the card for a shard whose fragmentation growth is least (ties → the lowest index) among the
@@ -192,7 +206,7 @@ class Fgd(RowPlugin):
                 "before": (np.zeros(table.size), np.full(table.size, -1)), "tasks": {}, "masks": {},
                 "idle": (np.zeros(table.size), np.full(table.size, -1)),
                 "largest_card_mb": np.maximum(table.card_capacity_mb.max(axis=1), 1),
-                "gaps": {},
+                "gaps": {}, "gap_growth": {},
             }
         return cache
 

@@ -206,6 +206,37 @@ def test_a_changed_row_is_measured_as_it_is_and_after_the_task_in_one_evaluation
     assert shard_after_bind == afresh.growth(NodeTable(nodes, CONFIG), shard, np.arange(2)).tolist()
 
 
+def test_a_shards_gap_growth_is_computed_for_the_rows_a_bind_changed_once_for_every_shape_of_its_size(monkeypatch):
+    from scheduling.framework.occupancy import apply_bind
+    from scheduling.framework.table import table_for
+    from scheduling.plugins.fgd.gaps import GapTable
+
+    plugin = Fgd(lambda: WORKLOAD, gap_weight=3.0)
+    nodes = [node(1, [600, 0]), node(2, [0, 0]), node(3, [200, 0])]
+    snapshot = ClusterSnapshot(nodes=nodes)
+    table = table_for(snapshot, CONFIG)
+    one_cpu = TaskInfo(id=1, tenant_id=1, gpu_memory_mb=300, cpu_cores=1)
+    two_cpus = TaskInfo(id=2, tenant_id=1, gpu_memory_mb=300, cpu_cores=2)
+    other_size = TaskInfo(id=3, tenant_id=1, gpu_memory_mb=100, cpu_cores=1)
+    measured, growth = [], GapTable.growth
+
+    def counting(self, table, rows, shard_mb):
+        measured.append((shard_mb, rows.tolist()))
+        return growth(self, table, rows, shard_mb)
+
+    monkeypatch.setattr(GapTable, "growth", counting)
+    plugin.growth(table, one_cpu, np.arange(3))
+    plugin.growth(table, two_cpus, np.arange(3))
+    apply_bind(snapshot, one_cpu, nodes[1], [0])
+    after_bind = [plugin.growth(table, task, np.arange(3)).tolist() for task in (two_cpus, one_cpu, other_size)]
+
+    assert measured == [(300, [0, 1, 2]), (300, [1]), (100, [0, 1, 2])]
+    monkeypatch.undo()
+    afresh = [Fgd(lambda: WORKLOAD, gap_weight=3.0).growth(NodeTable(nodes, CONFIG), task, np.arange(3)).tolist()
+              for task in (two_cpus, one_cpu, other_size)]
+    assert after_bind == afresh
+
+
 def test_without_a_target_workload_every_node_scores_alike():
     plugin = Fgd(lambda: TargetWorkload((), ()))
     table = NodeTable([node(1, [600, 0]), node(2, [0, 0])], CONFIG)
