@@ -156,11 +156,10 @@ class Fgd(RowPlugin):
         gaps = cache["gaps"].get(self.gap_horizon)
         if gaps is None:
             gaps = cache["gaps"][self.gap_horizon] = GapTable(cache["workload"], self.gap_horizon)
-        kept = cache["gap_growth"].get((self.gap_horizon, shard_mb))
-        if kept is None:
-            kept = cache["gap_growth"][self.gap_horizon, shard_mb] = (np.zeros((table.size, table.width)),
-                                                                       np.full(table.size, -1))
-        values, versions = kept
+        key = (self.gap_horizon, shard_mb)
+        if key not in cache["gap_growth"]:
+            cache["gap_growth"][key] = (np.zeros((table.size, table.width)), np.full(table.size, -1))
+        values, versions = cache["gap_growth"][key]
         stale = rows[versions[rows] != table.row_version[rows]]
         if len(stale):
             values[stale] = gaps.growth(table, stale, shard_mb)
