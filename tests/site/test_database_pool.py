@@ -14,8 +14,10 @@ from tests.processes import daphne_serving
 
 
 def _server_connections(application_name: str) -> list[tuple[int, float]]:
-    """The server's open connections, told from any other by the name libpq gives them (`PGAPPNAME`)."""
+    """The server's open connections, told from any other by the name libpq gives them (`PGAPPNAME`). A test runs in
+    one transaction, which keeps the first pg_stat_activity it read: each call reads it afresh."""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute("SELECT pid, extract(epoch FROM backend_start) FROM pg_stat_activity "
                        "WHERE application_name = %s", [application_name])
         return cursor.fetchall()
