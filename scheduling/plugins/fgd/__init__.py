@@ -108,11 +108,8 @@ class Fgd(RowPlugin):
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
         cache = table.plugin_cache[NAME]
-        idle, versions = cache["idle"]
-        stale = rows[versions[rows] != table.row_version[rows]]
-        if len(stale):
-            idle[stale] = frag.table_state(table, stale, cache["cores"]).idle.sum(axis=1)
-            versions[stale] = table.row_version[stale]
+        idle = _current_rows(cache["idle"], table, rows,
+                             lambda stale: frag.table_state(table, stale, cache["cores"]).idle.sum(axis=1))
         if task.gpu_required:
             share = float(task.gpu_required)
         elif task.is_fractional:
@@ -120,7 +117,7 @@ class Fgd(RowPlugin):
         else:
             share = 0.0
         cores = cache["cores"][rows]
-        gpu_left = np.clip((idle[rows] - share) / np.maximum(table.gpu_total[rows], 1), 0, 1)
+        gpu_left = np.clip((idle - share) / np.maximum(table.gpu_total[rows], 1), 0, 1)
         cpu_left = np.clip((cores * (1 - table.cpu_usage[rows]) - task.cpu_cores) / np.maximum(cores, 1), 0, 1)
         return 1 - (gpu_left + cpu_left) / 2
 
@@ -138,14 +135,9 @@ class Fgd(RowPlugin):
         growth added; both come from the cache, computed for the rows changed since."""
         key = _task_key(task)
         if key not in cache["tasks"]:
-            shape = (table.size, table.width) if task.is_fractional else (table.size,)
-            cache["tasks"][key] = (np.zeros(shape), np.full(table.size, -1))
-        values, versions = cache["tasks"][key]
-        stale = rows[versions[rows] != table.row_version[rows]]
-        if len(stale):
-            values[stale] = self._growth_by_card(cache, table, task, stale)
-            versions[stale] = table.row_version[stale]
-        growth = values[rows]
+            cache["tasks"][key] = _per_row(table, *((table.width,) if task.is_fractional else ()))
+        growth = _current_rows(cache["tasks"][key], table, rows,
+                               lambda stale: self._growth_by_card(cache, table, task, stale))
         if task.is_fractional and self.gap_weight:
             growth += self.gap_weight * self._gap_growth(cache, table, rows, task.gpu_memory_mb)
         return growth
@@ -158,13 +150,8 @@ class Fgd(RowPlugin):
             gaps = cache["gaps"][self.gap_horizon] = GapTable(cache["workload"], self.gap_horizon)
         key = (self.gap_horizon, shard_mb)
         if key not in cache["gap_growth"]:
-            cache["gap_growth"][key] = (np.zeros((table.size, table.width)), np.full(table.size, -1))
-        values, versions = cache["gap_growth"][key]
-        stale = rows[versions[rows] != table.row_version[rows]]
-        if len(stale):
-            values[stale] = gaps.growth(table, stale, shard_mb)
-            versions[stale] = table.row_version[stale]
-        return values[rows]
+            cache["gap_growth"][key] = _per_row(table, table.width)
+        return _current_rows(cache["gap_growth"][key], table, rows, lambda stale: gaps.growth(table, stale, shard_mb))
 
     def reserve(self, state: CycleState, task: TaskInfo, node: NodeInfo) -> list[int] | None:
         """Reserve: the card for a shard whose fragmentation growth is least (ties → the lowest index) among the
@@ -202,8 +189,7 @@ class Fgd(RowPlugin):
             cache = table.plugin_cache[NAME] = {
                 "workload": workload, "cpu_weight": self.cpu_weight, "shapes": shapes, "cores": cores,
                 "mask_ids": mask_ids,
-                "before": (np.zeros(table.size), np.full(table.size, -1)), "tasks": {}, "masks": {},
-                "idle": (np.zeros(table.size), np.full(table.size, -1)),
+                "before": _per_row(table), "tasks": {}, "masks": {}, "idle": _per_row(table),
                 "largest_card_mb": np.maximum(table.card_capacity_mb.max(axis=1), 1),
                 "gaps": {}, "gap_growth": {},
             }
@@ -273,6 +259,23 @@ class Fgd(RowPlugin):
         if key not in cache["masks"]:
             cache["masks"][key] = frag.card_mask(table, *key)
         return cache["masks"][key]
+
+
+def _per_row(table: NodeTable, *cards: int) -> tuple[np.ndarray, np.ndarray]:
+    """A cache of a value per table row (per row and card with `cards`): the values, and the row version each was
+    computed at (-1: never)."""
+    return np.zeros((table.size, *cards)), np.full(table.size, -1)
+
+
+def _current_rows(kept: tuple[np.ndarray, np.ndarray], table: NodeTable, rows: np.ndarray,
+                  compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`rows`' values from a `_per_row` cache, `compute(stale)` giving those of the rows changed since."""
+    values, versions = kept
+    stale = rows[versions[rows] != table.row_version[rows]]
+    if len(stale):
+        values[stale] = compute(stale)
+        versions[stale] = table.row_version[stale]
+    return values[rows]
 
 
 def _task_key(task: TaskInfo) -> tuple:
