@@ -52,13 +52,17 @@ def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardSt
     exists, ok = table.card_exists[rows], table.card_ok[rows]
     whole_ok = exists & ok & table.card_free[rows]
     share_ok = exists & ok & table.card_no_whole[rows]
-    capacity = table.card_capacity_mb[rows]
     free_mb = np.where(share_ok, np.maximum(table.card_free_mb[rows], 0.0), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(capacity > 0, free_mb / np.where(capacity > 0, capacity, 1), 0.0)
-    idle = np.where(whole_ok, 1.0, np.where(share_ok, np.clip(share, 0.0, 1.0), 0.0))
+    # free_mb is 0 where no shard may go, so is the share there
+    idle = np.where(whole_ok, 1.0, np.minimum(card_share(free_mb, table.card_capacity_mb[rows]), 1.0))
     cpu_free = cores[rows] * (1 - table.cpu_usage[rows])
     return CardState(idle, free_mb, whole_ok, share_ok, cpu_free)
+
+
+def card_share(free_mb: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """free_mb ÷ capacity, 0 where a card has no capacity."""
+    return np.divide(free_mb, capacity, out=np.zeros(np.broadcast_shapes(free_mb.shape, capacity.shape)),
+                     where=capacity > 0)
 
 
 class ShapeArrays:
@@ -71,13 +75,10 @@ class ShapeArrays:
         self.shard_mb = np.array([shape.shard_mb for shape in shapes], float)
         self.cpu = np.array([shape.cpu for shape in shapes], float)
         self.uses_gpu = np.array([shape.uses_gpu for shape in shapes], bool)
-        # The cards a shape needs in one node, as `fragmentation` counts a node's usable cards: in bytes while a node
-        # has fewer than 255 cards; a shape without GPU (or needing more cards than any node has) needs one more
-        # than a node has, so never fits by its cards.
+        # The cards a shape needs in one node: a shape without GPU (or needing more cards than any node has) needs
+        # one more than a node has, so never fits by its cards.
         never = table.width + 1
-        self.count_dtype = np.uint8 if never <= np.iinfo(np.uint8).max else np.int64
-        self.cards_needed = np.where(self.uses_gpu, np.minimum(np.maximum(self.cards, 1), never),
-                                     never).astype(self.count_dtype)
+        cards_needed = np.where(self.uses_gpu, np.minimum(np.maximum(self.cards, 1), never), never)
         self.whole = self.cards > 0
         keys = sorted({(shape.gpu_type, shape.models) for shape in shapes})
         self.key_index = np.array([keys.index((shape.gpu_type, shape.models)) for shape in shapes], np.int64)
@@ -97,6 +98,11 @@ class ShapeArrays:
         # The shard profiles' sizes, each once: profiles of one size differ only in their card masks.
         self.shard_sizes, self.shard_size_of = np.unique([profiles[index][1] for index in self.shard_profiles],
                                                          return_inverse=True)
+        self.fitting_weight, self.cpu_floors = _fitting_weights(self.profile_of, len(profiles), cards_needed,
+                                                                self.cpu - CPU_TOLERANCE, self.weights, never)
+        # Where each profile's block of `fitting_weight` starts, and a usable card's step in it.
+        self.cpu_levels = len(self.cpu_floors) + 1
+        self.fitting_block = np.arange(len(profiles)) * ((never + 1) * self.cpu_levels)
         profile_key_index = np.array([key for _, _, key in profiles], np.int64)
         # profiles × rows × cards
         self.profile_masks = self.masks[profile_key_index] if keys else np.zeros((0, table.size, table.width), bool)
@@ -110,6 +116,19 @@ class ShapeArrays:
 
     def __len__(self) -> int:
         return len(self.weights)
+
+
+def _fitting_weights(profile_of: np.ndarray, profiles: int, cards_needed: np.ndarray, cpu_floor: np.ndarray,
+                     weights: np.ndarray, never: int) -> tuple[np.ndarray, np.ndarray]:
+    """What `fragmentation` reads a state's fitting shapes from, one profile at a time: weights[profile, usable
+    cards, CPU level] is the popularity of the profile's shapes that need no more cards than that and no more CPU
+    than the level's (level j: free CPU at least the j-th lowest of the shapes' CPU floors, 0 below them all); and
+    those floors, sorted. Flattened, with each profile's block `(never + 1) × levels` long."""
+    floors = np.unique(cpu_floor)
+    levels = len(floors) + 1
+    table = np.zeros((profiles, never + 1, levels))
+    np.add.at(table, (profile_of, cards_needed, np.searchsorted(floors, cpu_floor) + 1), weights)
+    return np.cumsum(np.cumsum(table, axis=1), axis=2).ravel(), floors
 
 
 def card_mask(table: NodeTable, gpu_type: str, models: str) -> np.ndarray:
@@ -138,12 +157,15 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
         state.free_mb[None] >= shapes.shard_sizes[:, None, None]))[shapes.shard_size_of]
     if not shapes.any_card:
         usable &= np.take(shapes.profile_masks, rows, axis=1)    # take: indexing a middle axis is ten times slower
-    # Counted as bytes: a sum over a bool axis of a few cards is several times slower.
-    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=shapes.count_dtype)
-    fits = ((np.take(counts, shapes.profile_of, axis=1) >= shapes.cards_needed[None, :])
-            & (state.cpu_free[:, None] >= shapes.cpu[None, :] - CPU_TOLERANCE))
-    used = np.take(np.einsum("pbw,bw->bp", usable, state.idle), shapes.profile_of, axis=1)
-    value = total - (fits * used) @ shapes.weights
+    # Σ over shapes of popularity × fits × the idle capacity it can use, profile by profile: the shapes of a
+    # profile use the same cards, and which of them fit a state is read off `fitting_weight` by its usable cards
+    # and free CPU. Counted over bytes: a sum over a bool axis of a few cards is several times slower. The sum
+    # over profiles runs along each state's own row (states × profiles), whatever states share the call: an
+    # einsum (or a matrix product) rounds a state's sum differently with other states beside it.
+    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=np.intp)
+    fitting = np.take(shapes.fitting_weight, counts * shapes.cpu_levels + shapes.fitting_block
+                      + np.searchsorted(shapes.cpu_floors, state.cpu_free, side="right")[:, None])
+    value = total - (np.einsum("pbw,bw->bp", usable, state.idle) * fitting).sum(axis=1)
     if shapes.cpu_weight:
         value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)
     return value
@@ -168,9 +190,7 @@ def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: 
     count, width = state.idle.shape
     eye = np.eye(width, dtype=bool)[None, :, :]                                     # 1 × placed card × cards
     free_mb = np.where(eye, state.free_mb[:, None, :] - memory_mb, state.free_mb[:, None, :])
-    capacity = capacity[:, None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.clip(np.where(capacity > 0, free_mb / np.where(capacity > 0, capacity, 1), 0.0), 0.0, 1.0)
+    share = np.minimum(np.maximum(card_share(free_mb, capacity[:, None, :]), 0.0), 1.0)
     idle = np.where(eye, share, state.idle[:, None, :])
     whole_ok = state.whole_ok[:, None, :] & ~eye
     share_ok = np.broadcast_to(state.share_ok[:, None, :], (count, width, width))

@@ -154,6 +154,75 @@ def test_a_shape_asking_more_cards_than_a_node_has_counts_every_idle_card_there_
                             workload=many_cards) == pytest.approx([0.0, 255 + 45 * 0.4])
 
 
+def _random_nodes(rng: random.Random, count: int) -> list[NodeInfo]:
+    made = []
+    for node_id in range(1, count + 1):
+        width = rng.choice((2, 4, 8))
+        shards = [rng.choice((0, 0, 250, 500, 600, 900)) for _ in range(width)]
+        whole = tuple(index for index in range(width) if not shards[index] and rng.random() < 0.3)
+        made.append(node(node_id, shards, whole=whole, cpu=rng.choice((1, 2, 4, 6, 8, 16)),
+                         model=rng.choice(("T4", "P100"))))
+    return made
+
+
+def _random_workload(rng: random.Random) -> TargetWorkload:
+    shapes = sorted({Shape(cards=rng.choice((1, 2, 3, 9)), cpu=rng.choice((0.5, 1, 2, 4, 6, 8)),
+                           models=rng.choice(("", "", "T4", "P100"))) for _ in range(12)}
+                    | {Shape(shard_mb=rng.choice((100, 250, 500)), cpu=rng.choice((1, 2, 4, 6)),
+                             models=rng.choice(("", "T4"))) for _ in range(12)}
+                    | {Shape(cpu=rng.choice((1, 4)))}, key=repr)
+    popularity = [rng.random() for _ in shapes]
+    return TargetWorkload(tuple(shapes), tuple(share / sum(popularity) for share in popularity))
+
+
+def test_fragmentation_is_the_popularity_weighted_fragment_of_each_shape_by_its_definition():
+    """Against the paper's F_n(m) worked out shape by shape (the usable cards the shape's size and model allow, its
+    card count and CPU, the free CPU exactly at a shape's CPU included), on random nodes and workloads."""
+    rng = random.Random(7)
+    for _ in range(20):
+        nodes, workload = _random_nodes(rng, 12), _random_workload(rng)
+        table = NodeTable(nodes, CONFIG)
+        rows = np.arange(table.size)
+        state = frag.table_state(table, rows, np.array([float(each.cpu_cores) for each in nodes]))
+        expected = []
+        for row, each in enumerate(nodes):
+            idle = state.idle[row]
+            value = 0.0
+            for shape, share in zip(workload.shapes, workload.popularity):
+                allowed = frag.card_mask(table, shape.gpu_type, shape.models)[row]
+                usable = allowed & (state.whole_ok[row] if shape.cards else
+                                    state.share_ok[row] & (state.free_mb[row] >= shape.shard_mb))
+                fits = (shape.uses_gpu and usable.sum() >= max(shape.cards, 1)
+                        and state.cpu_free[row] >= shape.cpu - frag.CPU_TOLERANCE)
+                value += share * (idle.sum() - (idle[usable].sum() if fits else 0.0))
+            expected.append(value)
+        assert frag.fragmentation(state, rows, frag.ShapeArrays(workload, table)).tolist() \
+            == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_states_fragmentation_does_not_depend_on_the_states_beside_it():
+    """Exactly, to the last bit: the caches compute a state in batches of whatever rows went stale, and a shard's
+    card is the one of least growth, ties to the lowest index, so cards in equal states must measure equal."""
+    rng = random.Random(11)
+    nodes, workload = _random_nodes(rng, 30), _random_workload(rng)
+    table = NodeTable(nodes, CONFIG)
+    rows = np.arange(table.size)
+    cores = np.array([float(each.cpu_cores) for each in nodes])
+    after = frag.after_shards(frag.table_state(table, rows, cores), table.card_capacity_mb[rows], 250, 1.0)
+    every_card = np.repeat(rows, table.width)
+    shapes = frag.ShapeArrays(workload, table, cpu_weight=1.0)
+    together = frag.fragmentation(after, every_card, shapes)
+    for start in range(0, len(every_card), 7):
+        batch = np.arange(start, min(start + rng.choice((1, 3, 7)), len(every_card)))
+        assert frag.fragmentation(after.take(batch), every_card[batch], shapes).tolist() == together[batch].tolist()
+    # Four idle cards alike and one 250 MB shard: on whichever card it goes, the node is left in the same state.
+    alike = NodeTable([node(1, [500, 0, 0, 0, 0]), *nodes], CONFIG)
+    state = frag.table_state(alike, np.array([0]), np.array([8.0]))
+    shard_on_each = frag.after_shards(state, alike.card_capacity_mb[:1], 250, 1.0)
+    values = frag.fragmentation(shard_on_each, np.zeros(alike.width, np.intp), frag.ShapeArrays(workload, alike))
+    assert len(set(values[1:5].tolist())) == 1
+
+
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     from scheduling.framework.occupancy import apply_bind
 
@@ -296,6 +365,41 @@ def test_best_fit_breaks_ties_of_the_totals_at_postscore_towards_the_fuller_node
     paper.score_rows(paper_state, task, table, np.arange(2))
     assert paper.post_score_rows(paper_state, task, table, np.arange(2), np.array([150.0, 150.0])).tolist() == [
         150.0, 150.0]
+
+
+def test_best_fit_reads_the_idle_cards_of_the_rows_a_bind_changed_from_the_scoring_that_measured_them(monkeypatch):
+    """After a bind, scoring a task measures the changed row's cards once: PostScore's best fit finds their idle
+    cards kept, and its totals are those of a fresh plugin."""
+    from scheduling.framework.occupancy import apply_bind
+    from scheduling.framework.table import table_for
+
+    workload = TargetWorkload((Shape(cards=1, cpu=1), SHARD), (0.5, 0.5))
+    nodes = [node(1, [600, 0, 0, 0]), node(2, [0, 0, 0, 0], whole=(0,))]
+    snapshot = ClusterSnapshot(nodes=nodes)
+    table = table_for(snapshot, CONFIG)
+    rows = np.arange(2)
+    task = TaskInfo(id=1, tenant_id=1, gpu_required=1, cpu_cores=1)
+    plugin, state = Fgd(lambda: workload, tie_break="best-fit"), CycleState(CONFIG)
+    plugin.score_rows(state, task, table, rows)
+    plugin.post_score_rows(state, task, table, rows, np.zeros(2))
+    apply_bind(snapshot, task, nodes[0], [1])
+    measured = []
+    measure = frag.table_state
+
+    def counting(table, rows, cores):
+        measured.append(rows.tolist())
+        return measure(table, rows, cores)
+
+    monkeypatch.setattr(frag, "table_state", counting)
+    state = CycleState(CONFIG)
+    plugin.score_rows(state, task, table, rows)
+    totals = plugin.post_score_rows(state, task, table, rows, np.zeros(2))
+    assert measured == [[0]]
+    monkeypatch.undo()
+    afresh, fresh_state, fresh_table = Fgd(lambda: workload, tie_break="best-fit"), CycleState(CONFIG), NodeTable(
+        nodes, CONFIG)
+    afresh.score_rows(fresh_state, task, fresh_table, rows)
+    assert totals.tolist() == afresh.post_score_rows(fresh_state, task, fresh_table, rows, np.zeros(2)).tolist()
 
 
 def test_the_framework_runs_fgds_postscore_so_best_fit_decides_every_time():
