@@ -108,7 +108,8 @@ class Fgd(RowPlugin):
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
         cache = table.plugin_cache[NAME]
-        idle = _current_rows(cache["idle"], table, rows, lambda stale: _table_state(cache, table, stale).idle.sum(axis=1))
+        idle = _current_rows(cache["idle"], table, rows,
+                             lambda stale: _table_state(cache, table, stale).idle.sum(axis=1))
         if task.gpu_required:
             share = float(task.gpu_required)
         elif task.is_fractional:
