@@ -49,9 +49,9 @@ class CardState:
 
 def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardState:
     """The current state of `rows`, read from the framework's table (`cores`: per table row)."""
-    exists, ok = table.card_exists[rows], table.card_ok[rows]
-    whole_ok = exists & ok & table.card_free[rows]
-    share_ok = exists & ok & table.card_no_whole[rows]
+    usable = table.card_exists[rows] & table.card_ok[rows]
+    whole_ok = usable & table.card_free[rows]
+    share_ok = usable & table.card_no_whole[rows]
     free_mb = np.where(share_ok, np.maximum(table.card_free_mb[rows], 0.0), 0.0)
     # free_mb is 0 where no shard may go, so is the share there
     idle = np.where(whole_ok, 1.0, np.minimum(card_share(free_mb, table.card_capacity_mb[rows]), 1.0))
@@ -60,9 +60,8 @@ def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardSt
 
 
 def card_share(free_mb: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """free_mb ÷ capacity, 0 where a card has no capacity."""
-    return np.divide(free_mb, capacity, out=np.zeros(np.broadcast_shapes(free_mb.shape, capacity.shape)),
-                     where=capacity > 0)
+    """free_mb ÷ capacity (of free_mb's shape; capacity may broadcast to it), 0 where a card has no capacity."""
+    return np.divide(free_mb, capacity, out=np.zeros(free_mb.shape), where=capacity > 0)
 
 
 class ShapeArrays:
