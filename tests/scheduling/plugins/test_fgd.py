@@ -223,6 +223,19 @@ def test_a_states_fragmentation_does_not_depend_on_the_states_beside_it():
     assert len(set(values[1:5].tolist())) == 1
 
 
+def _rows_given(monkeypatch, name: str) -> list[list[int]]:
+    """The rows (second argument) of each call of `fragmentation.<name>` from now on, as lists."""
+    given = []
+    original = getattr(frag, name)
+
+    def recording(first, rows, *rest):
+        given.append(rows.tolist())
+        return original(first, rows, *rest)
+
+    monkeypatch.setattr(frag, name, recording)
+    return given
+
+
 def test_growth_is_recomputed_only_for_rows_a_bind_changed():
     from scheduling.framework.occupancy import apply_bind
 
@@ -257,14 +270,7 @@ def test_a_changed_row_is_measured_as_it_is_and_after_the_task_in_one_evaluation
     plugin.growth(table, shard, np.arange(2))
     plugin.growth(table, whole, np.arange(2))
     apply_bind(snapshot, shard, nodes[0], [0])
-    evaluated = []
-    evaluate = frag.fragmentation
-
-    def counting(state, rows, shapes):
-        evaluated.append(rows.tolist())
-        return evaluate(state, rows, shapes)
-
-    monkeypatch.setattr(frag, "fragmentation", counting)
+    evaluated = _rows_given(monkeypatch, "fragmentation")
     after_bind = plugin.growth(table, whole, np.arange(2)).tolist()
     shard_after_bind = plugin.growth(table, shard, np.arange(2)).tolist()
 
@@ -383,14 +389,7 @@ def test_best_fit_reads_the_idle_cards_of_the_rows_a_bind_changed_from_the_scori
     plugin.score_rows(state, task, table, rows)
     plugin.post_score_rows(state, task, table, rows, np.zeros(2))
     apply_bind(snapshot, task, nodes[0], [1])
-    measured = []
-    measure = frag.table_state
-
-    def counting(table, rows, cores):
-        measured.append(rows.tolist())
-        return measure(table, rows, cores)
-
-    monkeypatch.setattr(frag, "table_state", counting)
+    measured = _rows_given(monkeypatch, "table_state")
     state = CycleState(CONFIG)
     plugin.score_rows(state, task, table, rows)
     totals = plugin.post_score_rows(state, task, table, rows, np.zeros(2))
