@@ -77,6 +77,8 @@ class ShapeArrays:
         # The cards a shape needs in one node: a shape without GPU (or needing more cards than any node has) needs
         # one more than a node has, so never fits by its cards.
         never = table.width + 1
+        # `fragmentation` counts a state's usable cards in bytes while a node has fewer than 255 cards.
+        self.count_dtype = np.uint8 if never <= np.iinfo(np.uint8).max else np.intp
         cards_needed = np.where(self.uses_gpu, np.minimum(np.maximum(self.cards, 1), never), never)
         self.whole = self.cards > 0
         keys = sorted({(shape.gpu_type, shape.models) for shape in shapes})
@@ -99,9 +101,9 @@ class ShapeArrays:
                                                          return_inverse=True)
         self.fitting_weight, self.cpu_floors = _fitting_weights(self.profile_of, len(profiles), cards_needed,
                                                                 self.cpu - CPU_TOLERANCE, self.weights, never)
-        # Where each profile's block of `fitting_weight` starts, and a usable card's step in it.
-        self.cpu_levels = len(self.cpu_floors) + 1
-        self.fitting_block = np.arange(len(profiles)) * ((never + 1) * self.cpu_levels)
+        # Where each profile's block of `fitting_weight` starts, and a CPU level's step in it.
+        self.cpu_level_step = never + 1
+        self.fitting_block = np.arange(len(profiles)) * ((len(self.cpu_floors) + 1) * self.cpu_level_step)
         profile_key_index = np.array([key for _, _, key in profiles], np.int64)
         # profiles × rows × cards
         self.profile_masks = self.masks[profile_key_index] if keys else np.zeros((0, table.size, table.width), bool)
@@ -119,15 +121,14 @@ class ShapeArrays:
 
 def _fitting_weights(profile_of: np.ndarray, profiles: int, cards_needed: np.ndarray, cpu_floor: np.ndarray,
                      weights: np.ndarray, never: int) -> tuple[np.ndarray, np.ndarray]:
-    """What `fragmentation` reads a state's fitting shapes from, one profile at a time: weights[profile, usable
-    cards, CPU level] is the popularity of the profile's shapes that need no more cards than that and no more CPU
-    than the level's (level j: free CPU at least the j-th lowest of the shapes' CPU floors, 0 below them all); and
-    those floors, sorted. Flattened, with each profile's block `(never + 1) × levels` long."""
+    """What `fragmentation` reads a state's fitting shapes from, one profile at a time: weights[profile, CPU level,
+    usable cards] is the popularity of the profile's shapes that need no more CPU than the level's and no more cards
+    than that (level j: free CPU at least the j-th lowest of the shapes' CPU floors, 0 below them all); and those
+    floors, sorted. Flattened, with each profile's block `levels × (never + 1)` long."""
     floors = np.unique(cpu_floor)
-    levels = len(floors) + 1
-    table = np.zeros((profiles, never + 1, levels))
-    np.add.at(table, (profile_of, cards_needed, np.searchsorted(floors, cpu_floor) + 1), weights)
-    return np.cumsum(np.cumsum(table, axis=1), axis=2).ravel(), floors
+    table = np.zeros((profiles, len(floors) + 1, never + 1))
+    np.add.at(table, (profile_of, np.searchsorted(floors, cpu_floor) + 1, cards_needed), weights)
+    return np.cumsum(np.cumsum(table, axis=2), axis=1).ravel(), floors
 
 
 def card_mask(table: NodeTable, gpu_type: str, models: str) -> np.ndarray:
@@ -158,12 +159,12 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
         usable &= np.take(shapes.profile_masks, rows, axis=1)    # take: indexing a middle axis is ten times slower
     # Σ over shapes of popularity × fits × the idle capacity it can use, profile by profile: the shapes of a
     # profile use the same cards, and which of them fit a state is read off `fitting_weight` by its usable cards
-    # and free CPU. Counted over bytes: a sum over a bool axis of a few cards is several times slower. The sum
+    # and free CPU. Counted as bytes: a sum over a bool axis of a few cards is several times slower. The sum
     # over profiles runs along each state's own row (states × profiles), whatever states share the call: an
     # einsum (or a matrix product) rounds a state's sum differently with other states beside it.
-    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=np.intp)
-    fitting = np.take(shapes.fitting_weight, counts * shapes.cpu_levels + shapes.fitting_block
-                      + np.searchsorted(shapes.cpu_floors, state.cpu_free, side="right")[:, None])
+    counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=shapes.count_dtype).astype(np.intp, copy=False)
+    level = np.searchsorted(shapes.cpu_floors, state.cpu_free, side="right") * shapes.cpu_level_step
+    fitting = np.take(shapes.fitting_weight, counts + level[:, None] + shapes.fitting_block)
     value = total - (np.einsum("pbw,bw->bp", usable, state.idle) * fitting).sum(axis=1)
     if shapes.cpu_weight:
         value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)
