@@ -68,18 +68,18 @@ def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, 
     """`{"node", "victims": [{"task", "priority"}], "frees": {...}, "reclaim"}` when evicting would make room for the
     task (`"stopping": true` when its victims were evicted already and are stopping), else `{"code", "message"}`.
     `viewer_tenant_id` is the tenant asking (None for staff): other tenants' victims are shown to it without id."""
-    with read_only_transaction():
-        row = Task.objects.filter(id=task_id).values_list("status", *TASK_INFO_FIELDS).first()
-        if row is None:
-            raise Task.DoesNotExist(task_id)
-        status, task = row[0], task_info_from_row(row[1:])
-        if status != lifecycle.PENDING:
-            return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
-        generation = _cycle_generation()
-        if generation is None:
-            return _plan_in_generation(task, viewer_tenant_id, NO_CYCLE)
-        key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
-        return cache.get_or_set(key, lambda: _plan_in_generation(task, viewer_tenant_id, generation), CACHE_SECONDS)
+    # The task as it is now, in a statement of its own: the plan is made on the generation's cluster, read before.
+    row = Task.objects.filter(id=task_id).values_list("status", *TASK_INFO_FIELDS).first()
+    if row is None:
+        raise Task.DoesNotExist(task_id)
+    status, task = row[0], task_info_from_row(row[1:])
+    if status != lifecycle.PENDING:
+        return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
+    generation = _cycle_generation()
+    if generation is None:
+        return _plan_in_generation(task, viewer_tenant_id, NO_CYCLE)
+    key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
+    return cache.get_or_set(key, lambda: _plan_in_generation(task, viewer_tenant_id, generation), CACHE_SECONDS)
 
 
 class _Generation:
@@ -101,8 +101,10 @@ _snapshots = SnapshotCache(prunes_log=False)
 
 
 def _plan_in_generation(task: TaskInfo, viewer_tenant_id: int | None, stamp: str) -> dict[str, Any]:
+    """The plan, with the generation's cluster read afresh when it is another cycle's or too old; whatever either
+    reads (the cluster, a plan's candidates) in one read-only transaction."""
     global _generation
-    with _generation_lock:
+    with _generation_lock, read_only_transaction():
         if (_generation is None or _generation.stamp != stamp
                 or time.monotonic() - _generation.read_at >= GENERATION_SECONDS):
             _generation = None  # the previous cluster is not kept while the next one is read

@@ -8,6 +8,8 @@ node the test changed would count as changed at every look.
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from nodes.models import Node
 from scheduling.what_if import preemption_plan as plan_module
@@ -43,3 +45,22 @@ def test_a_new_generation_reads_only_the_nodes_changed_since_the_last(tenant, ot
     assert snapshots.nodes_reread == rereads + 1, "only the node that changed was read again"
     assert second["node"] != first["node"], "the plan saw the node go offline"
     assert second == plan_on_a_fresh_snapshot(urgent.id)
+
+
+def test_a_plan_on_a_generation_already_read_reads_only_its_task(tenant, monkeypatch):
+    """issue 47 item 4: the page of a pending task made the plan's read-only transaction (BEGIN, SET TRANSACTION,
+    the task, COMMIT) around one statement, on a cluster the generation had already read."""
+    make_node(cards=8, name="free")
+    first, second = (make_task(tenant=tenant, gpu_required=1) for _ in range(2))
+    monkeypatch.setattr(plan_module, "_cycle_generation", lambda: f"cycle-{uuid.uuid4()}")
+    preemption_plan(task_id=first.id, viewer_tenant_id=None)
+    monkeypatch.setattr(plan_module, "_cycle_generation", lambda: plan_module._generation.stamp)
+
+    with CaptureQueriesContext(connection) as captured:
+        plan = preemption_plan(task_id=second.id, viewer_tenant_id=None)
+
+    assert plan["code"] == plan_module.FITS_NOW
+    # Django notes BEGIN and COMMIT as it enters and leaves the block; psycopg sends neither while nothing is read
+    # inside (test_read_only.py).
+    statements = [query["sql"] for query in captured.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(statements) == 1 and statements[0].startswith('SELECT "scheduling_task"."status"')
