@@ -41,4 +41,4 @@ class PreemptionPlanApi(APIView):
     def get(self, request, task_id: int):
         task = get_object_or_404(tasks_visible_to(request.user), id=task_id)
         viewer = tenant_of(request.user)
-        return Response(preemption_plan(task_id=task.id, viewer_tenant_id=viewer.id if viewer else None))
+        return Response(preemption_plan(task=task, viewer_tenant_id=viewer.id if viewer else None))

@@ -228,14 +228,14 @@ def task_detail(request, task_id: int):
         return redirect("task-detail", task_id=task.id)
     pending = task.status == lifecycle.PENDING
     if request.htmx and request.htmx.target == preemption_plan.FRAGMENT:
-        panel = preemption_plan.panel_within_budget(request, task_id=task.id) if pending else None
+        panel = preemption_plan.panel_within_budget(request, task=task) if pending else None
         return render_page(request, preemption_plan.TEMPLATE, {"task": task, "preemption": panel},
                            fragment=preemption_plan.FRAGMENT)
     context = {
         "task": task,
         # Planned for the full page and the panel's own 15 s refresh only, never for the 3 s live fragment (which
         # does not show it): each plan reads the whole cluster.
-        "preemption": (preemption_plan.panel_within_budget(request, task_id=task.id)
+        "preemption": (preemption_plan.panel_within_budget(request, task=task)
                        if pending and not request.htmx else None),
         "events": task.events.all(),
         "why": why_pending(getattr(task, "attempt", None), admin=is_admin(request.user)),

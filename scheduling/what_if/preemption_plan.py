@@ -7,12 +7,14 @@ other tenants' victims only how many there are and their priorities (design §15
 
 A plan reads the whole cluster, so it is computed once per scheduling cycle for a task and viewer and kept in the
 cache under the cycle's generation (`metrics.last_cycle_stamp`): the cluster it is computed from is the one the
-cycle saw. Whether the task is still pending is read on every call. The process keeps the generation's snapshot
-and framework too, so the plans of other tasks in that generation are computed on it as a cycle schedules its tasks
-one after another on one snapshot (planning evicts nobody, so it leaves the snapshot as it found it), for
-GENERATION_SECONDS at most (a stopped scheduler ends no generation). A new generation's snapshot comes from the
-process's own scheduler cache (`SnapshotCache`), which re-reads only the nodes changed since the last generation:
-reading the whole cluster afresh took ~1 s at 5,000 nodes, once per cycle in every web process.
+cycle saw. Whether the task is still pending is read on every call (the caller's own read of the task it shows).
+The process keeps the generation's snapshot and framework too, so the plans of other tasks in that generation are
+computed on it as a cycle schedules its tasks one after another on one snapshot (planning evicts nobody, so it
+leaves the snapshot as it found it), for GENERATION_SECONDS at most (a stopped scheduler ends no generation). A new
+generation's snapshot comes from the process's own scheduler cache (`SnapshotCache`), which re-reads only the nodes
+changed since the last generation: reading the whole cluster afresh took ~1 s at 5,000 nodes, once per cycle in
+every web process. What a plan reads (a new generation's cluster, a plan's candidates) it reads in one read-only
+transaction.
 
 Without any cycle (no scheduler has run since Redis started, or Redis is unreachable) the plans are not cached, but
 they still share the process's snapshot for GENERATION_SECONDS: one snapshot per page view would cost each view of a
@@ -64,22 +66,19 @@ class _PlanOnly(PreemptionHandle):
         return self.plan(task, result, snapshot, preempt_stage=preempt_stage)
 
 
-def preemption_plan(*, task_id: int, viewer_tenant_id: int | None) -> dict[str, Any]:
+def preemption_plan(*, task: Task, viewer_tenant_id: int | None) -> dict[str, Any]:
     """`{"node", "victims": [{"task", "priority"}], "frees": {...}, "reclaim"}` when evicting would make room for the
     task (`"stopping": true` when its victims were evicted already and are stopping), else `{"code", "message"}`.
+    `task` is as the caller has just read it (the page or the API request showing it: the plan reads it no more);
     `viewer_tenant_id` is the tenant asking (None for staff): other tenants' victims are shown to it without id."""
-    # The task as it is now, in a statement of its own: the plan is made on the generation's cluster, read before.
-    row = Task.objects.filter(id=task_id).values_list("status", *TASK_INFO_FIELDS).first()
-    if row is None:
-        raise Task.DoesNotExist(task_id)
-    status, task = row[0], task_info_from_row(row[1:])
-    if status != lifecycle.PENDING:
-        return {"code": NOT_PENDING, "message": f"Task {task_id} is {status}: only a pending task preempts."}
+    if task.status != lifecycle.PENDING:
+        return {"code": NOT_PENDING, "message": f"Task {task.id} is {task.status}: only a pending task preempts."}
+    info = task_info_from_row(tuple(getattr(task, field) for field in TASK_INFO_FIELDS))
     generation = _cycle_generation()
     if generation is None:
-        return _plan_in_generation(task, viewer_tenant_id, NO_CYCLE)
-    key = f"preemption-plan:{task_id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
-    return cache.get_or_set(key, lambda: _plan_in_generation(task, viewer_tenant_id, generation), CACHE_SECONDS)
+        return _plan_in_generation(info, viewer_tenant_id, NO_CYCLE)
+    key = f"preemption-plan:{task.id}:{viewer_tenant_id if viewer_tenant_id is not None else 'staff'}:{generation}"
+    return cache.get_or_set(key, lambda: _plan_in_generation(info, viewer_tenant_id, generation), CACHE_SECONDS)
 
 
 class _Generation:

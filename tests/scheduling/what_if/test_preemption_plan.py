@@ -37,7 +37,7 @@ def test_the_plan_is_what_the_cycle_then_does(tenant, other_tenant):
     dear, own, others = _full_nodes(tenant, other_tenant)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    plan = plan_of(urgent.id, viewer_tenant_id=None)
 
     assert statuses(dear, own, others, urgent) == ["running", "running", "running", "pending"]
     assert plan["node"] == "node-b"
@@ -56,7 +56,7 @@ def test_a_tenant_sees_only_the_count_and_priorities_of_other_tenants_victims(te
     _, own, _ = _full_nodes(tenant, other_tenant)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+    plan = plan_of(urgent.id, viewer_tenant_id=tenant.id)
 
     assert plan["victims"] == [{"task": own.id, "priority": 10}, {"task": None, "priority": 20}]
     assert plan["other_tenants_victims"] == 1
@@ -68,7 +68,7 @@ def test_victims_already_stopping_for_the_task_are_shown_as_stopping(tenant, oth
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
     run_cycle()
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    plan = plan_of(urgent.id, viewer_tenant_id=None)
 
     assert plan["stopping"] is True and plan["node"] == "node-b"
     assert sorted(victim["task"] for victim in plan["victims"]) == sorted([own.id, others.id])
@@ -79,13 +79,13 @@ def test_no_eviction_would_help_says_why_per_node(tenant):
     placed_task(tenant=tenant, node=node, gpus=list(range(8)), priority=95)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+    plan = plan_of(urgent.id, viewer_tenant_id=tenant.id)
 
     assert plan["code"] == "InsufficientResources"
     assert "no preemption victims found" in plan["message"]
     # A tenant reads counts by reason, never node names (issue 27 item 5); staff read each node's reason.
     assert plan["node_reason_counts"] == {"no eligible victims": 1} and "node_reasons" not in plan
-    staff = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    staff = plan_of(urgent.id, viewer_tenant_id=None)
     assert staff["node_reasons"] == {node.name: "no eligible victims"}
 
 
@@ -100,7 +100,7 @@ def test_when_preemption_does_not_apply_the_plan_says_so(tenant, setup, expected
         PluginConfig.objects.filter(name="preempt").update(extra={"preempt_stage": "disabled"})
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8, type="training" if setup == "training" else "batch")
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
+    plan = plan_of(urgent.id, viewer_tenant_id=None)
 
     assert plan["code"] == "InsufficientResources"
     assert plan["message"].endswith(expected)
@@ -110,7 +110,7 @@ def test_a_task_that_fits_needs_no_eviction(tenant):
     make_node(cards=8, name="roomy")
     task = make_task(tenant=tenant, priority=90, gpu_required=2)
 
-    plan = preemption_plan(task_id=task.id, viewer_tenant_id=None)
+    plan = plan_of(task.id, viewer_tenant_id=None)
 
     assert plan["code"] == FITS_NOW and "roomy" in plan["message"]
 
@@ -119,7 +119,7 @@ def test_only_a_pending_task_has_a_plan(tenant):
     node = make_node(cards=8)
     running = placed_task(tenant=tenant, node=node, gpus=[0], priority=90)
 
-    assert preemption_plan(task_id=running.id, viewer_tenant_id=None)["code"] == NOT_PENDING
+    assert plan_of(running.id, viewer_tenant_id=None)["code"] == NOT_PENDING
 
 
 def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(tenant, other_tenant):
@@ -128,9 +128,14 @@ def test_a_tenant_never_reads_the_name_of_a_node_dedicated_to_another_tenant(ten
     placed_task(tenant=other_tenant, node=dedicated, gpus=list(range(8)), priority=10)
     urgent = make_task(tenant=tenant, priority=90, gpu_required=8)
 
-    plan = preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)
+    plan = plan_of(urgent.id, viewer_tenant_id=tenant.id)
 
     assert "secret-dedicated-node" not in str(plan)
+
+
+def plan_of(task_id: int, *, viewer_tenant_id: int | None) -> dict:
+    """The plan as the task page and the API ask for it, with the task as read now."""
+    return preemption_plan(task=Task.objects.get(id=task_id), viewer_tenant_id=viewer_tenant_id)
 
 
 def plan_on_a_fresh_snapshot(task_id: int) -> dict:
@@ -163,17 +168,17 @@ def test_a_plan_is_computed_once_per_cycle_for_each_viewer(tenant, other_tenant,
     builds = _looks(monkeypatch)
     generation = _generations(monkeypatch)
 
-    first = preemption_plan(task_id=urgent.id, viewer_tenant_id=None)
-    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
-    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=tenant.id)["victims"][1]["task"] is None
+    first = plan_of(urgent.id, viewer_tenant_id=None)
+    assert plan_of(urgent.id, viewer_tenant_id=None) == first
+    assert plan_of(urgent.id, viewer_tenant_id=tenant.id)["victims"][1]["task"] is None
     assert len(builds) == 1, "the viewers' plans share the generation's snapshot"
 
     generation.append(f"cycle-{uuid.uuid4()}")
-    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None) == first
+    assert plan_of(urgent.id, viewer_tenant_id=None) == first
     assert len(builds) == 2
 
     Task.objects.filter(id=urgent.id).update(status="stopped")
-    assert preemption_plan(task_id=urgent.id, viewer_tenant_id=None)["code"] == NOT_PENDING
+    assert plan_of(urgent.id, viewer_tenant_id=None)["code"] == NOT_PENDING
 
 
 def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_own(tenant, other_tenant,
@@ -186,14 +191,14 @@ def test_the_plans_of_a_generation_share_its_snapshot_and_equal_plans_of_their_o
     builds = _looks(monkeypatch)
     _generations(monkeypatch)
 
-    shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in [*urgent, fits]]
+    shared = [plan_of(task.id, viewer_tenant_id=None) for task in [*urgent, fits]]
 
     assert shared == own and "node" in shared[0] and shared[-1]["code"] == FITS_NOW
     assert len(builds) == 1
     monkeypatch.setattr(plan_module, "GENERATION_SECONDS", 0.0)
-    preemption_plan(task_id=make_task(tenant=tenant, priority=90, gpu_required=8, name="later").id,
+    plan_of(make_task(tenant=tenant, priority=90, gpu_required=8, name="later").id,
                     viewer_tenant_id=None)
-    preemption_plan(task_id=make_task(tenant=tenant, priority=90, gpu_required=8, name="later2").id,
+    plan_of(make_task(tenant=tenant, priority=90, gpu_required=8, name="later2").id,
                     viewer_tenant_id=None)
     assert len(builds) == 3, "a generation the scheduler does not end is re-read after GENERATION_SECONDS"
 
@@ -207,10 +212,10 @@ def test_without_any_cycle_the_plans_still_share_a_snapshot_for_a_generations_ti
     builds = _looks(monkeypatch)
     monkeypatch.setattr(plan_module, "_cycle_generation", lambda: None)
 
-    shared = [preemption_plan(task_id=task.id, viewer_tenant_id=None) for task in urgent]
+    shared = [plan_of(task.id, viewer_tenant_id=None) for task in urgent]
 
     assert shared == own and "node" in shared[0]
     assert len(builds) == 1, "the plans of one generation's time share one snapshot"
     monkeypatch.setattr(plan_module, "GENERATION_SECONDS", 0.0)
-    assert preemption_plan(task_id=urgent[0].id, viewer_tenant_id=None) == own[0]
+    assert plan_of(urgent[0].id, viewer_tenant_id=None) == own[0]
     assert len(builds) == 2, "without a cycle, the snapshot is read again after GENERATION_SECONDS"
