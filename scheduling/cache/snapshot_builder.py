@@ -142,6 +142,11 @@ def task_info_from_row(row: tuple) -> TaskInfo:
     return info
 
 
+def task_info_from_task(task: Task) -> TaskInfo:
+    """A TaskInfo from a task already read whole (a view's, an API request's)."""
+    return task_info_from_row(tuple(getattr(task, field) for field in TASK_INFO_FIELDS))
+
+
 def newest_tasks(count: int) -> list[TaskInfo]:
     """The `count` most recently created tasks (any state), oldest first."""
     rows = Task.objects.order_by("-created_at", "-id").values_list(*TASK_INFO_FIELDS)[:count]

@@ -31,7 +31,7 @@ from typing import Any
 from django.core.cache import cache
 
 from scheduling import lifecycle, metrics
-from scheduling.cache.snapshot_builder import TASK_INFO_FIELDS, prepare_admission, task_info_from_row
+from scheduling.cache.snapshot_builder import prepare_admission, task_info_from_task
 from scheduling.cache.snapshot_cache import SnapshotCache
 from scheduling.framework.framework import Framework
 from scheduling.framework.registry import PluginSet
@@ -73,7 +73,7 @@ def preemption_plan(*, task: Task, viewer_tenant_id: int | None) -> dict[str, An
     `viewer_tenant_id` is the tenant asking (None for staff): other tenants' victims are shown to it without id."""
     if task.status != lifecycle.PENDING:
         return {"code": NOT_PENDING, "message": f"Task {task.id} is {task.status}: only a pending task preempts."}
-    info = task_info_from_row(tuple(getattr(task, field) for field in TASK_INFO_FIELDS))
+    info = task_info_from_task(task)
     generation = _cycle_generation()
     if generation is None:
         return _plan_in_generation(info, viewer_tenant_id, NO_CYCLE)

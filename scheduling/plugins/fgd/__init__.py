@@ -109,7 +109,7 @@ class Fgd(RowPlugin):
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
         cache = table.plugin_cache[NAME]
         idle = _current_rows(cache["idle"], table, rows,
-                             lambda stale: _table_state(cache, table, stale).idle.sum(axis=1))
+                             lambda stale: frag.table_state(table, stale, cache["cores"]).idle.sum(axis=1))
         if task.gpu_required:
             share = float(task.gpu_required)
         elif task.is_fractional:
@@ -117,8 +117,8 @@ class Fgd(RowPlugin):
         else:
             share = 0.0
         cores = cache["cores"][rows]
-        gpu_left = _unit((idle - share) / np.maximum(table.gpu_total[rows], 1))
-        cpu_left = _unit((cores * (1 - table.cpu_usage[rows]) - task.cpu_cores) / np.maximum(cores, 1))
+        gpu_left = frag.unit_interval((idle - share) / np.maximum(table.gpu_total[rows], 1))
+        cpu_left = frag.unit_interval((cores * (1 - table.cpu_usage[rows]) - task.cpu_cores) / np.maximum(cores, 1))
         return 1 - (gpu_left + cpu_left) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:
@@ -279,17 +279,13 @@ def _current_rows(kept: tuple[np.ndarray, np.ndarray], table: NodeTable, rows: n
 
 
 def _table_state(cache: dict[str, Any], table: NodeTable, rows: np.ndarray) -> frag.CardState:
-    """The card state of `rows`; their idle cards, which best fit reads, are kept on the way."""
+    """The card state of `rows`; their idle cards, which best fit reads, are kept on the way (so that a scoring
+    measures a changed row once)."""
     state = frag.table_state(table, rows, cache["cores"])
     idle, versions = cache["idle"]
     idle[rows] = state.idle.sum(axis=1)
     versions[rows] = table.row_version[rows]
     return state
-
-
-def _unit(values: np.ndarray) -> np.ndarray:
-    """`values` clipped to [0, 1] (np.clip's wrappers cost more than its work on a few hundred rows)."""
-    return np.minimum(np.maximum(values, 0.0), 1.0)
 
 
 def _task_key(task: TaskInfo) -> tuple:

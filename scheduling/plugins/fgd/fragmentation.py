@@ -59,6 +59,11 @@ def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardSt
     return CardState(idle, free_mb, whole_ok, share_ok, cpu_free)
 
 
+def unit_interval(values: np.ndarray) -> np.ndarray:
+    """`values` clipped to [0, 1] (np.clip's wrappers cost more than its work on a few hundred rows)."""
+    return np.minimum(np.maximum(values, 0.0), 1.0)
+
+
 def card_share(free_mb: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """free_mb ÷ capacity (of free_mb's shape; capacity may broadcast to it), 0 where a card has no capacity."""
     return np.divide(free_mb, capacity, out=np.zeros(free_mb.shape), where=capacity > 0)
@@ -190,7 +195,7 @@ def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: 
     count, width = state.idle.shape
     eye = np.eye(width, dtype=bool)[None, :, :]                                     # 1 × placed card × cards
     free_mb = np.where(eye, state.free_mb[:, None, :] - memory_mb, state.free_mb[:, None, :])
-    share = np.minimum(np.maximum(card_share(free_mb, capacity[:, None, :]), 0.0), 1.0)
+    share = unit_interval(card_share(free_mb, capacity[:, None, :]))
     idle = np.where(eye, share, state.idle[:, None, :])
     whole_ok = state.whole_ok[:, None, :] & ~eye
     share_ok = np.broadcast_to(state.share_ok[:, None, :], (count, width, width))

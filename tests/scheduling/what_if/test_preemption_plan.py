@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from scheduling.cache.snapshot_builder import build_snapshot
+from scheduling.cache.snapshot_builder import build_snapshot, task_info_from_task
 from scheduling.cycle.run import run_cycle
 from scheduling.models import PluginConfig, Task
 from scheduling.what_if import preemption_plan as plan_module
@@ -140,8 +140,7 @@ def plan_of(task_id: int, *, viewer_tenant_id: int | None) -> dict:
 
 def plan_on_a_fresh_snapshot(task_id: int) -> dict:
     """The task's plan computed on a snapshot of the whole cluster read now, outside any generation."""
-    task = plan_module.task_info_from_row(
-        Task.objects.filter(id=task_id).values_list(*plan_module.TASK_INFO_FIELDS).get())
+    task = task_info_from_task(Task.objects.get(id=task_id))
     return plan_module._plan(task, None, cluster=plan_module._cluster(build_snapshot()))
 
 
