@@ -196,17 +196,17 @@ class Fgd(RowPlugin):
         return cache
 
     @staticmethod
-    def _before_and_after(cache: dict[str, Any], table: NodeTable, rows: np.ndarray, state: frag.CardState,
-                          after: frag.CardState, after_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """F of `rows` as they are (`state`; kept per row version for every task shape) and F of the `after` states
-        (of `after_rows`): one `fragmentation` call for both when some rows' F went stale."""
+    def _before_and_after(cache: dict[str, Any], table: NodeTable, rows: np.ndarray,
+                          now: Callable[[np.ndarray], frag.Measured],
+                          after: frag.Measured) -> tuple[np.ndarray, np.ndarray]:
+        """F of `rows` as they are (kept per row version for every task shape; `now(positions)` measures those of
+        `rows` whose F went stale) and F of the `after` states: one `fragmentation_of` call for both."""
         values, versions = cache["before"]
         stale = np.flatnonzero(versions[rows] != table.row_version[rows])
         if not len(stale):
-            return values[rows], frag.fragmentation(after, after_rows, cache["shapes"])
+            return values[rows], frag.fragmentation_of(after, cache["shapes"])
         changed = rows[stale]
-        now = state if len(stale) == len(rows) else state.take(stale)
-        both = frag.fragmentation(now.joined(after), np.concatenate((changed, after_rows)), cache["shapes"])
+        both = frag.fragmentation_of(now(stale).joined(after), cache["shapes"])
         values[changed] = both[: len(stale)]
         versions[changed] = table.row_version[changed]
         return values[rows], both[len(stale):]
@@ -235,22 +235,28 @@ class Fgd(RowPlugin):
     def _growth_of(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo, rows: np.ndarray,
                    state: frag.CardState, mask: np.ndarray) -> np.ndarray:
         cpu = float(task.cpu_cores)
-        if task.gpu_required > 0:
-            taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb)
-            before, after = self._before_and_after(cache, table, rows, state, frag.after_whole(state, taken, cpu), rows)
-            return after - before
+        shapes = cache["shapes"]
         if task.is_fractional:
             eligible = mask & state.share_ok & table.shard_room(task, rows)
             # Only the cards the shard can take are measured: the others' ΔF is +inf whatever F would be.
             placed = np.flatnonzero(eligible)
             shards = frag.after_shards(state, table.card_capacity_mb[rows], task.gpu_memory_mb, cpu).take(placed)
-            before, after = self._before_and_after(cache, table, rows, state, shards,
-                                                   np.repeat(rows, table.width)[placed])
+
+            def measured_now(stale: np.ndarray) -> frag.Measured:
+                return frag.measured(state.take(stale) if len(stale) < len(rows) else state, rows[stale], shapes)
+
+            before, after = self._before_and_after(cache, table, rows, measured_now,
+                                                   frag.measured(shards, np.repeat(rows, table.width)[placed], shapes))
             values = np.full(eligible.size, np.inf)
             values[placed] = after
             return np.where(eligible, values.reshape(eligible.shape) - before[:, None], np.inf)
-        before, after = self._before_and_after(cache, table, rows, state,
-                                               frag.after_whole(state, np.zeros_like(mask), cpu), rows)
+        # A whole-card (or CPU-only) task's after-states are these states less the cards it takes.
+        taken = frag.cards_for_whole(state, mask, task.gpu_required, task.gpu_memory_mb) if task.gpu_required > 0 \
+            else None
+        now = frag.measured(state, rows, shapes)
+        before, after = self._before_and_after(cache, table, rows,
+                                               lambda stale: now.take(stale) if len(stale) < len(rows) else now,
+                                               now.after_whole(taken, cpu))
         return after - before
 
     @staticmethod

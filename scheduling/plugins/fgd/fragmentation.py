@@ -18,6 +18,7 @@ Everything is evaluated for many node states at once: a `CardState` holds, per s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,18 +41,11 @@ class CardState:
         return CardState(self.idle[index], self.free_mb[index], self.whole_ok[index], self.share_ok[index],
                          self.cpu_free[index])
 
-    def joined(self, other: CardState) -> CardState:
-        """These states, then `other`'s."""
-        return CardState(*(np.concatenate((mine, theirs)) for mine, theirs in (
-            (self.idle, other.idle), (self.free_mb, other.free_mb), (self.whole_ok, other.whole_ok),
-            (self.share_ok, other.share_ok), (self.cpu_free, other.cpu_free))))
-
 
 def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardState:
     """The current state of `rows`, read from the framework's table (`cores`: per table row)."""
-    usable = table.card_exists[rows] & table.card_ok[rows]
-    whole_ok = usable & table.card_free[rows]
-    share_ok = usable & table.card_no_whole[rows]
+    whole_ok = table.card_usable[rows]
+    share_ok = table.card_shardable[rows]
     free_mb = np.where(share_ok, np.maximum(table.card_free_mb[rows], 0.0), 0.0)
     # free_mb is 0 where no shard may go, so is the share there
     idle = np.where(whole_ok, 1.0, np.minimum(card_share(free_mb, table.card_capacity_mb[rows]), 1.0))
@@ -150,11 +144,37 @@ def card_mask(table: NodeTable, gpu_type: str, models: str) -> np.ndarray:
     return mask
 
 
+class Measured(NamedTuple):
+    """States as `fragmentation_of` reads them: the cards each GPU profile may use (profiles × states × cards), the
+    cards' idle shares and the free CPU cores."""
+    usable: np.ndarray
+    idle: np.ndarray
+    cpu_free: np.ndarray
+
+    def take(self, index: np.ndarray) -> Measured:
+        return Measured(self.usable[:, index], self.idle[index], self.cpu_free[index])
+
+    def joined(self, other: Measured) -> Measured:
+        """These states, then `other`'s."""
+        return Measured(np.concatenate((self.usable, other.usable), axis=1), np.concatenate((self.idle, other.idle)),
+                        np.concatenate((self.cpu_free, other.cpu_free)))
+
+    def after_whole(self, taken: np.ndarray | None, cpu: float) -> Measured:
+        """The states once a task took the `taken` cards (each held whole; None: no card) and `cpu` cores: no
+        profile may use a card taken, idle no more; the other cards are as they were."""
+        if taken is None:
+            return Measured(self.usable, self.idle, self.cpu_free - cpu)
+        return Measured(self.usable & ~taken[None], np.where(taken, 0.0, self.idle), self.cpu_free - cpu)
+
+
 def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np.ndarray:
     """F_n for each state (`rows[i]` is the table row state i belongs to, for the card masks)."""
-    total = state.idle.sum(axis=1)
-    if not len(shapes):
-        return np.zeros(len(total))
+    if not len(shapes.weights):
+        return np.zeros(len(state.idle))
+    return fragmentation_of(measured(state, rows, shapes), shapes)
+
+
+def measured(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> Measured:
     # profiles × states × cards, profile by profile: each profile's cards are one contiguous block to fill
     usable = np.empty((len(shapes.profile_whole), *state.idle.shape), bool)
     usable[shapes.whole_profiles] = state.whole_ok
@@ -162,17 +182,24 @@ def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np
         state.free_mb[None] >= shapes.shard_sizes[:, None, None]))[shapes.shard_size_of]
     if not shapes.any_card:
         usable &= np.take(shapes.profile_masks, rows, axis=1)    # take: indexing a middle axis is ten times slower
+    return Measured(usable, state.idle, state.cpu_free)
+
+
+def fragmentation_of(states: Measured, shapes: ShapeArrays) -> np.ndarray:
+    """`fragmentation` of `measured` states (of a workload with shapes)."""
+    usable, idle, cpu_free = states
+    total = idle.sum(axis=1)
     # Σ over shapes of popularity × fits × the idle capacity it can use, profile by profile: the shapes of a
     # profile use the same cards, and which of them fit a state is read off `fitting_weight` by its usable cards
     # and free CPU. Counted as bytes: a sum over a bool axis of a few cards is several times slower. The sum
     # over profiles runs along each state's own row (states × profiles), whatever states share the call: an
     # einsum (or a matrix product) rounds a state's sum differently with other states beside it.
     counts = np.einsum("pbw->bp", usable.view(np.uint8), dtype=shapes.count_dtype).astype(np.intp, copy=False)
-    level = np.searchsorted(shapes.cpu_floors, state.cpu_free, side="right") * shapes.cpu_level_step
+    level = np.searchsorted(shapes.cpu_floors, cpu_free, side="right") * shapes.cpu_level_step
     fitting = np.take(shapes.fitting_weight, counts + level[:, None] + shapes.fitting_block)
-    value = total - (np.einsum("pbw,bw->bp", usable, state.idle) * fitting).sum(axis=1)
+    value = total - (np.einsum("pbw,bw->bp", usable, idle) * fitting).sum(axis=1)
     if shapes.cpu_weight:
-        value += shapes.cpu_weight * np.maximum(total - state.cpu_free / shapes.cpu_per_card, 0)
+        value += shapes.cpu_weight * np.maximum(total - cpu_free / shapes.cpu_per_card, 0)
     return value
 
 
@@ -183,11 +210,6 @@ def cards_for_whole(state: CardState, task_mask: np.ndarray, needed: int, memory
     if memory_mb:
         usable &= state.free_mb >= memory_mb
     return usable & (np.cumsum(usable, axis=1) <= needed)
-
-
-def after_whole(state: CardState, taken: np.ndarray, cpu: float) -> CardState:
-    return CardState(np.where(taken, 0.0, state.idle), np.where(taken, 0.0, state.free_mb), state.whole_ok & ~taken,
-                     state.share_ok & ~taken, state.cpu_free - cpu)
 
 
 def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: float) -> CardState:

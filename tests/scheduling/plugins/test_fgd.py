@@ -257,7 +257,7 @@ def test_growth_is_recomputed_only_for_rows_a_bind_changed():
 
 def test_a_changed_row_is_measured_as_it_is_and_after_the_task_in_one_evaluation(monkeypatch):
     """After a bind, the first shape to score the row measures its F as it is (kept for every shape) together with its
-    own after-states: one `fragmentation` call, not two; the next shape finds the row's F kept."""
+    own after-states: one evaluation, not two; the next shape finds the row's F kept."""
     from scheduling.framework.occupancy import apply_bind
     from scheduling.framework.table import table_for
 
@@ -270,15 +270,44 @@ def test_a_changed_row_is_measured_as_it_is_and_after_the_task_in_one_evaluation
     plugin.growth(table, shard, np.arange(2))
     plugin.growth(table, whole, np.arange(2))
     apply_bind(snapshot, shard, nodes[0], [0])
-    evaluated = _rows_given(monkeypatch, "fragmentation")
+    evaluated = []
+    evaluate = frag.fragmentation_of
+    monkeypatch.setattr(frag, "fragmentation_of", lambda states, shapes: evaluated.append(len(states.idle)) or
+                        evaluate(states, shapes))
     after_bind = plugin.growth(table, whole, np.arange(2)).tolist()
     shard_after_bind = plugin.growth(table, shard, np.arange(2)).tolist()
 
-    assert evaluated == [[0, 0], [0]]     # row 0 as it is + its after-state; then the shard's one card left
+    assert evaluated == [2, 1]     # row 0 as it is + its after-state; then the shard on the one card left
     monkeypatch.undo()
     afresh = Fgd(lambda: WORKLOAD)
     assert after_bind == afresh.growth(NodeTable(nodes, CONFIG), whole, np.arange(2)).tolist()
     assert shard_after_bind == afresh.growth(NodeTable(nodes, CONFIG), shard, np.arange(2)).tolist()
+
+
+def test_a_whole_card_tasks_growth_is_f_after_its_cards_are_taken_less_f_now_with_the_cards_measured_once(monkeypatch):
+    """A whole-card (or CPU-only) task's after-states are its rows' usable cards less those it takes: the cards are
+    measured once, and the growth is that of the after-states built card by card (`fragmentation` of each)."""
+    nodes = [node(1, [600, 0, 0]), node(2, [0, 0, 0], whole=(1,)), node(3, [0, 200, 0], cpu=3), node(4, [0, 0, 0])]
+    table = NodeTable(nodes, CONFIG)
+    rows = np.arange(table.size)
+    cores = np.array([float(n.cpu_cores) for n in nodes])
+    shapes = frag.ShapeArrays(WORKLOAD, table)
+    now = frag.table_state(table, rows, cores)
+    for task, taken in (
+        (TaskInfo(id=1, tenant_id=1, gpu_required=2, cpu_cores=2), [[0, 1, 1], [1, 0, 1], [1, 0, 1], [1, 1, 0]]),
+        (TaskInfo(id=2, tenant_id=1, cpu_cores=3), [[0, 0, 0]] * 4),
+    ):
+        taken = np.array(taken, bool)
+        after = frag.CardState(np.where(taken, 0.0, now.idle), np.where(taken, 0.0, now.free_mb),
+                               now.whole_ok & ~taken, now.share_ok & ~taken, now.cpu_free - task.cpu_cores)
+        expected = frag.fragmentation(after, rows, shapes) - frag.fragmentation(now, rows, shapes)
+        measured = []
+        measure = frag.measured
+        monkeypatch.setattr(frag, "measured", lambda *given: measured.append(len(given[1])) or measure(*given))
+
+        assert Fgd(lambda: WORKLOAD).growth(table, task, rows).tolist() == expected.tolist()
+        assert measured == [4]
+        monkeypatch.undo()
 
 
 def test_a_shards_gap_growth_is_computed_for_the_rows_a_bind_changed_once_for_every_shape_of_its_size(monkeypatch):
