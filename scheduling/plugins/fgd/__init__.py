@@ -59,6 +59,8 @@ GAP_HORIZONS = (1, 100_000)      # arrivals
 DEDUPLICATE_FROM = 32   # rows; below this, finding the distinct states costs more than it saves
 # The most best fit adds to a total: below a whole score point.
 FIT_SHARE = 0.999
+# Best fit's figures of a row (`_fit_figures`): the idle cards and free cores, then what each is divided by.
+FIT_DIVIDED = 2
 
 
 class Fgd(RowPlugin):
@@ -108,18 +110,18 @@ class Fgd(RowPlugin):
     def _fit(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """Best fit, in [0, 1]: how little of its GPU capacity and CPU the node keeps after the task (1 = none)."""
         cache = table.plugin_cache[NAME]
-        idle = _current_rows(cache["idle"], table, rows,
-                             lambda stale: frag.table_state(table, stale, cache["cores"]).idle.sum(axis=1))
+        figures = _current_rows(cache["fit"], table, rows, lambda stale: _fit_figures(
+            cache, table, stale, frag.table_state(table, stale, cache["cores"])))
         if task.gpu_required:
-            share = float(task.gpu_required)
+            taken = np.array((float(task.gpu_required), task.cpu_cores))
         elif task.is_fractional:
             share = task.gpu_memory_mb / cache["largest_card_mb"][rows]
+            taken = np.column_stack((share, np.full(len(rows), task.cpu_cores)))
         else:
-            share = 0.0
-        cores = cache["cores"][rows]
-        gpu_left = frag.unit_interval((idle - share) / np.maximum(table.gpu_total[rows], 1))
-        cpu_left = frag.unit_interval((cores * (1 - table.cpu_usage[rows]) - task.cpu_cores) / np.maximum(cores, 1))
-        return 1 - (gpu_left + cpu_left) / 2
+            taken = np.array((0.0, task.cpu_cores))
+        # The idle cards and free cores left, each over the node's own.
+        left = frag.unit_interval((figures[:, :FIT_DIVIDED] - taken) / figures[:, FIT_DIVIDED:])
+        return 1 - left.sum(axis=1) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:
         """ΔF per row for placing `task` there (the best card for a shard); None without a target workload."""
@@ -189,7 +191,8 @@ class Fgd(RowPlugin):
             cache = table.plugin_cache[NAME] = {
                 "workload": workload, "cpu_weight": self.cpu_weight, "shapes": shapes, "cores": cores,
                 "mask_ids": mask_ids,
-                "before": _per_row(table), "tasks": {}, "masks": {}, "idle": _per_row(table),
+                "before": _per_row(table), "tasks": {}, "masks": {}, "fit": _per_row(table, 2 * FIT_DIVIDED),
+                "cpu_divisor": np.maximum(cores, 1),
                 "largest_card_mb": np.maximum(table.card_capacity_mb.max(axis=1), 1),
                 "gaps": {}, "gap_growth": {},
             }
@@ -285,13 +288,20 @@ def _current_rows(kept: tuple[np.ndarray, np.ndarray], table: NodeTable, rows: n
 
 
 def _table_state(cache: dict[str, Any], table: NodeTable, rows: np.ndarray) -> frag.CardState:
-    """The card state of `rows`; their idle cards, which best fit reads, are kept on the way (so that a scoring
-    measures a changed row once)."""
+    """The card state of `rows`; what best fit reads of them is kept on the way (so that a scoring measures a changed
+    row once)."""
     state = frag.table_state(table, rows, cache["cores"])
-    idle, versions = cache["idle"]
-    idle[rows] = state.idle.sum(axis=1)
+    figures, versions = cache["fit"]
+    figures[rows] = _fit_figures(cache, table, rows, state)
     versions[rows] = table.row_version[rows]
     return state
+
+
+def _fit_figures(cache: dict[str, Any], table: NodeTable, rows: np.ndarray, state: frag.CardState) -> np.ndarray:
+    """What best fit reads of `rows` (in `state`): their idle cards and free cores, then the cards and cores each is
+    divided by (at least 1)."""
+    return np.column_stack((state.idle.sum(axis=1), state.cpu_free, table.card_divisor[rows],
+                            cache["cpu_divisor"][rows]))
 
 
 def _task_key(task: TaskInfo) -> tuple:

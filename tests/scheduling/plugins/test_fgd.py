@@ -402,6 +402,32 @@ def test_best_fit_breaks_ties_of_the_totals_at_postscore_towards_the_fuller_node
         150.0, 150.0]
 
 
+def test_best_fit_is_the_mean_share_of_gpu_and_cpu_a_node_keeps_after_the_task_taken_from_one():
+    """fit = 1 − (GPU left + CPU left) / 2, each in [0, 1]: idle cards less the task's (a shard: its memory over the
+    node's largest card) over the node's cards, free cores less the task's over its cores (at least 1 of each)."""
+    from scheduling.plugins.fgd import FIT_SHARE
+
+    loaded = node(1, [600, 0, 0])
+    loaded.cpu_percent = 50.0
+    nodes = [loaded, node(2, [0, 0], cpu=0), NodeInfo(id=3, name="n3", cpu_cores=4, cards=[])]
+    table = NodeTable(nodes, CONFIG)
+    rows = np.arange(3)
+    idle, cards, free_cores = [2.4, 2.0, 0.0], [3, 2, 0], [4.0, 0.0, 4.0]
+    for task in (TaskInfo(id=1, tenant_id=1, gpu_required=1, cpu_cores=2),
+                 TaskInfo(id=2, tenant_id=1, gpu_memory_mb=300, cpu_cores=1), TaskInfo(id=3, tenant_id=1, cpu_cores=3)):
+        plugin, state = Fgd(lambda: WORKLOAD, tie_break="best-fit"), CycleState(CONFIG)
+        plugin.score_rows(state, task, table, rows)
+        fits = plugin.post_score_rows(state, task, table, rows, np.zeros(3)) / FIT_SHARE
+        expected = []
+        for row, each in enumerate(nodes):
+            largest = max((card.memory_total_mb for card in each.cards), default=1)
+            share = task.gpu_required or (task.gpu_memory_mb / largest if task.is_fractional else 0.0)
+            gpu_left = min(max((idle[row] - share) / max(cards[row], 1), 0.0), 1.0)
+            cpu_left = min(max((free_cores[row] - task.cpu_cores) / max(each.cpu_cores, 1), 0.0), 1.0)
+            expected.append(1 - (gpu_left + cpu_left) / 2)
+        assert fits.tolist() == pytest.approx(expected, rel=1e-12)
+
+
 def test_best_fit_reads_the_idle_cards_of_the_rows_a_bind_changed_from_the_scoring_that_measured_them(monkeypatch):
     """After a bind, scoring a task measures the changed row's cards once: PostScore's best fit finds their idle
     cards kept, and its totals are those of a fresh plugin."""
