@@ -303,9 +303,11 @@ class NodeTable:
             needed = task.gpu_compute_percent
         else:
             total = self.card_total_mb[rows]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.ceil(100 * task.gpu_memory_mb / np.where(total > 0, total, 1))
-            needed = np.where(total > 0, np.clip(share, 1, 100), 100)
+            has_memory = total > 0
+            # The percent of a card's memory, rounded up, within 1 … 100 (np.clip's and np.errstate's wrappers cost
+            # more than the work on a few cards; the divisor is never 0).
+            share = np.ceil(100 * task.gpu_memory_mb / np.where(has_memory, total, 1))
+            needed = np.where(has_memory, np.minimum(np.maximum(share, 1), 100), 100)
         return self.card_free_mb[rows] >= task.gpu_memory_mb, self.card_compute_left[rows] >= needed
 
     def free_card_bits(self, rows: np.ndarray) -> np.ndarray:

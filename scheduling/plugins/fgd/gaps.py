@@ -65,16 +65,22 @@ class GapTable:
         if not capacity.size:
             return np.zeros(capacity.shape)
         index = self._index(capacity)
-        free = np.clip(table.card_free_mb[rows], 0.0, None)
-        before = np.rint(free / capacity * STEPS).astype(np.int64).clip(0, STEPS)
-        after = np.rint(np.clip(free - shard_mb, 0.0, None) / capacity * STEPS).astype(np.int64).clip(0, STEPS)
+        free = np.maximum(table.card_free_mb[rows], 0.0)
+        before = _step(free / capacity)
+        after = _step(np.maximum(free - shard_mb, 0.0) / capacity)
         return self.values[index, after] - self.values[index, before]
 
     def _index(self, capacity: np.ndarray) -> np.ndarray:
         """Each card's row in `values`, adding the sizes not met before (a table's sizes rarely change)."""
-        index = np.searchsorted(self.sizes, capacity).clip(0, max(len(self.sizes) - 1, 0))
+        index = np.minimum(np.searchsorted(self.sizes, capacity), max(len(self.sizes) - 1, 0))
         if len(self.sizes) and (self.sizes[index] == capacity).all():
             return index
         self.sizes = np.union1d(self.sizes, np.unique(capacity))
         self.values = np.stack([gap_values(self.workload, float(size), self.horizon) for size in self.sizes])
         return np.searchsorted(self.sizes, capacity)
+
+
+def _step(share: np.ndarray) -> np.ndarray:
+    """A card's free share as the nearest of `STEPS` steps, within 0 … STEPS (np.clip's wrappers cost more than its
+    work on a few cards)."""
+    return np.minimum(np.maximum(np.rint(share * STEPS).astype(np.int64), 0), STEPS)
