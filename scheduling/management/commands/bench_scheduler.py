@@ -16,8 +16,8 @@ priority,fair-share` likewise with each queue-sort order (design §17.4), over t
 (`scheduling.bench.database.statistics_kept`) and prints the worst; `--explain-over MS` has the server log the plan
 of every statement slower than that. `--rounds N` runs all of it N times in turn, every other round in reverse
 order, and prints each comparison's ratios as their median, lowest and highest over the rounds: on a machine whose
-speed drifts between runs, one pair of runs can put one case ahead or behind by a third, and the later of two runs
-was favoured (an even number of rounds runs each case first as often as second).
+speed drifts between runs, one pair of runs can put one case ahead or behind by a third (an even number of rounds
+runs each case first as often as last).
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -119,8 +119,8 @@ class Command(BaseCommand):
     def handle(self, *args, rounds: int, **options):
         compared = defaultdict(list)
         for number in range(1, rounds + 1):
-            # Of two runs a few seconds apart the second was some 9 % faster here (fgd/spread 0.78–0.84 run after
-            # spread, 0.67–0.68 run before it): every other round runs its cases the other way round.
+            # Every other round runs its cases the other way round, so that what favours a run by its place (a
+            # machine slowing down or warming up over a round) favours each case alike over an even number of rounds.
             reverse = number % 2 == 0
             if rounds > 1:
                 self.stdout.write(f"round {number} of {rounds}" + (", cases in reverse order" if reverse else ""))

@@ -49,7 +49,7 @@ def test_bench_scheduler_compares_two_settings_in_one_run(option, values, title,
 
 @pytest.mark.django_db
 def test_bench_scheduler_repeats_its_runs_in_rounds_and_prints_each_comparisons_median_over_them():
-    """Every other round runs its cases in reverse order: of two runs a few seconds apart the later was favoured."""
+    """Every other round runs its cases in reverse order, so that a run's place favours no case over the rounds."""
     output = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", "--layout", "spread,fgd",
                            "--rounds", "2")
 
