@@ -169,12 +169,14 @@ class Measured(NamedTuple):
 
 def fragmentation(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> np.ndarray:
     """F_n for each state (`rows[i]` is the table row state i belongs to, for the card masks)."""
-    if not len(shapes.weights):
+    if not len(shapes):
         return np.zeros(len(state.idle))
     return fragmentation_of(measured(state, rows, shapes), shapes)
 
 
 def measured(state: CardState, rows: np.ndarray, shapes: ShapeArrays) -> Measured:
+    """The states with the cards each of the workload's GPU profiles may use (`rows[i]` is the table row state i
+    belongs to, for the card masks)."""
     # profiles × states × cards, profile by profile: each profile's cards are one contiguous block to fill
     usable = np.empty((len(shapes.profile_whole), *state.idle.shape), bool)
     usable[shapes.whole_profiles] = state.whole_ok
