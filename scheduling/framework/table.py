@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduling.framework.arrays import clipped
 from scheduling.framework.cards import cards_are_uniform
 from scheduling.framework.single_tenant import card_holder
 from scheduling.framework.snapshot import ClusterSnapshot, NodeInfo, SchedulerConfig
@@ -304,10 +305,9 @@ class NodeTable:
         else:
             total = self.card_total_mb[rows]
             has_memory = total > 0
-            # The percent of a card's memory, rounded up, within 1 … 100 (np.clip's and np.errstate's wrappers cost
-            # more than the work on a few cards; the divisor is never 0).
+            # The percent of a card's memory, rounded up, within 1 … 100 (the divisor is never 0: no np.errstate).
             share = np.ceil(100 * task.gpu_memory_mb / np.where(has_memory, total, 1))
-            needed = np.where(has_memory, np.minimum(np.maximum(share, 1), 100), 100)
+            needed = np.where(has_memory, clipped(share, 1, 100), 100)
         return self.card_free_mb[rows] >= task.gpu_memory_mb, self.card_compute_left[rows] >= needed
 
     def free_card_bits(self, rows: np.ndarray) -> np.ndarray:

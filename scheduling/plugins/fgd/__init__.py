@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduling.framework.arrays import clipped
 from scheduling.framework.interfaces import CycleState, RowPlugin
 from scheduling.framework.registry import POST_SCORE, RESERVE, SCORE, PluginSetting, PluginSpec
 from scheduling.framework.sharing import card_admits_tenant
@@ -90,7 +91,7 @@ class Fgd(RowPlugin):
         growth = self.growth(table, task, rows)
         if growth is None:
             return np.full(len(rows), NEUTRAL)
-        score = 100.0 / (1.0 + np.exp(np.minimum(np.maximum(growth, -50.0), 50.0)))
+        score = 100.0 / (1.0 + np.exp(clipped(growth, -50.0, 50.0)))
         if self.tie_break != BEST_FIT:
             return score
         # Whole score points (growths a few hundredths of a card apart are a tie); PostScore breaks the ties.
@@ -120,7 +121,7 @@ class Fgd(RowPlugin):
         else:
             taken = np.array((0.0, task.cpu_cores))
         # The idle cards and free cores left, each over the node's own.
-        left = frag.unit_interval((figures[:, :FIT_DIVIDED] - taken) / figures[:, FIT_DIVIDED:])
+        left = clipped((figures[:, :FIT_DIVIDED] - taken) / figures[:, FIT_DIVIDED:], 0.0, 1.0)
         return 1 - left.sum(axis=1) / 2
 
     def growth(self, table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray | None:

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scheduling.framework.arrays import clipped
 from scheduling.framework.table import NodeTable
 from scheduling.framework.gpu_models import model_matches
 from scheduling.plugins.fgd.workload import TargetWorkload
@@ -53,11 +54,6 @@ def table_state(table: NodeTable, rows: np.ndarray, cores: np.ndarray) -> CardSt
     return CardState(idle, free_mb, whole_ok, share_ok, cpu_free)
 
 
-def unit_interval(values: np.ndarray) -> np.ndarray:
-    """`values` clipped to [0, 1] (np.clip's wrappers cost more than its work on a few hundred rows)."""
-    return np.minimum(np.maximum(values, 0.0), 1.0)
-
-
 def card_share(free_mb: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """free_mb ÷ capacity (of free_mb's shape; capacity may broadcast to it), 0 where a card has no capacity."""
     return np.divide(free_mb, capacity, out=np.zeros(free_mb.shape), where=capacity > 0)
@@ -78,7 +74,7 @@ class ShapeArrays:
         never = table.width + 1
         # `fragmentation` counts a state's usable cards in bytes while a node has fewer than 255 cards.
         self.count_dtype = np.uint8 if never <= np.iinfo(np.uint8).max else np.intp
-        cards_needed = np.where(self.uses_gpu, np.minimum(np.maximum(self.cards, 1), never), never)
+        cards_needed = np.where(self.uses_gpu, clipped(self.cards, 1, never), never)
         self.whole = self.cards > 0
         keys = sorted({(shape.gpu_type, shape.models) for shape in shapes})
         self.key_index = np.array([keys.index((shape.gpu_type, shape.models)) for shape in shapes], np.int64)
@@ -219,7 +215,7 @@ def after_shards(state: CardState, capacity: np.ndarray, memory_mb: float, cpu: 
     count, width = state.idle.shape
     eye = np.eye(width, dtype=bool)[None, :, :]                                     # 1 × placed card × cards
     free_mb = np.where(eye, state.free_mb[:, None, :] - memory_mb, state.free_mb[:, None, :])
-    share = unit_interval(card_share(free_mb, capacity[:, None, :]))
+    share = clipped(card_share(free_mb, capacity[:, None, :]), 0.0, 1.0)
     idle = np.where(eye, share, state.idle[:, None, :])
     whole_ok = state.whole_ok[:, None, :] & ~eye
     share_ok = np.broadcast_to(state.share_ok[:, None, :], (count, width, width))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduling.framework.arrays import clipped
 from scheduling.framework.table import NodeTable
 from scheduling.plugins.fgd.workload import TargetWorkload
 
@@ -81,6 +82,5 @@ class GapTable:
 
 
 def _step(share: np.ndarray) -> np.ndarray:
-    """A card's free share as the nearest of `STEPS` steps, within 0 … STEPS (np.clip's wrappers cost more than its
-    work on a few cards)."""
-    return np.minimum(np.maximum(np.rint(share * STEPS).astype(np.int64), 0), STEPS)
+    """A card's free share as the nearest of `STEPS` steps, within 0 … STEPS."""
+    return clipped(np.rint(share * STEPS).astype(np.int64), 0, STEPS)
