@@ -27,7 +27,7 @@ def test_schema_is_served(admin_client):
 def test_api_docs_load_their_scripts_from_this_host(admin_client, page, script):
     html = admin_client.get(page).content.decode()
     assert script in html
-    assert "cdn" not in html.lower() and "https://" not in html
+    assert "cdn." not in html.lower() and "https://" not in html  # "cdn" alone can occur in a CSRF token
 
 
 @pytest.mark.django_db
