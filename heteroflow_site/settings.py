@@ -117,7 +117,8 @@ MIDDLEWARE = [
 
 # Login throttling (django-axes): 5 failed logins for one username from one address lock that pair out for 15
 # minutes; other users, and the same user from elsewhere, are not locked out by someone guessing.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Sessions name the backend that logged their user in; tenants' migration 0006 moved those of Django's ModelBackend.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "tenants.authentication.SessionUserBackend"]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
