@@ -7,10 +7,18 @@ transaction sent in one round trip. Tasks bound per
 second by the scheduler divided by this ceiling (`ratio=`) compares figures taken on different machines, or on one
 machine under different load. It works on the real tables of the current database (same indexes, same triggers),
 on rows of its own that it deletes afterwards; nothing else may be scheduling in that database meanwhile.
+
+`reference_ceiling` runs the issues' own reference (`reference_ceiling.py` beside this module, a verbatim copy: a
+simpler bind on tables of its own) as they run it, in a process of its own: the ceiling their ratios divide by.
 """
 
+import os
+import re
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.db import connection
 
@@ -21,6 +29,8 @@ from scheduling.models import Task
 from tenants.models import Tenant
 
 FIXTURE_NAME = "bind-ceiling"
+REFERENCE_TOOL = Path(__file__).with_name("reference_ceiling.py")
+REFERENCE_TRANSACTIONS = 3000
 # Transactions committed before the clock starts (connection, plan cache and buffers warm up).
 WARM_UP = 50
 
@@ -52,6 +62,13 @@ def measure_bind_ceiling(*, transactions: int = 3000, seconds: float = 3.0, node
             return BindCeiling(transactions=committed, seconds=time.perf_counter() - started)
     finally:
         _remove_fixture()
+
+
+def reference_ceiling(database_url: str) -> float:
+    """Binds a second by the issues' reference tool on the database at `database_url`."""
+    finished = subprocess.run([sys.executable, str(REFERENCE_TOOL), str(REFERENCE_TRANSACTIONS)], capture_output=True,
+                              text=True, env={**os.environ, "DATABASE_URL": database_url}, timeout=600, check=True)
+    return float(re.search(r"^bind_ceiling_per_s=([\d.]+)$", finished.stdout, re.MULTILINE).group(1))
 
 
 def commit_bind(cursor, *, task_id: int, node_id: int) -> bool:

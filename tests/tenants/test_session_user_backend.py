@@ -28,7 +28,8 @@ def test_a_tenant_users_page_reads_the_user_membership_and_tenant_in_one_stateme
         response = tenant_web.get(f"/tasks/{task.id}/")
     assert response.status_code == 200 and "mine" in response.content.decode()
     user_reads = _statements_reading(captured, "auth_user")
-    assert len(user_reads) == 1 and '"tenants_tenantmembership"' in user_reads[0] and '"tenants_tenant"' in user_reads[0]
+    assert len(user_reads) == 1
+    assert '"tenants_tenantmembership"' in user_reads[0] and '"tenants_tenant"' in user_reads[0]
     assert _statements_reading(captured, "tenants_tenantmembership") == []
 
 

@@ -17,7 +17,10 @@ priority,fair-share` likewise with each queue-sort order (design §17.4), over t
 of every statement slower than that. `--rounds N` runs all of it N times in turn, every other round in reverse
 order, and prints each comparison's ratios as their median, lowest and highest over the rounds: on a machine whose
 speed drifts between runs, one pair of runs can put one case ahead or behind by a third (an even number of rounds
-runs each case first as often as last).
+runs each case first as often as last). `--reference-ceiling` also runs the issues' reference ceiling
+(`scheduling.bench.bind_ceiling.reference_ceiling`) right before and right after each run and prints the rate
+divided by their mean (`reference_ratio=`), the figure the issues' goals are stated in; with `--stats`, the worst
+state's, and with `--rounds`, its median over the rounds.
 
 Model imports stay inside functions: the scheduler processes are spawned and import this module before
 `django.setup()`.
@@ -112,41 +115,55 @@ class Command(BaseCommand):
                             help="run every case N times, in turn (1 to 20), every other round in reverse order: "
                                  "each comparison's ratios then also as the median, lowest and highest over the "
                                  "rounds, the figure to quote on a machine whose speed drifts between runs")
+        parser.add_argument("--reference-ceiling", action="store_true",
+                            help="run the issues' reference ceiling right before and after each run and print the "
+                                 "rate divided by their mean (reference_ratio=)")
         parser.add_argument("--without-metrics", action="store_true",
                             help="record no per-cycle metrics (duration, binds, queue latency) in the scheduler "
                                  "processes: the reference their cost is measured against")
 
     def handle(self, *args, rounds: int, **options):
         compared = defaultdict(list)
+        reference_ratios = defaultdict(list)
         for number in range(1, rounds + 1):
             # Every other round runs its cases the other way round, so that what favours a run by its place (a
             # machine slowing down or warming up over a round) favours each case alike over an even number of rounds.
             reverse = number % 2 == 0
             if rounds > 1:
                 self.stdout.write(f"round {number} of {rounds}" + (", cases in reverse order" if reverse else ""))
-            for title, first, second, ratios in self._round(reverse=reverse, **options):
+            comparisons, worst_reference_ratios = self._round(reverse=reverse, **options)
+            for title, first, second, ratios in comparisons:
                 compared[title, first, second].append(ratios)
+            for case, ratio in worst_reference_ratios.items():
+                reference_ratios[case].append(ratio)
         if rounds > 1:
             # Each round runs every case once, so each ratio is of two runs a few seconds apart.
             for (title, first, second), ratios in compared.items():
                 self.stdout.write(f"{title} over {rounds} rounds, {second}/{first}: " + "; ".join(
                     f"{name} median={statistics.median(values):.3f} min={min(values):.3f} max={max(values):.3f}"
                     for name, values in zip(COMPARED, zip(*ratios))))
+            for (count, _, layout_name, *_), values in reference_ratios.items():
+                self.stdout.write(f"reference_ratio instances={count} layout={layout_name} over {rounds} rounds, "
+                                  f"worst state: median={statistics.median(values):.3f} min={min(values):.3f} "
+                                  f"max={max(values):.3f}")
 
     def _round(self, *, nodes: int, pending: int, instances: list[int], concurrent_cycles: bool, seed: int,
                trace: str | None, keep: bool, without_live_updates: bool, without_metrics: bool,
                layout: list[str], quotas: list[str], big_jobs: list[str], queue_order: list[str], stats: list[str],
-               explain_over: int | None, reverse: bool = False,
-               **options) -> list[tuple[str, str, str, tuple[float, ...]]]:
+               explain_over: int | None, reference_ceiling: bool, reverse: bool = False,
+               **options) -> tuple[list[tuple[str, str, str, tuple[float, ...]]], dict[tuple, float]]:
         """Every run once (`reverse`: last case first); the comparisons' ratios (title, first, second, a ratio per
-        `COMPARED` figure)."""
+        `COMPARED` figure), and with `reference_ceiling` each case's worst reference ratio over its statistics
+        states (by instances, quotas, layout, big jobs and queue order)."""
         from scheduling.bench.bind_ceiling import measure_bind_ceiling
+        from scheduling.bench.bind_ceiling import reference_ceiling as measure_reference_ceiling
 
         throughput = {}
         comparisons = []
         runs = [(count, mode, name, pools, order, state) for count in instances for mode in quotas for name in layout
                 for pools in big_jobs for order in queue_order for state in stats]
         by_state = {}
+        reference_ratios = {}
         for count, quota_mode, layout_name, pools_mode, order, stats_state in reversed(runs) if reverse else runs:
             with throwaway_database(keep=keep) as bench:
                 started = time.perf_counter()
@@ -169,6 +186,7 @@ class Command(BaseCommand):
                 if explain_over is not None:
                     explain_slow_statements(bench, over_ms=explain_over)
                 connections.close_all()
+                references = [measure_reference_ceiling(database_url(bench))] if reference_ceiling else []
                 try:
                     with statistics_kept(stats_state):
                         report = _run_instances(
@@ -182,6 +200,14 @@ class Command(BaseCommand):
                 figures = (self._print(report, tasks_made, ceiling.per_second), _cycle_cost(report))
                 by_state[count, quota_mode, layout_name, pools_mode, order, stats_state] = figures + (
                     ceiling.per_second,)
+                if references:
+                    connections.close_all()
+                    references.append(measure_reference_ceiling(database_url(bench)))
+                    ratio = figures[0] / statistics.mean(references)
+                    self.stdout.write(f"reference_ceiling_per_s before={references[0]:.0f} after={references[1]:.0f} "
+                                      f"reference_ratio={ratio:.4f} (tasks_per_second / their mean)")
+                    case = (count, quota_mode, layout_name, pools_mode, order)
+                    reference_ratios[case] = min(ratio, reference_ratios.get(case, math.inf))
         # Every other comparison is between the worst statistics state of each case.
         for *case, stats_state in runs:
             case = tuple(case)
@@ -195,7 +221,8 @@ class Command(BaseCommand):
                     f"statistics instances={case[0]} layout={case[2]}: " + "; ".join(
                         f"{state} tasks_per_second={rate_:.1f} cycle_ms_p50={p50:.1f} ratio={rate_ / ceiling:.3f}"
                         for state, (rate_, (p50, _), ceiling) in per_state.items())
-                    + f"; worst tasks_per_second={rate:.1f}")
+                    + f"; worst tasks_per_second={rate:.1f}"
+                    + (f" worst reference_ratio={reference_ratios[case]:.3f}" if reference_ratios else ""))
 
         def run_of(count: int, *, quota: str = quotas[0], name: str = layout[0], pools: str = big_jobs[0],
                    order: str = queue_order[0]) -> tuple:
@@ -223,7 +250,7 @@ class Command(BaseCommand):
             for count in instances:
                 comparisons.append(self._compare(f"queue_order instances={count}", queue_order[0], run_of(count),
                                                  order, run_of(count, order=order)))
-        return comparisons
+        return comparisons, reference_ratios
 
     def _compare(self, title: str, first: str, reference: tuple, second: str,
                  measured: tuple) -> tuple[str, str, str, tuple[float, ...]]:

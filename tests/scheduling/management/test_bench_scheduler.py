@@ -49,9 +49,10 @@ def test_bench_scheduler_compares_two_settings_in_one_run(option, values, title,
 
 @pytest.mark.django_db
 def test_bench_scheduler_repeats_its_runs_in_rounds_and_prints_each_comparisons_median_over_them():
-    """Every other round runs its cases in reverse order, so that a run's place favours no case over the rounds."""
+    """Every other round runs its cases in reverse order, so that a run's place favours no case over the rounds.
+    The issues' goals are ratios to their reference ceiling measured in the same run: before and after each run."""
     output = run_benchmark("bench_scheduler", "--nodes", "10", "--pending", "30", "--layout", "spread,fgd",
-                           "--rounds", "2")
+                           "--rounds", "2", "--reference-ceiling")
 
     assert re.findall(r"^round (\d) of 2", output, re.MULTILINE) == ["1", "2"], output
     assert re.search(r"^round 2 of 2, cases in reverse order$", output, re.MULTILINE), output
@@ -66,7 +67,27 @@ def test_bench_scheduler_repeats_its_runs_in_rounds_and_prints_each_comparisons_
     assert summary, output
     assert [float(figure) for figure in summary.groups()] == pytest.approx(
         [sum(per_round) / 2, min(per_round), max(per_round)], abs=0.001)
+
+    spread_ratios = [ratio for layout, ratio in zip(layouts, _reference_ratios(output)) if layout == "spread"]
+    spread = re.search(r"^reference_ratio instances=1 layout=spread over 2 rounds, worst state: median=([\d.]+) "
+                       r"min=([\d.]+) max=([\d.]+)$", output, re.MULTILINE)
+    assert spread, output
+    assert [float(figure) for figure in spread.groups()] == pytest.approx(
+        [sum(spread_ratios) / 2, min(spread_ratios), max(spread_ratios)], abs=0.001)
+    assert re.search(r"^reference_ratio instances=1 layout=fgd over 2 rounds", output, re.MULTILINE), output
     assert throwaway_databases_left(output) == []
+
+
+def _reference_ratios(output: str) -> list[float]:
+    """Each run's rate over the mean of the reference ceilings printed around it, checked against its printed ratio."""
+    rates = [float(rate) for rate in re.findall(r"^tasks_per_second=([\d.]+) ", output, re.MULTILINE)]
+    references = re.findall(r"^reference_ceiling_per_s before=(\d+) after=(\d+) reference_ratio=([\d.]+) ",
+                            output, re.MULTILINE)
+    assert references and len(rates) == len(references), output
+    for rate, (before, after, ratio) in zip(rates, references):
+        assert float(before) > 0 and float(after) > 0
+        assert float(ratio) == pytest.approx(rate / ((float(before) + float(after)) / 2), rel=0.01)
+    return [float(ratio) for *_, ratio in references]
 
 
 # Reads per bound task of the 300-node case when every statement keeps a good plan (~120 rows, 0.2 statements);
@@ -77,7 +98,8 @@ MOST_STATEMENTS_PER_BOUND_TASK = 1.0
 
 @pytest.mark.django_db
 def test_a_cycle_reads_a_bounded_number_of_rows_per_bound_task_in_every_statistics_state():
-    output = run_benchmark("bench_scheduler", "--nodes", "300", "--pending", "600", "--stats", "none,seeded,fresh")
+    output = run_benchmark("bench_scheduler", "--nodes", "300", "--pending", "600", "--stats", "none,seeded,fresh",
+                           "--reference-ceiling")
 
     states = re.findall(r"^database \S+: .* \(statistics (\w+);", output, re.MULTILINE)
     counts = re.findall(r"^per_bound_task statements=([\d.]+) rows_read=([\d.]+) ", output, re.MULTILINE)
@@ -85,5 +107,7 @@ def test_a_cycle_reads_a_bounded_number_of_rows_per_bound_task_in_every_statisti
     for state, (statements, rows) in zip(states, counts):
         assert float(statements) <= MOST_STATEMENTS_PER_BOUND_TASK, (state, output)
         assert float(rows) <= MOST_ROWS_PER_BOUND_TASK, (state, output)
-    assert re.search(r"^statistics instances=1 layout=spread: none .*; seeded .*; fresh .*; worst tasks_per_second=",
-                     output, re.MULTILINE), output
+    worst = re.search(r"^statistics instances=1 layout=spread: none .*; seeded .*; fresh .*; worst tasks_per_second="
+                      r"[\d.]+ worst reference_ratio=([\d.]+)$", output, re.MULTILINE)
+    assert worst, output
+    assert float(worst.group(1)) == pytest.approx(min(_reference_ratios(output)), abs=0.001)
