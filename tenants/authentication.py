@@ -45,9 +45,9 @@ class UserTokenAuthentication(TokenAuthentication):
 
 class SessionUserBackend(ModelBackend):
     """Django's password and permission backend whose session user comes with its membership and tenant in the
-    same statement, as a token's does (`UserTokenAuthentication`): every tenant-scoped page reads them
-    (`tenant_of`), one round trip to PostgreSQL more per request otherwise. A user without a membership (an admin)
-    comes with none, and `tenant_of` reads nothing again."""
+    same statement, as a token's does (`UserTokenAuthentication`): tenant-scoped pages read them (`tenant_of`) and
+    the request log names every request's tenant, one round trip to PostgreSQL more per request otherwise. A user
+    without a membership (an admin) comes known to have none: nothing reads it again."""
 
     def get_user(self, user_id):
         try:
