@@ -57,6 +57,9 @@ QUICKER = [
      "ten seeds up to 130 % of the cluster take minutes; one seed to 10 % runs the same code"),
     (r"manage\.py bench_autoscale\b", "--hours 2",
      "a simulated day takes minutes of ticks and cycles; two hours run the same autoscaler and cycle"),
+    (r"manage\.py bench_rollout\b", "--replicas 2 --interval 1 --probe-period 2",
+     "four replicas at the production periods take two minutes; two replicas, an agent step a second and a 2 s "
+     "probe run the same rollout through the same agent, server and loops in half a minute"),
 ]
 PLACEHOLDERS = {
     "--nodes CSV": f"--nodes {OPENB}/openb_node_list_gpu_node.csv",
