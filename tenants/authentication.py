@@ -13,6 +13,8 @@ from knox.settings import CONSTANTS, knox_settings
 from knox.signals import token_expired
 from rest_framework import exceptions
 
+UserModel = get_user_model()
+
 
 class UserTokenAuthentication(TokenAuthentication):
     """Knox's API tokens in one statement per request: the token with its user and the user's tenant (which every
@@ -51,8 +53,8 @@ class SessionUserBackend(ModelBackend):
 
     def get_user(self, user_id):
         try:
-            user = get_user_model()._default_manager.select_related("membership__tenant").get(pk=user_id)
-        except get_user_model().DoesNotExist:
+            user = UserModel._default_manager.select_related("membership__tenant").get(pk=user_id)
+        except UserModel.DoesNotExist:
             return None
         return user if self.user_can_authenticate(user) else None
 

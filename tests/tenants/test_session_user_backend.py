@@ -6,7 +6,7 @@ import importlib
 import pytest
 from django.apps import apps as installed_apps
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth import BACKEND_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test import Client
@@ -50,12 +50,8 @@ def test_a_deactivated_users_session_is_signed_out(tenant_web):
 
 
 def _session_logged_in_by(user, backend: str) -> Client:
-    session = SessionStore()
-    session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: backend,
-                    HASH_SESSION_KEY: user.get_session_auth_hash()})
-    session.create()
     client = Client()
-    client.cookies[settings.SESSION_COOKIE_NAME] = session.session_key
+    client.force_login(user, backend=backend)
     return client
 
 
