@@ -209,10 +209,8 @@ class Fgd(RowPlugin):
         stale = np.flatnonzero(versions[rows] != table.row_version[rows])
         if not len(stale):
             return values[rows], frag.fragmentation_of(after, cache["shapes"])
-        changed = rows[stale]
         both = frag.fragmentation_of(now(stale).joined(after), cache["shapes"])
-        values[changed] = both[: len(stale)]
-        versions[changed] = table.row_version[changed]
+        _keep_rows(cache["before"], table, rows[stale], both[: len(stale)])
         return values[rows], both[len(stale):]
 
     def _growth_by_card(self, cache: dict[str, Any], table: NodeTable, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
@@ -283,18 +281,21 @@ def _current_rows(kept: tuple[np.ndarray, np.ndarray], table: NodeTable, rows: n
     values, versions = kept
     stale = rows[versions[rows] != table.row_version[rows]]
     if len(stale):
-        values[stale] = compute(stale)
-        versions[stale] = table.row_version[stale]
+        _keep_rows(kept, table, stale, compute(stale))
     return values[rows]
+
+
+def _keep_rows(kept: tuple[np.ndarray, np.ndarray], table: NodeTable, rows: np.ndarray, values: np.ndarray) -> None:
+    """Store `rows`' values in a `_per_row` cache, as of the rows' current versions."""
+    kept[0][rows] = values
+    kept[1][rows] = table.row_version[rows]
 
 
 def _table_state(cache: dict[str, Any], table: NodeTable, rows: np.ndarray) -> frag.CardState:
     """The card state of `rows`; what best fit reads of them is kept on the way (so that a scoring measures a changed
     row once)."""
     state = frag.table_state(table, rows, cache["cores"])
-    figures, versions = cache["fit"]
-    figures[rows] = _fit_figures(cache, table, rows, state)
-    versions[rows] = table.row_version[rows]
+    _keep_rows(cache["fit"], table, rows, _fit_figures(cache, table, rows, state))
     return state
 
 
